@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs the browser tests (or, with --bench, the browser benchmark) against a slurmlens server started
+# here on the lab's clusters: `sakura` (30 days of generated history; generated first if missing) and
+# `lab`. Needs `e2e/lab/lab.sh up`, the site from `web/build.sh`, and a built `slurmlens`.
+# Screenshots and the server log go to e2e/out/.
+#
+#   bash e2e/browser/run.sh [--bench] [test-name-filter]
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+# shellcheck source=/dev/null
+source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
+BIN=${E2E_SLURMLENS_BIN:-$ROOT/target/debug/slurmlens}
+OUT=${E2E_OUT:-$ROOT/e2e/out}
+SITE=${SLURMLENS_SITE_ROOT:-$ROOT/target/site}
+mkdir -p "$OUT"
+bash e2e/browser/setup.sh
+[[ -x $BIN ]] || cargo build -q -p slurmlens-server --bin slurmlens
+[[ -f $SITE/pkg/slurmlens_web_bg.wasm ]] || { echo "no site in $SITE: run web/build.sh" >&2; exit 1; }
+
+jobs_in() { mariadb --defaults-file="$LAB_MYCNF" -N -e "SELECT COUNT(*) FROM slurm_acct_db.${1}_job_table"; }
+if [[ $(jobs_in sakura) -lt 100000 ]]; then
+  echo "generating sakura's 30-day history (once)"
+  "$BIN" demo seed-history --cluster sakura
+fi
+
+# 48 h of dcgm-exporter, rdma_exporter, ping-mesh and burst series that agree with sakura's jobs (the
+# report, grid-metric and failure tests read them), unless already there.
+series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu.*"}[2d]))' \
+  | grep -o '"value":\[[^]]*\]' | grep -o '"[0-9]*"$' | tr -d '"' || true)
+if [[ ${series:-0} -lt 800 ]]; then
+  echo "seeding sakura's telemetry (once)"
+  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
+  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" demo seed-telemetry --cluster sakura --hours 48
+fi
+
+LOG=$OUT/server.log
+# The benchmark measures pages, not the report archiver sweeping hundreds of finished jobs beside them.
+ARCHIVE_EVERY=60
+[[ ${1:-} == --bench ]] && ARCHIVE_EVERY=0
+SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_LISTEN=127.0.0.1:0 \
+  SLURMLENS_SITE_ROOT="$SITE" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve >"$LOG" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
+URL=
+for _ in $(seq 1 300); do
+  URL=$(sed -n 's|^slurmlens serving at \(http://[^/]*\)/.*|\1|p' "$LOG")
+  [[ -n $URL ]] && curl -fs "$URL/api/v1/health" >/dev/null && break
+  kill -0 "$SERVER" 2>/dev/null || { cat "$LOG" >&2; echo "the server exited" >&2; exit 1; }
+  sleep 0.1
+done
+[[ -n $URL ]] || { echo "the server did not come up" >&2; exit 1; }
+echo "server at $URL (log: $LOG)"
+if [[ ${1:-} == --bench ]]; then
+  shift
+  node e2e/browser/bench.mjs "$URL" "$OUT" "$@"
+else
+  node e2e/browser/tests.mjs "$URL" "$OUT" "$@"
+fi

@@ -1,0 +1,399 @@
+// Browser tests of the slurmlens pages against a running server (e2e/browser/run.sh starts one on the
+// lab's `sakura` demo history and `lab` cluster). Each test drives Debian's headless Chromium, checks
+// what the page shows against the REST API, and saves a screenshot under the output folder.
+//
+//   node e2e/browser/tests.mjs BASE_URL OUT_DIR [name-filter]
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { allJobs, api, formTime, ganttReady, ganttState, hydrated, launch, parseCsv, runningAt } from './lib.mjs';
+
+const [base, out, only] = process.argv.slice(2);
+if (!base || !out) {
+  console.error('usage: tests.mjs BASE_URL OUT_DIR [name-filter]');
+  process.exit(2);
+}
+
+function assert(condition, message) {
+  if (!condition) throw new Error(message);
+}
+function assertEqual(actual, expected, message) {
+  const a = JSON.stringify(actual);
+  const e = JSON.stringify(expected);
+  if (a !== e) throw new Error(`${message}\n  actual:   ${a.slice(0, 600)}\n  expected: ${e.slice(0, 600)}`);
+}
+
+/** Jobs the Gantt places: started, on some node. */
+const placed = (jobs) => jobs.filter((job) => job.start && job.node_list !== 'None assigned');
+
+const tests = [];
+const test = (name, body) => tests.push({ name, body });
+
+test('gantt_shows_the_windows_jobs_on_racks_in_local_time', async (page) => {
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  const state = await ganttState(page);
+  const jobs = placed(await allJobs(base, `cluster=sakura&start=${state.loadedStart}&end=${state.loadedEnd}`));
+  assertEqual(state.truncated, 'false', 'a day of sakura fits without truncation');
+  assertEqual(Number(state.jobs), jobs.length, 'the Gantt loads every started job of its window, as the API lists them');
+  assert(Number(state.jobs) > 1000, `a busy day has many jobs (${state.jobs})`);
+  const zone = await page.textContent('[data-testid=zone]');
+  assert(zone.includes('UTC+09:00'), `times are in the viewer's zone: ${zone}`);
+  const legend = await page.$$eval('[data-testid=gantt-legend] li', (items) => items.length);
+  assert(legend >= 2, 'a legend names the colours');
+  return page;
+});
+
+test('gantt_zooms_and_pans_with_buttons_keys_and_wheel', async (page) => {
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  const span = (s) => Number(s.viewEnd) - Number(s.viewStart);
+  const before = await ganttState(page);
+  await page.click('[data-testid=zoom-in]');
+  await page.waitForFunction((old) => {
+    const c = document.querySelector('[data-testid=gantt-canvas]').dataset;
+    return Math.abs((c.viewEnd - c.viewStart) - old / 2) < 2;
+  }, span(before));
+  const zoomed = await ganttState(page);
+  await page.click('[data-testid=pan-left]');
+  await page.waitForFunction((old) => Number(document.querySelector('[data-testid=gantt-canvas]').dataset.viewStart) < old - 60, Number(zoomed.viewStart));
+  const panned = await ganttState(page);
+  assert(Math.abs((Number(zoomed.viewStart) - Number(panned.viewStart)) - span(zoomed) / 4) < 2, 'pan moves a quarter of the window');
+  await page.focus('[data-testid=gantt-canvas]');
+  await page.keyboard.press('-');
+  await page.keyboard.press('ArrowRight');
+  await page.waitForFunction((old) => {
+    const c = document.querySelector('[data-testid=gantt-canvas]').dataset;
+    return Math.abs((c.viewEnd - c.viewStart) - old * 2) < 2;
+  }, span(panned));
+  const box = await page.locator('[data-testid=gantt-canvas]').boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + 100);
+  await page.keyboard.down('Control');
+  await page.mouse.wheel(0, -300);
+  await page.keyboard.up('Control');
+  await page.waitForFunction((old) => {
+    const c = document.querySelector('[data-testid=gantt-canvas]').dataset;
+    return (c.viewEnd - c.viewStart) < old - 60;
+  }, span(panned) * 2);
+  await page.click('[data-testid=span-7d]');
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid=gantt-canvas]').dataset;
+    return Math.abs((c.viewEnd - c.viewStart) - 7 * 86400) < 2 && Number(c.loadedStart) <= Number(c.viewStart);
+  }, null, { timeout: 60000 });
+  await ganttReady(page, 60000);
+  const week = await ganttState(page);
+  assert(Number(week.jobs) > Number(before.jobs), `a week holds more jobs than a day (${week.jobs} vs ${before.jobs})`);
+  const [frames, mean, worst] = week.frameStats.split(' ').map(Number);
+  console.log(`    frames drawn: ${frames}, mean ${mean} ms, worst ${worst} ms, ${week.jobs} jobs loaded`);
+  return page;
+});
+
+test('gantt_filters_by_user', async (page) => {
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  await page.fill('[data-testid=filter-user]', 'u03');
+  await page.click('[data-testid=apply-filters]');
+  await page.waitForURL(/user=u03/);
+  await page.waitForFunction(() => document.querySelector('[data-testid=gantt-canvas]').dataset.users === 'u03', null, { timeout: 30000 });
+  await ganttReady(page);
+  const state = await ganttState(page);
+  const jobs = placed(await allJobs(base, `cluster=sakura&user=u03&start=${state.loadedStart}&end=${state.loadedEnd}`));
+  assert(jobs.length > 0, 'u03 ran jobs in the window');
+  assertEqual(Number(state.jobs), jobs.length, "the filtered Gantt holds exactly the API's jobs of u03");
+  return page;
+});
+
+test('gantt_hover_names_a_job_and_click_opens_it', async (page) => {
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  const canvas = page.locator('[data-testid=gantt-canvas]');
+  const box = await canvas.boundingBox();
+  let job = null;
+  for (let y = 20; y < Math.min(box.height, 600) && !job; y += 4) {
+    for (const share of [0.5, 0.7, 0.3, 0.9]) {
+      await page.mouse.move(box.x + 96 + (box.width - 96) * share, box.y + y);
+      job = await page.$eval('[data-testid=gantt-tooltip]', (t) => t.dataset.job).catch(() => null);
+      if (job) break;
+    }
+  }
+  assert(job, 'hovering the chart finds a job');
+  const tooltip = await page.textContent('[data-testid=gantt-tooltip]');
+  assert(tooltip.includes('UTC'), 'the hover shows UTC times next to local ones');
+  await page.screenshot({ path: join(out, 'gantt_hover.png') });
+  await page.mouse.down();
+  await page.mouse.up();
+  await page.waitForURL(new RegExp(`/jobs/${job.replace(/[[\]]/g, '\\$&')}\\?`));
+  await page.waitForSelector('[data-testid=job-title]');
+  assert((await page.textContent('[data-testid=job-title]')).includes(job), 'the job page opens');
+  // The keyboard reaches jobs too: pick a row, step to a job, Enter opens it.
+  await page.goBack();
+  await ganttReady(page);
+  await page.focus('[data-testid=gantt-canvas]');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press(']');
+  await page.waitForSelector('[data-testid=gantt-tooltip]');
+  const keyed = await page.$eval('[data-testid=gantt-tooltip]', (t) => t.dataset.job);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('[data-testid=job-title]');
+  assert((await page.textContent('[data-testid=job-title]')).includes(keyed), 'Enter opens the selected job');
+  return page;
+});
+
+test('gantt_unfolds_a_node_into_gpu_lanes', async (page) => {
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  const canvas = page.locator('[data-testid=gantt-canvas]');
+  const before = (await canvas.boundingBox()).height;
+  await canvas.click({ position: { x: 30, y: 16 + 4 } });
+  await page.waitForFunction((h) => document.querySelector('[data-testid=gantt-canvas]').getBoundingClientRect().height > h, before);
+  const after = (await canvas.boundingBox()).height;
+  assertEqual(after - before, 8 * 7, 'a node of 8 GPUs unfolds into 8 lanes of 7 px');
+  await canvas.click({ position: { x: 30, y: 4 } });
+  await page.waitForFunction((h) => document.querySelector('[data-testid=gantt-canvas]').getBoundingClientRect().height < h, after);
+  return page;
+});
+
+test('grid_cell_names_the_job_that_held_it_then', async (page) => {
+  const at = Math.floor((Date.now() / 1000 - 2 * 86400) / 60) * 60;
+  await page.goto(`${base}/grid?cluster=sakura`);
+  await hydrated(page);
+  await page.fill('[data-testid=grid-at]', formTime(at));
+  await page.click('[data-testid=grid-go]');
+  await page.waitForSelector(`[data-testid=grid-summary][data-at="${at}"]`, { timeout: 30000 });
+  assertEqual(await page.$$eval('[data-testid=gpu-cell]', (cells) => cells.length), 800, '100 nodes × 8 GPUs');
+  const nodes = await page.$$eval('[data-testid=node-cell]', (cells) => cells.map((c) => [c.dataset.node, c.dataset.jobs]));
+  const busy = nodes.filter(([, jobs]) => jobs).slice(0, 6);
+  const idle = nodes.filter(([, jobs]) => !jobs).slice(0, 2);
+  assert(busy.length > 0, 'some node was busy two days ago');
+  for (const [node, shown] of [...busy, ...idle]) {
+    const jobs = (await allJobs(base, `cluster=sakura&start=${at}&end=${at + 1}&node=${node}`)).filter((j) => runningAt(j, at));
+    assertEqual(shown.split(',').filter(Boolean).sort(), jobs.map((j) => j.job_id).sort(), `${node} names the jobs the API says held it at ${at}`);
+    const cellJobs = await page.$$eval(`[data-testid=gpu-cell][data-node="${node}"]`, (cells) => cells.map((c) => c.dataset.job).filter(Boolean));
+    assert(cellJobs.every((job) => jobs.some((j) => j.job_id === job)), `${node}'s GPU cells name only its jobs`);
+  }
+  // Scrub an hour back with the slider and check again.
+  const earlier = at - 3600;
+  await page.$eval('[data-testid=grid-scrubber]', (input, value) => {
+    input.value = String(value);
+    input.dispatchEvent(new Event('input', { bubbles: true }));
+  }, earlier);
+  await page.waitForSelector(`[data-testid=grid-summary][data-at="${earlier}"]`, { timeout: 30000 });
+  const node = await page.$eval('a[data-testid=gpu-cell]', (c) => c.dataset.node);
+  const shown = await page.$eval(`[data-testid=node-cell][data-node="${node}"]`, (c) => c.dataset.jobs);
+  const jobs = (await allJobs(base, `cluster=sakura&start=${earlier}&end=${earlier + 1}&node=${node}`)).filter((j) => runningAt(j, earlier));
+  assertEqual(shown.split(',').sort(), jobs.map((j) => j.job_id).sort(), `after scrubbing, ${node} names the jobs of ${earlier}`);
+  const cell = page.locator(`a[data-testid=gpu-cell][data-node="${node}"]`).first();
+  const job = await cell.getAttribute('data-job');
+  await cell.hover();
+  await page.waitForFunction((j) => document.querySelector('[data-testid=grid-info]').textContent.includes(`job ${j}`), job);
+  await page.screenshot({ path: join(out, 'grid_cell_names_the_job_that_held_it_then.png') });
+  await cell.click();
+  await page.waitForSelector('[data-testid=job-title]');
+  assert((await page.textContent('[data-testid=job-title]')).includes(job), 'clicking a GPU opens its job');
+  return null;
+});
+
+test('job_page_shows_what_the_api_says', async (page) => {
+  const recent = await api(base, `/api/v1/jobs?cluster=lab&start=0&limit=200`);
+  const chosen = recent.items.find((j) => j.state === 'COMPLETED' && j.node_list !== 'None assigned') || recent.items[0];
+  const detail = await api(base, `/api/v1/jobs/${chosen.job_id}?cluster=lab`);
+  await page.goto(`${base}/jobs/${chosen.job_id}?cluster=lab`);
+  await hydrated(page);
+  const fact = (label) => page.textContent(`[data-fact="${label}"]`);
+  assertEqual(await fact('State'), detail.state, 'state');
+  assertEqual(await fact('NodeList'), detail.node_list, 'node list');
+  assertEqual(await fact('Elapsed'), detail.elapsed, 'elapsed');
+  assertEqual(await fact('ExitCode'), detail.exit_code, 'exit code');
+  assertEqual(await fact('AllocTRES'), detail.alloc_tres, 'AllocTRES');
+  assertEqual(await page.$$eval('[data-testid=job-step]', (rows) => rows.length), detail.steps.length, 'one row per step');
+  assertEqual(await page.$$eval('[data-testid=job-node]', (rows) => rows.length), detail.nodes.length, 'one row per node');
+  const report = await fetch(`${base}/api/v1/jobs/${chosen.job_id}/report?cluster=lab&points=2`);
+  const available = await page.getAttribute('[data-testid=report-section]', 'data-available');
+  if (report.status === 200) {
+    const body = await report.json();
+    assertEqual(available, 'true', 'a report exists: the section shows it');
+    assertEqual(await page.$$eval('[data-testid=verdict]', (v) => v.map((e) => e.dataset.kind)), body.verdicts.map((v) => v.kind), 'one card per verdict');
+    assertEqual(await page.$$eval('[data-testid=report-gpu]', (rows) => rows.length), body.gpus.length, 'one row per GPU of the report');
+  } else {
+    assertEqual(available, 'false', 'no report: the section says so');
+    assert((await page.textContent('[data-testid=report-section]')).includes('report not available yet'), 'report placeholder');
+  }
+  const missing = await page.goto(`${base}/jobs/99999999?cluster=lab`);
+  assertEqual(missing.status(), 404, 'a missing job is a 404 page');
+  await page.waitForSelector('[data-testid=load-error]');
+  await page.goto(`${base}/jobs/${chosen.job_id}?cluster=lab`);
+  await page.waitForSelector('[data-testid=job-facts]');
+  return page;
+});
+
+test('job_list_sorts_and_exports_exactly_what_it_shows', async (page) => {
+  const end = Math.floor(Date.now() / 1000 / 3600) * 3600 - 86400;
+  const start = end - 86400;
+  const query = `cluster=sakura&user=u05&start=${start}&end=${end}`;
+  await page.goto(`${base}/jobs?${query}`);
+  await hydrated(page);
+  await page.click('[data-testid=sort-alloc_gpus]');
+  await page.waitForURL(/sort=alloc_gpus&desc=0/);
+  await page.click('[data-testid=sort-alloc_gpus]');
+  await page.waitForURL(/desc=1/);
+  await page.waitForSelector('th[aria-sort=descending]');
+  const shown = await page.$$eval('[data-testid=job-row]', (rows) => rows.map((r) => r.dataset.job));
+  const jobs = (await api(base, `/api/v1/jobs?${query}&limit=1000`)).items;
+  assert(jobs.length > 0 && jobs.length < 1000, `u05 has a page of jobs that day (${jobs.length})`);
+  const expected = [...jobs].sort((a, b) => b.alloc_gpus - a.alloc_gpus);
+  assertEqual(shown, expected.map((j) => j.job_id), 'the table shows the API rows ordered by GPUs, descending');
+
+  const [csvDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=export-csv]')]);
+  const csv = parseCsv(readFileSync(await csvDownload.path(), 'utf8'));
+  const [header, ...rows] = csv;
+  assertEqual(header.slice(0, 6), ['job_id', 'job_name', 'user', 'account', 'partition', 'state'], 'CSV header');
+  assertEqual(rows.map((r) => r[0]), shown, 'the CSV has exactly the rows shown, in order');
+  const column = (name) => header.indexOf(name);
+  for (const [i, row] of rows.entries()) {
+    const job = expected[i];
+    assertEqual(
+      [row[column('user')], row[column('state')], Number(row[column('alloc_gpus')]), row[column('node_list')], row[column('start')], row[column('elapsed')]],
+      [job.user, job.state, job.alloc_gpus, job.node_list, job.start || '', job.elapsed],
+      `CSV row ${i} matches the API`,
+    );
+  }
+  const [jsonDownload] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=export-json]')]);
+  const exported = JSON.parse(readFileSync(await jsonDownload.path(), 'utf8'));
+  assertEqual(exported, expected, "the JSON export is the API's objects in the order shown");
+  return page;
+});
+
+test('pages_read_without_the_wasm_bundle', async (page) => {
+  page.expectErrors = true; // the blocked bundle's import fails, by design
+  await page.route('**/pkg/**', (route) => route.abort());
+  await page.goto(`${base}/jobs?cluster=lab&start=0`);
+  assert((await page.$$eval('[data-testid=job-row]', (rows) => rows.length)) > 0, 'the job list is server-rendered');
+  await page.goto(`${base}/grid?cluster=lab`);
+  assertEqual(await page.$$eval('[data-testid=gpu-cell]', (cells) => cells.length), 16, 'the grid is server-rendered (4 nodes × 4 GPUs)');
+  await page.goto(`${base}/?cluster=sakura`);
+  await page.waitForFunction(() => {
+    const image = document.querySelector('img[data-testid=gantt-static]');
+    return image && !image.hidden && image.complete && image.naturalWidth > 0;
+  }, null, { timeout: 30000 });
+  assert(!(await page.evaluate(() => window.__slurmlensHydrated)), 'no bundle, no hydration');
+  return page;
+});
+
+test('keyboard_reaches_the_chart_and_pages_fit_1280x800', async (page) => {
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  let reached = false;
+  for (let i = 0; i < 40 && !reached; i++) {
+    await page.keyboard.press('Tab');
+    reached = await page.evaluate(() => document.activeElement?.dataset?.testid === 'gantt-canvas');
+  }
+  assert(reached, 'Tab reaches the Gantt chart');
+  for (const path of ['/?cluster=sakura', '/grid?cluster=sakura', '/jobs?cluster=sakura', '/jobs?cluster=lab&start=0']) {
+    await page.goto(base + path);
+    await hydrated(page);
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert(width <= 1280, `${path} fits 1280 px without a horizontal scrollbar (${width})`);
+  }
+  await page.goto(`${base}/grid?cluster=sakura`);
+  return page;
+});
+
+/** The report of a sakura job, through the API. */
+const report = (id) => api(base, `/api/v1/jobs/${id}/report?cluster=sakura`);
+const now = () => Math.floor(Date.now() / 1000);
+
+/** The demo's jobs of the last two days (the telemetry window) in `state` with at least `gpus` GPUs. */
+const recent = async (state, gpus) =>
+  allJobs(base, `cluster=sakura&start=${now() - 47 * 3600}&end=${now()}&state=${state}&min_gpus=${gpus}`);
+
+test('an_xid_killed_job_is_the_infrastructures_and_its_page_shows_the_evidence_and_charts', async (page) => {
+  // The demo plants a training run killed by XID 79 on one of its GPUs (its node went DOWN).
+  let found = null;
+  for (const job of await recent('NODE_FAIL', 8)) {
+    const r = await report(job.job_id);
+    const xid = r.failure?.evidence.find((e) => e.source === 'xid' && e.detail.startsWith('XID 79'));
+    if (xid) { found = { job, r, xid }; break; }
+  }
+  assert(found, 'a NODE_FAIL GPU job of the last two days shows XID 79 in its report');
+  assertEqual(found.r.failure.blame, 'infrastructure', 'the XID-79 job is the infrastructure\'s');
+  assertEqual(found.xid.strength, 'strong', 'XID 79 is strong evidence');
+  await page.goto(`${base}/jobs/${found.job.job_id}?cluster=sakura`);
+  await hydrated(page);
+  assertEqual(await page.getAttribute('[data-testid=failure]', 'data-blame'), 'infrastructure', 'the page says so');
+  const sources = await page.$$eval('[data-testid=failure-evidence]', (rows) => rows.map((r) => r.dataset.source));
+  assert(sources.includes('xid') && sources.includes('slurm'), `evidence listed: ${sources}`);
+  const charts = await page.$$eval('[data-testid=report-chart]', (figs) => figs.map((f) => f.dataset.chart));
+  assert(charts.includes('heat-map') && charts.includes('timeline'), `report charts drawn: ${charts}`);
+  const rows = await page.getAttribute('.heat-map', 'data-rows');
+  assertEqual(Number(rows), found.r.gpus.length, 'the heat map has a row per GPU of the report');
+  assert((await page.$$('.heat-map path.xid')).length >= 1, 'the XID is marked on the heat map');
+  return page;
+});
+
+test('a_program_crash_with_xid_31_is_the_applications', async (page) => {
+  let found = null;
+  for (const job of (await recent('FAILED', 4)).slice(0, 60)) {
+    const r = await report(job.job_id);
+    if (r.failure?.evidence.some((e) => e.source === 'xid' && e.detail.startsWith('XID 31'))) { found = { job, r }; break; }
+  }
+  assert(found, 'a FAILED GPU job of the last two days shows XID 31 in its report');
+  assertEqual(found.r.failure.blame, 'application', `the crash is the application's: ${found.r.failure.reason}`);
+  await page.goto(`${base}/jobs/${found.job.job_id}?cluster=sakura`);
+  assertEqual(await page.getAttribute('[data-testid=failure]', 'data-blame'), 'application', 'the page says so');
+  return page;
+});
+
+test('grid_colours_gpus_by_utilisation_as_the_api_reads_them', async (page) => {
+  const at = now() - 6 * 3600;
+  const values = await api(base, `/api/v1/gpus/values?cluster=sakura&metric=gpu_util&at=${at}`);
+  assertEqual(values.status, 'ok', 'VictoriaMetrics answered');
+  assert(values.values.length > 400, `most of the 800 GPUs report (${values.values.length})`);
+  await page.goto(`${base}/grid?cluster=sakura&at=${at}&metric=gpu_util`);
+  await hydrated(page);
+  const sample = values.values.filter((_, i) => i % 97 === 0);
+  for (const v of sample) {
+    const title = await page.getAttribute(`[data-testid=gpu-cell][data-node="${v.node}"][data-gpu="${v.gpu}"]`, 'title');
+    assert(title && title.includes(`gpu_util ${Math.round(v.value)}`) || title.includes(`gpu_util ${v.value.toFixed(1)}`),
+      `${v.node}/${v.gpu} names its reading ${v.value}: ${title}`);
+  }
+  assert(await page.$('[data-testid=grid-metric-legend]'), 'a viridis legend');
+  // The GPUs the Slurm plugin recorded (the demo records every job of the telemetry window) sit at
+  // their real indices.
+  const held = await api(base, `/api/v1/gpus/held?cluster=sakura&at=${at}`);
+  assert(held.length > 100, `GPU records exist for the jobs running then (${held.length})`);
+  for (const h of held.filter((_, i) => i % 53 === 0)) {
+    const job = await page.getAttribute(`[data-testid=gpu-cell][data-node="${h.node}"][data-gpu="${h.gpu}"]`, 'data-job');
+    assert(job === String(h.job_id) || job.includes('_'), `${h.node} GPU ${h.gpu} shows job ${h.job_id}, the recorded one (${job})`);
+  }
+  return page;
+});
+
+const browser = await launch();
+let failed = 0;
+for (const { name, body } of tests) {
+  if (only && !name.includes(only)) continue;
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  const started = Date.now();
+  try {
+    const shot = await body(page);
+    if (shot) await shot.screenshot({ path: join(out, `${name}.png`) });
+    assert(page.expectErrors || errors.length === 0, `no script errors: ${errors.join('; ')}`);
+    console.log(`ok   ${name} (${Date.now() - started} ms)`);
+  } catch (error) {
+    failed++;
+    console.log(`FAIL ${name} (${Date.now() - started} ms)\n  ${String(error.stack || error).split('\n').slice(0, 6).join('\n  ')}`);
+    await page.screenshot({ path: join(out, `${name}.failed.png`) }).catch(() => {});
+  }
+  await page.close();
+}
+await browser.close();
+console.log(failed ? `${failed} browser test(s) FAILED` : 'all browser tests passed');
+process.exit(failed ? 1 : 0);

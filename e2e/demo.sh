@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs the product on a fresh machine: the lab (real Slurm + MariaDB + VictoriaMetrics), a live job
+# mix on cluster `lab`, 30 days of generated history for the 100-node cluster `sakura`, and the
+# slurmlens server at the printed URL. Re-running keeps what exists (SLURMLENS_DEMO_FRESH=1 regenerates).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+LISTEN=${SLURMLENS_DEMO_LISTEN:-127.0.0.1:8080}
+
+bash e2e/lab/lab.sh up
+# shellcheck source=/dev/null
+source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
+
+cargo build --release -p slurmlens-server
+BIN=$ROOT/target/release/slurmlens
+# The web pages' browser bundle (Debian's rustc-web for wasm32; the first run sets the tools up).
+bash web/setup-wasm.sh
+bash web/build.sh
+
+jobs_in() {
+  mariadb --defaults-file="$LAB_MYCNF" -N -e "SELECT COUNT(*) FROM slurm_acct_db.${1}_job_table"
+}
+
+if [[ ${SLURMLENS_DEMO_FRESH:-0} == 1 || $(jobs_in sakura) -lt 1000 ]]; then
+  "$BIN" demo seed-history --cluster sakura
+fi
+# Our own schema (GPU records, archived reports), then 48 h of dcgm-exporter/rdma_exporter series that
+# agree with sakura's jobs (and the GPU records its plugin would have sent), with the ping mesh and burst
+# series of the racks the server shows (same topology file), unless already there.
+"$BIN" migrate
+series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu.*"}[2d]))' \
+  | grep -o '"value":\[[^]]*\]' | grep -o '"[0-9]*"$' | tr -d '"' || true)
+if [[ ${SLURMLENS_DEMO_FRESH:-0} == 1 || ${series:-0} -lt 800 ]]; then
+  SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" \
+    "$BIN" demo seed-telemetry --cluster sakura --hours "${SLURMLENS_DEMO_HOURS:-48}"
+fi
+if [[ $(jobs_in lab) -lt 1 ]]; then
+  bash e2e/lab/submit-mix.sh "$LAB/mix.tsv"
+fi
+
+echo
+echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /jobs/<id>; API under /api/v1; clusters: lab, sakura)"
+# The lab's Slurm plugins post GPU records with this cluster secret.
+SLURMLENS_INGEST__SECRETS__LAB=$(cat "$LAB/etc/slurmlens-plugin.secret") \
+SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_LISTEN=$LISTEN SLURMLENS_ACCESS__ANONYMOUS=staff \
+  SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" exec "$BIN" serve

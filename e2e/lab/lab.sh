@@ -1,0 +1,792 @@
+#!/usr/bin/env bash
+# lab.sh — a real, loopback-only Slurm lab for slurmlens tests and demos:
+# munge, MariaDB, slurmdbd, slurmctld, 4 × slurmd (fake GPUs) and VictoriaMetrics,
+# all with their state in one folder ($LAB). See README.md next to this file.
+#
+#   lab.sh up                 start what is not running, register what is missing
+#   lab.sh down [--purge]     stop what this lab started (and delete its data with --purge)
+#   lab.sh status             one line per daemon; exit status 1 if any is down
+#   lab.sh mysql-stop|mysql-start   take only MariaDB away and back (503 tests)
+#   lab.sh plugins DIR        install slurmlens's Slurm plugins built in DIR (target/debug) and wire them in
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$HERE/../.." && pwd)
+LAB=${SLURMLENS_LAB:-$REPO_ROOT/.lab}
+MYSQL_PORT=${LAB_MYSQL_PORT:-3306}
+VM_PORT=${LAB_VM_PORT:-8428}
+CTLD_PORT=${LAB_SLURMCTLD_PORT:-6817}
+DBD_PORT=${LAB_SLURMDBD_PORT:-6819}
+SLURMD_PORT_BASE=${LAB_SLURMD_PORT_BASE:-17001}
+# How long a daemon gets to become ready, or to exit after SIGTERM, before we give up / SIGKILL.
+LAB_TIMEOUT=${LAB_TIMEOUT:-60}
+
+NODES=(n1 n2 n3 n4)
+GPUS_PER_NODE=4
+LAB_USERS=(alice bob carol dave)
+PACKAGES=(mariadb-server mariadb-client slurmctld slurmd slurm-client slurmdbd munge victoria-metrics)
+
+ETC=$LAB/etc
+RUN=$LAB/run
+LOG=$LAB/log
+SPOOL=$LAB/spool
+MYSQL_DIR=$LAB/mysql
+MYCNF=$ETC/my.cnf
+MYSQL_SOCK=$MYSQL_DIR/run/mysqld.sock
+MUNGE_SOCK=$RUN/munge.socket.2
+export SLURM_CONF=$ETC/slurm.conf
+
+# Daemon table: name → pid file and the /proc/PID/comm it must have (comm is cut at 15 chars).
+declare -A PIDFILE=(
+  [munged]=$RUN/munged.pid
+  [mariadbd]=$MYSQL_DIR/run/mariadbd.pid
+  [slurmdbd]=$RUN/slurmdbd.pid
+  [slurmctld]=$RUN/slurmctld.pid
+  [victoria-metrics]=$RUN/victoria-metrics.pid
+)
+declare -A COMM=([munged]=munged [mariadbd]=mariadbd [slurmdbd]=slurmdbd [slurmctld]=slurmctld
+  [victoria-metrics]=victoria-metrics)
+for node in "${NODES[@]}"; do
+  PIDFILE[slurmd.$node]=$RUN/slurmd.$node.pid
+  COMM[slurmd.$node]=slurmd
+done
+# Start order; `down` walks it backwards.
+DAEMONS=(munged mariadbd slurmdbd slurmctld)
+for node in "${NODES[@]}"; do DAEMONS+=("slurmd.$node"); done
+DAEMONS+=(victoria-metrics)
+
+log() { printf 'lab: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+now() { printf '%s' "${EPOCHREALTIME/./}"; } # microseconds; bash ≥ 5 builtin, no fork
+
+# ---------------------------------------------------------------- liveness ---
+
+# Prints the pid recorded for daemon $1, or nothing.
+pid_of() {
+  local file=${PIDFILE[$1]} pid=''
+  { read -r pid <"$file"; } 2>/dev/null || true
+  [[ $pid =~ ^[0-9]+$ ]] && printf '%s' "$pid"
+  return 0
+}
+
+# True when pid $1 exists, is not a zombie and runs comm $2. `kill -0` is not enough:
+# PID 1 here reaps late, so a killed daemon lingers as a zombie for seconds.
+pid_alive() {
+  local pid=$1 want=${2:0:15} stat comm
+  { read -r stat <"/proc/$pid/stat" && read -r comm <"/proc/$pid/comm"; } 2>/dev/null || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]] || return 1
+  [[ $comm == "$want" ]]
+}
+
+alive() {
+  local pid
+  pid=$(pid_of "$1")
+  [[ -n $pid ]] && pid_alive "$pid" "${COMM[$1]}"
+}
+
+# Polls "$@" until it succeeds or $2 seconds pass; then shows the tail of log $3.
+wait_for() {
+  local what=$1 timeout=$2 logfile=$3
+  shift 3
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "timed out after ${timeout}s waiting for $what"
+      if [[ -n $logfile && -r $logfile ]]; then tail -n 20 "$logfile" >&2; fi
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+not_alive() { ! alive "$1"; }
+
+# SIGTERM, wait, SIGKILL: only the pid from our own pid file, and only if its comm matches.
+stop_daemon() {
+  local name=$1 pid
+  alive "$name" || return 0
+  pid=$(pid_of "$name")
+  kill -TERM "$pid" 2>/dev/null || true
+  if ! wait_for "$name (pid $pid) to exit" "$LAB_TIMEOUT" '' not_alive "$name"; then
+    log "$name ignored SIGTERM, sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait_for "$name (pid $pid) to die" 10 '' not_alive "$name"
+  fi
+}
+
+# ---------------------------------------------------------------- install ---
+
+ensure_packages() {
+  local missing=() pkg
+  for pkg in "${PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null) == ii* ]] || missing+=("$pkg")
+  done
+  ((${#missing[@]})) || return 0
+  log "installing ${missing[*]}"
+  # Postinst scripts must not start the system-wide mariadb/munge/slurm: a policy-rc.d that
+  # exits 101 forbids it. Many images ship one; only create (and later remove) ours if not.
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    printf '#!/bin/sh\n# temporary, from slurmlens e2e/lab/lab.sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+  fi
+  local apt_log=$LOG/apt.log rc=0
+  mkdir -p "$LOG"
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 update &&
+      DEBIAN_FRONTEND=noninteractive apt-get -q -y -o DPkg::Lock::Timeout=600 \
+        install --no-install-recommends "${missing[@]}"
+  } >"$apt_log" 2>&1 || rc=$?
+  if [[ $(trap -p EXIT) == *policy-rc.d* ]]; then
+    rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
+  fi
+  if ((rc)); then
+    tail -n 30 "$apt_log" >&2
+    die "apt-get failed (rc $rc), see $apt_log"
+  fi
+}
+
+ensure_users() {
+  local user
+  for user in "${LAB_USERS[@]}"; do
+    id -u "$user" >/dev/null 2>&1 || useradd -M -U -s /bin/bash "$user"
+  done
+}
+
+# ---------------------------------------------------------------- config ----
+
+# Writes stdin to $1 only when the content differs, so mtimes stay put on a no-op `up`.
+write_file() {
+  local file=$1 mode=${2:-644} tmp
+  tmp=$(mktemp "$file.XXXXXX")
+  cat >"$tmp"
+  chmod "$mode" "$tmp"
+  if [[ -f $file ]] && cmp -s "$tmp" "$file"; then
+    rm -f "$tmp"
+  else
+    if [[ -f $file ]]; then log "config changed: $file (restart the lab to apply)"; fi
+    mv -f "$tmp" "$file"
+  fi
+}
+
+# cgroup v1 (memory/cpuset/devices/freezer mounted and writable) gives real OUT_OF_MEMORY jobs and
+# device isolation; otherwise fall back to plugins that need no cgroups. LAB_CGROUP=yes|no overrides.
+use_cgroups() {
+  case ${LAB_CGROUP:-auto} in
+  yes) return 0 ;;
+  no) return 1 ;;
+  esac
+  local ctl probe
+  for ctl in memory cpuset devices freezer; do
+    awk -v p="/sys/fs/cgroup/$ctl" '$2 == p && $3 == "cgroup" { found = 1 } END { exit !found }' \
+      /proc/mounts || return 1
+  done
+  probe=/sys/fs/cgroup/memory/slurmlens-lab-probe.$$
+  mkdir "$probe" 2>/dev/null || return 1
+  rmdir "$probe"
+}
+
+make_dirs() {
+  mkdir -p "$ETC" "$RUN" "$LOG" "$SPOOL/slurmctld" "$LAB/munge" "$LAB/dev" "$LAB/vm/data" \
+    "$MYSQL_DIR/data" "$MYSQL_DIR/run" "$MYSQL_DIR/log"
+  # mariadbd runs as mysql: it silently writes no error log into a root-owned dir.
+  chown mysql:mysql "$MYSQL_DIR/data" "$MYSQL_DIR/run" "$MYSQL_DIR/log"
+  # munged refuses key/socket dirs that others may write to.
+  chmod 700 "$LAB/munge"
+  chmod 755 "$LAB" "$RUN"
+  # Job output of every lab user goes here (jobs run as alice, bob, …).
+  mkdir -p "$LAB/jobs"
+  chmod 1777 "$LAB/jobs"
+  local node i
+  for node in "${NODES[@]}"; do mkdir -p "$SPOOL/slurmd.$node"; done
+  # Fake GPUs: char devices with NVIDIA's major 195, so gres + the devices cgroup treat them as real.
+  for ((i = 0; i < GPUS_PER_NODE; i++)); do
+    [[ -c $LAB/dev/nvidia$i ]] || { rm -f "$LAB/dev/nvidia$i"; mknod "$LAB/dev/nvidia$i" c 195 "$i"; }
+  done
+}
+
+write_configs() {
+  local ctld_host comm_params proctrack taskplugin acctgather last_port cgroup_conf
+  # slurmctld binds 127.0.0.1 only with NoCtldInAddrAny *and* SlurmctldHost = short hostname;
+  # that needs the hostname to resolve to loopback. Otherwise fall back (binds 0.0.0.0).
+  local short addr
+  short=$(hostname -s)
+  addr=$(getent ahostsv4 "$short" 2>/dev/null | awk 'NR == 1 { print $1 }') || true
+  if [[ $addr == 127.* ]]; then
+    ctld_host="$short(127.0.0.1)"
+    comm_params='CommunicationParameters=NoCtldInAddrAny,NoInAddrAny'
+  else
+    ctld_host='localhost(127.0.0.1)'
+    comm_params='# CommunicationParameters omitted: hostname does not resolve to 127.x'
+  fi
+  if use_cgroups; then
+    proctrack=proctrack/cgroup
+    taskplugin=task/cgroup,task/affinity
+    acctgather=jobacct_gather/cgroup
+    cgroup_conf=$'CgroupPlugin=cgroup/v1\nConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainDevices=yes'
+  else
+    proctrack=proctrack/linuxproc
+    taskplugin=task/none
+    acctgather=jobacct_gather/linux
+    cgroup_conf='# cgroups are not used by this lab on this machine (see lab.sh use_cgroups)'
+  fi
+  last_port=$((SLURMD_PORT_BASE + ${#NODES[@]} - 1))
+
+  write_file "$ETC/slurm.conf" <<EOF
+# Generated by e2e/lab/lab.sh; edit the script, not this file.
+ClusterName=lab
+SlurmctldHost=$ctld_host
+$comm_params
+SlurmctldPort=$CTLD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCK
+StateSaveLocation=$SPOOL/slurmctld
+SlurmdSpoolDir=$SPOOL/slurmd.%n
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd.%n.pid
+SlurmctldLogFile=$LOG/slurmctld.log
+SlurmdLogFile=$LOG/slurmd.%n.log
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+AccountingStoragePass=socket=$MUNGE_SOCK
+AccountingStorageTRES=gres/gpu
+AccountingStorageEnforce=associations,limits,qos
+AccountingStoreFlags=job_comment,job_env,job_script
+JobCompType=jobcomp/none
+JobAcctGatherType=$acctgather
+JobAcctGatherFrequency=task=5
+ProctrackType=$proctrack
+TaskPlugin=$taskplugin
+PrologFlags=Contain
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=500
+GresTypes=gpu
+SchedulerParameters=bf_interval=5
+SlurmdParameters=config_overrides
+MinJobAge=300
+MailProg=/bin/true
+ReturnToService=2
+include $ETC/slurm.extra.conf
+NodeName=n[1-${#NODES[@]}] NodeAddr=127.0.0.1 NodeHostname=localhost Port=[$SLURMD_PORT_BASE-$last_port] CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=8000 Gres=gpu:$GPUS_PER_NODE State=UNKNOWN
+PartitionName=gpu Nodes=n[1-${#NODES[@]}] Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=n[1-2] MaxTime=30 State=UP
+EOF
+  # Plugins (CliFilterPlugins, PlugStackConfig) are added here by other scripts: never overwrite.
+  # A comment rather than `touch`: every Slurm client warns "file … is empty" about an empty include.
+  [[ -s $ETC/slurm.extra.conf ]] ||
+    printf '# Extra slurm.conf lines (plugins); created by e2e/lab/lab.sh, never overwritten.\n' \
+      >>"$ETC/slurm.extra.conf"
+
+  write_file "$ETC/gres.conf" <<EOF
+AutoDetect=off
+NodeName=n[1-${#NODES[@]}] Name=gpu File=$LAB/dev/nvidia[0-$((GPUS_PER_NODE - 1))]
+EOF
+  write_file "$ETC/cgroup.conf" <<<"$cgroup_conf"
+
+  # slurmdbd refuses a slurmdbd.conf that others can read (it holds the DB password).
+  write_file "$ETC/slurmdbd.conf" 600 <<EOF
+AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCK
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+CommunicationParameters=NoInAddrAny
+SlurmUser=root
+DebugLevel=info
+LogFile=$LOG/slurmdbd.log
+PidFile=$RUN/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$MYSQL_PORT
+StorageUser=slurm
+StoragePass=slurmpw
+StorageLoc=slurm_acct_db
+EOF
+
+  write_file "$MYCNF" <<EOF
+[mysqld]
+user=mysql
+datadir=$MYSQL_DIR/data
+socket=$MYSQL_SOCK
+pid-file=${PIDFILE[mariadbd]}
+log-error=$MYSQL_DIR/log/mariadbd.err
+port=$MYSQL_PORT
+bind-address=127.0.0.1
+skip-name-resolve
+innodb_buffer_pool_size=128M
+innodb_log_file_size=64M
+innodb_lock_wait_timeout=900
+
+[client]
+user=root
+socket=$MYSQL_SOCK
+EOF
+}
+
+# ---------------------------------------------------------------- daemons ---
+
+munge_ok() { munge -S "$MUNGE_SOCK" -n </dev/null | unmunge -S "$MUNGE_SOCK"; }
+
+start_munged() {
+  alive munged && return 0
+  [[ -s $LAB/munge/munge.key ]] || mungekey --create --keyfile="$LAB/munge/munge.key"
+  chmod 600 "$LAB/munge/munge.key"
+  # A socket (and its lock) left by a killed munged makes the new one refuse to start.
+  rm -f "$MUNGE_SOCK" "$MUNGE_SOCK.lock"
+  munged --socket="$MUNGE_SOCK" --key-file="$LAB/munge/munge.key" --log-file="$LOG/munged.log" \
+    --pid-file="${PIDFILE[munged]}" --seed-file="$LAB/munge/munged.seed" </dev/null >>"$LOG/munged.out" 2>&1
+  wait_for munged "$LAB_TIMEOUT" "$LOG/munged.log" munge_ok
+}
+
+mysql_ping() { mariadb-admin --defaults-file="$MYCNF" --connect-timeout=2 ping; }
+mysql_tcp_ok() {
+  mariadb --no-defaults -h 127.0.0.1 -P "$MYSQL_PORT" -u reader -preaderpw --connect-timeout=2 \
+    -e 'SELECT 1' slurm_acct_db
+}
+
+start_mariadb() {
+  alive mariadbd && return 0
+  if [[ ! -d $MYSQL_DIR/data/mysql ]]; then
+    log "initialising MariaDB in $MYSQL_DIR/data"
+    mariadb-install-db --no-defaults --datadir="$MYSQL_DIR/data" --user=mysql --skip-test-db \
+      >"$MYSQL_DIR/log/install-db.log" 2>&1 || { tail -n 20 "$MYSQL_DIR/log/install-db.log" >&2; die "mariadb-install-db failed"; }
+  fi
+  rm -f "$MYSQL_SOCK" "${PIDFILE[mariadbd]}"
+  # --pidfile scopes start-stop-daemon's "already running?" check to this lab's mariadbd.
+  start-stop-daemon --start --background --pidfile "${PIDFILE[mariadbd]}" \
+    --exec /usr/sbin/mariadbd -- --defaults-file="$MYCNF"
+  wait_for "MariaDB on $MYSQL_SOCK" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" mysql_ping
+  wait_for "MariaDB pid file" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" alive mariadbd
+}
+
+# Idempotent: IF NOT EXISTS / GRANT only ever add.
+setup_mysql_users() {
+  mariadb --defaults-file="$MYCNF" <<'SQL'
+CREATE DATABASE IF NOT EXISTS slurmlens CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmpw';
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost', 'slurm'@'127.0.0.1';
+CREATE USER IF NOT EXISTS 'reader'@'localhost' IDENTIFIED BY 'readerpw';
+CREATE USER IF NOT EXISTS 'reader'@'127.0.0.1' IDENTIFIED BY 'readerpw';
+GRANT SELECT ON slurm_acct_db.* TO 'reader'@'localhost', 'reader'@'127.0.0.1';
+CREATE USER IF NOT EXISTS 'slurmlens'@'localhost' IDENTIFIED BY 'slurmlenspw';
+CREATE USER IF NOT EXISTS 'slurmlens'@'127.0.0.1' IDENTIFIED BY 'slurmlenspw';
+GRANT ALL ON slurmlens.* TO 'slurmlens'@'localhost', 'slurmlens'@'127.0.0.1';
+GRANT SELECT ON slurm_acct_db.* TO 'slurmlens'@'localhost', 'slurmlens'@'127.0.0.1';
+-- Throw-away databases for tests (#[sqlx::test] creates _sqlx_test*; our own slurmlens_test_*).
+GRANT ALL ON `slurmlens\_test%`.* TO 'slurmlens'@'localhost', 'slurmlens'@'127.0.0.1';
+GRANT ALL ON `\_sqlx\_test%`.* TO 'slurmlens'@'localhost', 'slurmlens'@'127.0.0.1';
+CREATE USER IF NOT EXISTS 'seeder'@'127.0.0.1' IDENTIFIED BY 'seederpw';
+GRANT SELECT, INSERT, UPDATE, DELETE ON slurm_acct_db.* TO 'seeder'@'127.0.0.1';
+SQL
+}
+
+sacctmgr_ok() { timeout 10 sacctmgr -n show cluster; }
+
+start_slurmdbd() {
+  alive slurmdbd && return 0
+  slurmdbd </dev/null >>"$LOG/slurmdbd.out" 2>&1
+  wait_for "slurmdbd on 127.0.0.1:$DBD_PORT" "$LAB_TIMEOUT" "$LOG/slurmdbd.log" sacctmgr_ok
+}
+
+ctld_ok() { timeout 10 scontrol ping | grep -q 'is UP'; }
+
+start_slurmctld() {
+  alive slurmctld && return 0
+  slurmctld </dev/null >>"$LOG/slurmctld.out" 2>&1
+  wait_for "slurmctld on 127.0.0.1:$CTLD_PORT" "$LAB_TIMEOUT" "$LOG/slurmctld.log" ctld_ok
+}
+
+# Every slurmd registered and responding. Drained nodes count as up: tests may drain one on purpose.
+# Not ready: '*' not responding, power-state suffixes (~ # % !), down, unknown, fail, booting.
+nodes_ok() {
+  local lines bad
+  lines=$(timeout 10 sinfo -h -N -p gpu -o '%N %t') || return 1
+  [[ $(wc -l <<<"$lines") -eq ${#NODES[@]} ]] || return 1
+  bad=$(awk '$2 ~ /[*~#%!]$/ || $2 ~ /^(down|unk|fail|boot)/' <<<"$lines")
+  [[ -z $bad ]]
+}
+
+start_slurmds() {
+  local node
+  for node in "${NODES[@]}"; do
+    alive "slurmd.$node" && continue
+    # Job cgroups left by a lab that was killed rather than stopped (a session's end): a new job with a
+    # reused id would find its old cpuset's children in the way (EBUSY), fail to launch and be requeued.
+    # rmdir removes only empty ones, so a live job's cgroups stay.
+    find /sys/fs/cgroup/*/"slurm_$node" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
+    slurmd -N "$node" </dev/null >>"$LOG/slurmd.$node.out" 2>&1
+  done
+  wait_for "all slurmd nodes idle" "$LAB_TIMEOUT" "$LOG/slurmctld.log" nodes_ok
+}
+
+vm_ok() { [[ $(curl -fsS --max-time 2 "http://127.0.0.1:$VM_PORT/health") == OK ]]; }
+
+start_vm() {
+  alive victoria-metrics && return 0
+  rm -f "${PIDFILE[victoria-metrics]}"
+  start-stop-daemon --start --background --make-pidfile --pidfile "${PIDFILE[victoria-metrics]}" \
+    --output "$LOG/victoria-metrics.log" --exec /usr/bin/victoria-metrics -- \
+    -storageDataPath="$LAB/vm/data" -httpListenAddr="127.0.0.1:$VM_PORT" \
+    -retentionPeriod=100y -search.latencyOffset=0s -search.disableCache -dedup.minScrapeInterval=1ms
+}
+
+# ---------------------------------------------------------------- accounting --
+
+# sacctmgr -i add … exits 1 when the thing exists, so every add below is preceded by a lookup.
+register_clusters() {
+  local have cluster
+  have=$(sacctmgr -n -P show cluster format=cluster)
+  for cluster in lab sakura; do
+    grep -qx "$cluster" <<<"$have" || sacctmgr -i add cluster "$cluster" >/dev/null
+  done
+}
+
+# Associations present, one "cluster|account|user|qos" per line (user empty for account rows).
+ASSOCS=''
+load_assocs() { ASSOCS=$(sacctmgr -n -P show assoc format=cluster,account,user,qos); }
+has_assoc() { grep -q "^$1|$2|$3|" <<<"$ASSOCS"; }
+
+# Wanted accounts, "cluster account parent" per line; parents come before children.
+wanted_accounts() {
+  local cluster account
+  for cluster in lab sakura; do
+    printf '%s physics root\n%s ml root\n%s ml-vision ml\n' "$cluster" "$cluster" "$cluster"
+  done
+  for account in llm vision bio climate; do printf 'sakura %s root\n' "$account"; done
+}
+
+# Wanted user associations, "cluster user account default_account" per line.
+wanted_users() {
+  local cluster i
+  local -a groups=(llm vision bio climate)
+  for cluster in lab sakura; do
+    printf '%s alice ml ml\n%s bob physics physics\n' "$cluster" "$cluster"
+    printf '%s carol ml-vision ml-vision\n%s carol physics ml-vision\n' "$cluster" "$cluster"
+    printf '%s dave physics physics\n' "$cluster"
+  done
+  # sakura only: u01..u24 in four research groups, six each.
+  for ((i = 1; i <= 24; i++)); do
+    printf 'sakura u%02d %s %s\n' "$i" "${groups[(i - 1) / 6]}" "${groups[(i - 1) / 6]}"
+  done
+}
+
+# Each `sacctmgr add` costs ~0.5 s, so missing entities are added in batches: first collect, per
+# entity, the clusters that lack it; then one call per (parent | clusters) for accounts and per
+# (account, default account | clusters) for users. A fresh lab needs 11 adds instead of 31.
+register_accounting() {
+  local qos cluster user account parent default key
+  qos=$(sacctmgr -n -P show qos format=name)
+  grep -qx high <<<"$qos" || sacctmgr -i add qos high priority=100 >/dev/null
+
+  load_assocs
+  local -A clusters_of=() batch=()
+  local -a order=() batches=()
+  while read -r cluster account parent; do
+    has_assoc "$cluster" "$account" '' && continue
+    key="$account|$parent"
+    [[ -n ${clusters_of[$key]:-} ]] || order+=("$key")
+    clusters_of[$key]+="${clusters_of[$key]:+,}$cluster"
+  done < <(wanted_accounts)
+  for key in "${order[@]}"; do # order keeps parents before their children
+    account=${key%%|*}
+    key="${key#*|}|${clusters_of[$key]}"
+    [[ -n ${batch[$key]:-} ]] || batches+=("$key")
+    batch[$key]+="${batch[$key]:+,}$account"
+  done
+  for key in "${batches[@]}"; do
+    IFS='|' read -r parent cluster <<<"$key"
+    sacctmgr -i add account "${batch[$key]}" parent="$parent" cluster="$cluster" >/dev/null
+  done
+
+  clusters_of=() batch=() order=() batches=()
+  while read -r cluster user account default; do
+    has_assoc "$cluster" "$account" "$user" && continue
+    key="$user|$account|$default"
+    [[ -n ${clusters_of[$key]:-} ]] || order+=("$key")
+    clusters_of[$key]+="${clusters_of[$key]:+,}$cluster"
+  done < <(wanted_users)
+  for key in "${order[@]}"; do
+    user=${key%%|*}
+    key="${key#*|}|${clusters_of[$key]}"
+    [[ -n ${batch[$key]:-} ]] || batches+=("$key")
+    batch[$key]+="${batch[$key]:+,}$user"
+  done
+  for key in "${batches[@]}"; do
+    IFS='|' read -r account default cluster <<<"$key"
+    sacctmgr -i add user "${batch[$key]}" account="$account" defaultaccount="$default" \
+      cluster="$cluster" >/dev/null
+  done
+
+  # QOS high for every association; `modify account` also rewrites the user rows below each account.
+  load_assocs
+  if awk -F'|' '$4 !~ /(^|,)high(,|$)/ { missing = 1 } END { exit !missing }' <<<"$ASSOCS"; then
+    sacctmgr -i modify account where cluster=lab,sakura set qos=normal,high >/dev/null
+  fi
+
+  if ! sacctmgr -n -P show account ml withcoord format=account,coordinators | grep -q '|.*carol'; then
+    sacctmgr -i add coordinator account=ml names=carol >/dev/null
+  fi
+}
+
+# slurmctld learns new associations from slurmdbd asynchronously; sbatch with
+# AccountingStorageEnforce=associations fails until it has them.
+ctld_knows_users() {
+  local out user
+  out=$(timeout 10 scontrol show assoc_mgr flags=users) || return 1
+  for user in "${LAB_USERS[@]}"; do grep -q "UserName=$user(" <<<"$out" || return 1; done
+}
+
+write_env() {
+  write_file "$LAB/env.sh" <<EOF
+# Generated by e2e/lab/lab.sh up: \`source\` it to use this lab's Slurm clients and databases.
+export LAB=$(printf '%q' "$LAB")
+export SLURM_CONF=$(printf '%q' "$SLURM_CONF")
+export LAB_MYSQL_PORT=$MYSQL_PORT
+export LAB_VM_PORT=$VM_PORT
+export LAB_MUNGE_SOCKET=$(printf '%q' "$MUNGE_SOCK")
+export LAB_MYSQL_SOCKET=$(printf '%q' "$MYSQL_SOCK")
+export LAB_MYCNF=$(printf '%q' "$MYCNF")
+export SLURMLENS_SLURMDBD_URL=mysql://reader:readerpw@127.0.0.1:$MYSQL_PORT/slurm_acct_db
+export SLURMLENS_DATABASE_URL=mysql://slurmlens:slurmlenspw@127.0.0.1:$MYSQL_PORT/slurmlens
+export SLURMLENS_SEEDER_URL=mysql://seeder:seederpw@127.0.0.1:$MYSQL_PORT/slurm_acct_db
+export SLURMLENS_VM_URL=http://127.0.0.1:$VM_PORT
+export SLURMLENS_CLUSTER=lab
+EOF
+}
+
+print_status() {
+  local name pid state down=0
+  for name in "${DAEMONS[@]}"; do
+    pid=$(pid_of "$name")
+    if alive "$name"; then state=alive; else state=dead; down=1; fi
+    printf '%-18s %-8s %s\n' "$name" "${pid:--}" "$state"
+  done
+  return "$down"
+}
+
+# ---------------------------------------------------------------- plugins ---
+
+PLUGINS=$LAB/plugins
+PLUGIN_CONF=$ETC/slurmlens-plugin.conf
+PLUGIN_SECRET=$ETC/slurmlens-plugin.secret
+
+# Wires slurmlens's Slurm plugins (slurm-plugin/) in once $LAB/plugins holds them: PluginDir,
+# CliFilterPlugins and PlugStackConfig appended to slurm.extra.conf, plugstack.conf, a spool folder,
+# and the plugins' config and secret (both created once and then left alone: tests rewrite the
+# config to point at their own server; slurmstepd reads it at every job start). Succeeds only when
+# slurm.extra.conf or plugstack.conf changed: slurmd loads SPANK plugins (and learns that one has a
+# job prolog) only when it starts, so the caller restarts running slurmds.
+wire_plugins() {
+  [[ -f $PLUGINS/cli_filter_slurmlens.so && -f $PLUGINS/spank_slurmlens.so ]] || return 1
+  local changed=1 line before system_dir
+  before=$(cat "$ETC/plugstack.conf" 2>/dev/null || true)
+  write_file "$ETC/plugstack.conf" <<EOF
+# Generated by e2e/lab/lab.sh: slurmlens's SPANK plugin (slurm-plugin/spank).
+optional $PLUGINS/spank_slurmlens.so conf=$PLUGIN_CONF
+EOF
+  [[ $before == "$(cat "$ETC/plugstack.conf")" ]] || changed=0
+  # Slurm's own plugins stay first in PluginDir; cli_filter_slurmlens.so is found in $PLUGINS.
+  system_dir=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep -m1 '/cli_filter_none\.so$')")
+  for line in "PluginDir=$system_dir:$PLUGINS" "CliFilterPlugins=slurmlens" "PlugStackConfig=$ETC/plugstack.conf"; do
+    grep -qxF "$line" "$ETC/slurm.extra.conf" && continue
+    printf '%s\n' "$line" >>"$ETC/slurm.extra.conf"
+    changed=0
+  done
+  if [[ ! -s $PLUGIN_SECRET ]]; then
+    (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$PLUGIN_SECRET")
+  fi
+  chmod 600 "$PLUGIN_SECRET"
+  mkdir -p "$SPOOL/slurmlens"
+  chmod 700 "$SPOOL/slurmlens"
+  if [[ ! -f $PLUGIN_CONF ]]; then
+    local cgroup_line='# cgroup_path: the lab runs without cgroups here'
+    use_cgroups && cgroup_line='cgroup_path = "/slurm_%n/uid_%u/job_%j"'
+    # Readable by job users: the link in the job output is printed as the user.
+    cat >"$PLUGIN_CONF" <<EOF
+# slurmlens's Slurm plugins (slurm-plugin/README.md). Created once by e2e/lab/lab.sh; tests rewrite it.
+public_url = "http://127.0.0.1:8080"
+cluster = "lab"
+secret_file = "$PLUGIN_SECRET"
+spool_dir = "$SPOOL/slurmlens"
+timeout_ms = 500
+connect_timeout_ms = 200
+$cgroup_line
+dcgm_job_map_dir = "$RUN/dcgm-job-map"
+EOF
+    chmod 644 "$PLUGIN_CONF"
+  fi
+  return "$changed"
+}
+
+# Stops the running slurmds so that start_slurmds brings them back with the new plugin stack.
+# Jobs survive: their slurmstepds do not depend on slurmd.
+stop_slurmds() {
+  local node
+  for node in "${NODES[@]}"; do
+    if alive "slurmd.$node"; then
+      log "restarting slurmd.$node (plugin stack changed)"
+      stop_daemon "slurmd.$node"
+    fi
+  done
+}
+
+# lab.sh plugins DIR: installs DIR/libcli_filter_slurmlens.so and DIR/libspank_slurmlens.so as
+# $LAB/plugins/{cli_filter,spank}_slurmlens.so (a new inode: running processes keep the old mapping),
+# wires them in and restarts running slurmds when the wiring changed.
+cmd_plugins() {
+  local dir=${1:-} name
+  [[ -n $dir ]] || die "usage: lab.sh plugins DIR (where cargo built libspank_slurmlens.so)"
+  [[ $(id -u) -eq 0 ]] || die "run as root (plugins are loaded by root daemons)"
+  mkdir -p "$PLUGINS"
+  for name in cli_filter_slurmlens spank_slurmlens; do
+    [[ -f $dir/lib$name.so ]] || die "$dir/lib$name.so not found: cargo build --workspace first"
+    cmp -s "$dir/lib$name.so" "$PLUGINS/$name.so" && continue
+    install -m 755 "$dir/lib$name.so" "$PLUGINS/.$name.so.new"
+    mv -f "$PLUGINS/.$name.so.new" "$PLUGINS/$name.so"
+    log "installed $PLUGINS/$name.so"
+  done
+  if wire_plugins && alive slurmctld; then
+    stop_slurmds
+    start_slurmds
+  fi
+}
+
+# ---------------------------------------------------------------- commands --
+
+cmd_up() {
+  local t0
+  t0=$(now)
+  [[ $(id -u) -eq 0 ]] || die "run as root (daemons, useradd, apt)"
+  ensure_packages
+  ensure_users
+  make_dirs
+  write_configs
+  start_munged
+  start_vm # no dependencies; its start-up overlaps with the database's
+  start_mariadb
+  setup_mysql_users
+  start_slurmdbd
+  register_clusters
+  start_slurmctld
+  if wire_plugins; then stop_slurmds; fi
+  start_slurmds
+  register_accounting
+  wait_for "slurmctld to learn the lab users" "$LAB_TIMEOUT" "$LOG/slurmctld.log" ctld_knows_users
+  wait_for "VictoriaMetrics on 127.0.0.1:$VM_PORT" "$LAB_TIMEOUT" "$LOG/victoria-metrics.log" vm_ok
+  wait_for "MariaDB on 127.0.0.1:$MYSQL_PORT" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" mysql_tcp_ok
+  write_env
+  print_status
+  local t1
+  t1=$(now)
+  printf 'lab up in %d.%02d s — source %s/env.sh\n' $(((t1 - t0) / 1000000)) $(((t1 - t0) / 10000 % 100)) "$LAB"
+}
+
+# Job processes of this lab: slurmstepd and anything carrying SLURM_JOB_ID, both only when their
+# environment names this lab's SLURM_CONF. Never ourselves or our ancestors.
+lab_job_pids() {
+  local self=$$ p env comm
+  local -A skip=()
+  p=$self
+  while [[ $p =~ ^[0-9]+$ && $p -gt 1 ]]; do
+    skip[$p]=1
+    p=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null) || break
+  done
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [[ -z ${skip[$p]:-} ]] || continue
+    env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") || continue
+    grep -qxF "SLURM_CONF=$SLURM_CONF" <<<"$env" || continue
+    { read -r comm <"/proc/$p/comm"; } 2>/dev/null || continue
+    if [[ $comm == slurmstepd ]] || grep -q '^SLURM_JOB_ID=' <<<"$env"; then
+      # Daemons were started with SLURM_CONF too; leave them to stop_daemon.
+      case $comm in munged | mariadbd | slurmdbd | slurmctld | slurmd) continue ;; esac
+      printf '%s\n' "$p"
+    fi
+  done
+}
+
+no_lab_jobs() { [[ -z $(lab_job_pids) ]]; }
+no_queued_jobs() { [[ -z $(timeout 10 squeue -h -o %A) ]]; }
+
+cmd_down() {
+  local purge='' t0 name i
+  [[ ${1:-} == --purge ]] && purge=1
+  t0=$(now)
+  if [[ -z ${LAB_KEEP_JOBS:-} ]] && alive slurmctld; then
+    local jobs
+    jobs=$(timeout 10 squeue -h -o %A | sort -u | tr '\n' ' ') || true
+    if [[ -n ${jobs// /} ]]; then
+      log "cancelling jobs: $jobs"
+      # shellcheck disable=SC2086 # one word per job id
+      scancel $jobs || true
+      wait_for "jobs to leave the queue" 30 '' no_queued_jobs || true
+    fi
+  fi
+  for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
+    name=${DAEMONS[i]}
+    if alive "$name"; then
+      log "stopping $name (pid $(pid_of "$name"))"
+      stop_daemon "$name"
+    fi
+  done
+  if [[ -z ${LAB_KEEP_JOBS:-} ]]; then
+    # A slurmstepd that outlived slurmd (or a job process orphaned by one) would keep users busy
+    # and hold cgroups; SIGKILL them — only this lab's, recognised by SLURM_CONF in their environ.
+    local pids
+    pids=$(lab_job_pids | tr '\n' ' ')
+    if [[ -n ${pids// /} ]]; then
+      log "killing leftover job processes: $pids"
+      # shellcheck disable=SC2086
+      kill -KILL $pids 2>/dev/null || true
+      wait_for "leftover job processes to die" 10 '' no_lab_jobs || true
+    fi
+  fi
+  if [[ -n $purge ]]; then
+    log "purging data in $LAB (keeping etc/ and the munge key)"
+    rm -rf "$MYSQL_DIR" "$SPOOL" "$LAB/vm" "$LOG" "$RUN" "$LAB/jobs" "$LAB/env.sh" "$LAB/mix.tsv" \
+      "$LAB/munge/munged.seed"
+    # Empty per-node cgroup trees left by slurmd (slurm_n1 …); rmdir only removes empty ones.
+    local node
+    for node in "${NODES[@]}"; do
+      find /sys/fs/cgroup/*/"slurm_$node" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
+  fi
+  local t1
+  t1=$(now)
+  printf 'lab down in %d.%02d s\n' $(((t1 - t0) / 1000000)) $(((t1 - t0) / 10000 % 100))
+}
+
+cmd_mysql_stop() {
+  stop_daemon mariadbd
+  # Gone means gone: no process and nothing answering on the socket.
+  wait_for "MariaDB to stop answering" "$LAB_TIMEOUT" '' not_mysql_ping
+}
+not_mysql_ping() { ! mysql_ping; }
+
+cmd_mysql_start() {
+  start_mariadb
+  wait_for "MariaDB on 127.0.0.1:$MYSQL_PORT" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" mysql_tcp_ok
+}
+
+usage() {
+  sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  exit 2
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down) cmd_down "${2:-}" ;;
+status) print_status ;;
+mysql-stop) cmd_mysql_stop ;;
+mysql-start) cmd_mysql_start ;;
+plugins) cmd_plugins "${2:-}" ;;
+*) usage ;;
+esac

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: starts the lab (real MariaDB, munge, slurmdbd, slurmctld,
+# 4 slurmd, VictoriaMetrics on loopback), then formatting, lints, unit, property and integration tests,
+# then the web bundle and the browser tests.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+step() { printf "\n=== %s (%ss, disk free %s)\n" "$*" "$SECONDS" "$(df -h --output=avail . | tail -1 | tr -d " ")"; }
+
+step "lab up"
+bash e2e/lab/lab.sh up
+# shellcheck source=/dev/null
+source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
+
+step "slurm plugins: Slurm headers, build, install into the lab"
+# slurm-plugin/ builds against the installed Slurm's headers (its plugin_version must match).
+if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' libslurm-dev 2>/dev/null) != ii* ]]; then
+  DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 update >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get -q -y -o DPkg::Lock::Timeout=600 install --no-install-recommends libslurm-dev >/dev/null
+fi
+cargo build -p slurmlens-cli-filter -p slurmlens-spank
+bash e2e/lab/lab.sh plugins "${CARGO_TARGET_DIR:-$ROOT/target}/debug"
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test (unit, property, SSR, integration against the lab)"
+# One cargo invocation for the whole workspace: one feature resolution, so nothing is built twice.
+cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$ROOT/.lab/last-test.log" \
+  | grep -E '^(test |running |test result|failures|---- |thread )' || true
+if ! grep -q '^test result' "$ROOT/.lab/last-test.log" || grep -Eq '^test result: FAILED|error: test failed|could not compile' "$ROOT/.lab/last-test.log"; then
+  tail -80 "$ROOT/.lab/last-test.log"
+  echo "tests FAILED" >&2
+  exit 1
+fi
+
+if [[ ${CI_PRUNE_BUILD:-0} == 1 ]]; then
+  # CI's disk is small: the test binaries are done with. The server binary the browser tests run
+  # stays (target/debug/slurmlens is a hard link of its build output), so do the installed plugins.
+  step "prune debug build outputs (CI)"
+  rm -rf target/debug/deps target/debug/build target/debug/.fingerprint target/debug/incremental
+fi
+
+step "web: wasm toolchain (once per machine) and the browser bundle"
+bash web/setup-wasm.sh
+bash web/build.sh
+
+step "browser tests (Debian's headless Chromium against the server on sakura + lab; screenshots in e2e/out)"
+bash e2e/browser/run.sh
+
+step "docker compose config (only where a Docker client with compose exists)"
+if docker compose version >/dev/null 2>&1; then
+  SLURMLENS_DB_PASSWORD=x SLURMLENS_CLUSTERS=lab SLURMDBD_URL=mysql://r@h/db docker compose -f docker-compose.yml config --quiet
+elif command -v docker-compose >/dev/null 2>&1; then
+  SLURMLENS_DB_PASSWORD=x SLURMLENS_CLUSTERS=lab SLURMDBD_URL=mysql://r@h/db docker-compose -f docker-compose.yml config --quiet
+else
+  echo "no docker compose client here; skipped"
+fi
+
+step "all tests passed"

@@ -1,0 +1,573 @@
+//! `slurmlens bench`: the jobs window query against `sacct --json` on the same window, in one process;
+//! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs.
+//!
+//! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use chrono::{DateTime, DurationRound, SecondsFormat, Utc};
+use tower::ServiceExt;
+
+use crate::config::Config;
+use crate::http::router;
+use crate::serve::app_state;
+
+/// `slurmlens bench window|report|ingest`.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// The jobs window query against `sacct --json` on the same window.
+    Window(BenchArgs),
+    /// A job's report against the bare VictoriaMetrics fetch of its series and one query per GPU.
+    Report(ReportBenchArgs),
+    /// Trace batches through `POST /api/v1/traces` against the same rows inserted directly.
+    Ingest(IngestBenchArgs),
+}
+
+/// Runs one benchmark.
+pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Window(args) => run(config, args).await,
+        BenchCommand::Report(args) => report_bench(config, args).await,
+        BenchCommand::Ingest(args) => ingest_bench(config, args).await,
+    }
+}
+
+/// Arguments of `slurmlens bench window`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Cluster whose history is queried (e.g. the demo's `sakura`).
+    #[arg(long, default_value = "sakura")]
+    pub cluster: String,
+    /// Window length in days, ending at `--end`.
+    #[arg(long, default_value_t = 7)]
+    pub days: i64,
+    /// End of the window (RFC 3339); default now.
+    #[arg(long)]
+    pub end: Option<DateTime<Utc>>,
+    /// Page size of the API query.
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+    /// Repetitions of each measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+    /// The sacct binary.
+    #[arg(long, default_value = "sacct")]
+    pub sacct: String,
+    /// Repetitions of the sacct runs (each takes minutes on a large window).
+    #[arg(long, default_value_t = 1)]
+    pub sacct_repeat: usize,
+}
+
+struct Drain {
+    first_page: Duration,
+    total: Duration,
+    jobs: usize,
+    pages: usize,
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+fn rss_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+async fn drain_window(app: &axum::Router, base_query: &str) -> anyhow::Result<Drain> {
+    let started = Instant::now();
+    let mut first_page = None;
+    let mut cursor: Option<String> = None;
+    let (mut jobs, mut pages) = (0usize, 0usize);
+    loop {
+        let uri = match &cursor {
+            Some(cursor) => format!("/api/v1/jobs?{base_query}&cursor={cursor}"),
+            None => format!("/api/v1/jobs?{base_query}"),
+        };
+        let response = app.clone().oneshot(Request::get(&uri).body(Body::empty())?).await?;
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await?;
+        if status != StatusCode::OK {
+            bail!("{uri} answered {status}: {}", String::from_utf8_lossy(&bytes));
+        }
+        let page: slurmlens_wire::Page<slurmlens_wire::Job> = serde_json::from_slice(&bytes)?;
+        first_page.get_or_insert_with(|| started.elapsed());
+        jobs += page.items.len();
+        pages += 1;
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    Ok(Drain { first_page: first_page.unwrap_or_default(), total: started.elapsed(), jobs, pages })
+}
+
+fn run_sacct(
+    args: &BenchArgs,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    extra: &[&str],
+) -> anyhow::Result<(Duration, usize)> {
+    let format = |t: DateTime<Utc>| t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let started = Instant::now();
+    let output = std::process::Command::new(&args.sacct)
+        .env("TZ", "UTC")
+        .args(["-a", "-M", &args.cluster, "-S", &format(start), "-E", &format(end)])
+        .args(extra)
+        .output()
+        .with_context(|| format!("running {}", args.sacct))?;
+    let elapsed = started.elapsed();
+    if !output.status.success() {
+        bail!("sacct failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
+    }
+    let count = if extra.contains(&"--json") {
+        // sacct's JSON for a week of a large cluster is over a gigabyte: count jobs without keeping them.
+        #[derive(serde::Deserialize)]
+        struct Jobs {
+            jobs: Vec<serde::de::IgnoredAny>,
+        }
+        let jobs: Jobs = serde_json::from_slice(&output.stdout).context("parsing sacct --json")?;
+        jobs.jobs.len()
+    } else {
+        output.stdout.split(|&b| b == b'\n').filter(|line| !line.is_empty()).count()
+    };
+    Ok((elapsed, count))
+}
+
+/// Runs the benchmark and prints a report.
+pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
+    let mut config = config.clone();
+    config.access.anonymous = crate::config::AnonymousAccess::Staff;
+    let cluster: crate::domain::cluster::ClusterName = args.cluster.parse()?;
+    if !config.clusters.contains(&cluster) {
+        config.clusters.push(cluster);
+    }
+    let app = router(app_state(&config)?);
+    let end = args.end.unwrap_or_else(Utc::now);
+    let start = end - chrono::Duration::days(args.days);
+    let base_query = format!(
+        "cluster={}&start={}&end={}&limit={}",
+        args.cluster,
+        start.to_rfc3339_opts(SecondsFormat::Secs, true).replace('+', "%2B"),
+        end.to_rfc3339_opts(SecondsFormat::Secs, true).replace('+', "%2B"),
+        args.limit
+    );
+    println!("window {start} .. {end} on cluster {}; {} repetitions, medians", args.cluster, args.repeat);
+    // One warm-up so connection set-up is not measured.
+    let warm = drain_window(&app, &base_query).await?;
+    let (mut first, mut total) = (Vec::new(), Vec::new());
+    for _ in 0..args.repeat {
+        let drain = drain_window(&app, &base_query).await?;
+        first.push(drain.first_page);
+        total.push(drain.total);
+    }
+    let (api_first, api_total) = (median(first), median(total));
+    // The server's own footprint, before sacct's gigabyte of JSON is read into this process.
+    let api_rss = rss_kib("VmHWM:").unwrap_or(0) / 1024;
+    let mut sacct_json = Vec::new();
+    let mut sacct_text = Vec::new();
+    let (mut json_jobs, mut text_jobs) = (0, 0);
+    for _ in 0..args.sacct_repeat.max(1) {
+        let (elapsed, count) = run_sacct(args, start, end, &["--json"])?;
+        sacct_json.push(elapsed);
+        json_jobs = count;
+        let (elapsed, count) = run_sacct(
+            args,
+            start,
+            end,
+            &[
+                "-X",
+                "-P",
+                "-n",
+                "-o",
+                "JobID,User,Account,Partition,State,ExitCode,Submit,Start,End,Elapsed,NodeList,AllocTRES",
+            ],
+        )?;
+        sacct_text.push(elapsed);
+        text_jobs = count;
+    }
+    let (sacct_json, sacct_text) = (median(sacct_json), median(sacct_text));
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("{:<44} {:>10} {:>9}", "measurement", "ms", "jobs");
+    println!(
+        "{:<44} {:>10.1} {:>9}",
+        format!("API first page (limit {})", args.limit),
+        ms(api_first),
+        args.limit.min(warm.jobs as u32)
+    );
+    println!("{:<44} {:>10.1} {:>9}", format!("API whole window ({} pages)", warm.pages), ms(api_total), warm.jobs);
+    println!("{:<44} {:>10.1} {:>9}", "sacct --json -a (jobs + steps)", ms(sacct_json), json_jobs);
+    println!("{:<44} {:>10.1} {:>9}", "sacct -X -P -a (allocations, text)", ms(sacct_text), text_jobs);
+    println!("ratio sacct --json / API whole window: {:.1}x", ms(sacct_json) / ms(api_total).max(0.001));
+    println!("ratio sacct --json / API first page:   {:.1}x", ms(sacct_json) / ms(api_first).max(0.001));
+    println!("ratio sacct -X -P / API whole window:  {:.1}x", ms(sacct_text) / ms(api_total).max(0.001));
+    println!("API per page (whole window / pages): {:.1} ms", ms(api_total) / warm.pages.max(1) as f64);
+    println!("server process peak RSS during the API runs: {api_rss} MiB");
+    Ok(())
+}
+
+/// Arguments of `slurmlens bench report`.
+#[derive(Debug, clap::Args)]
+pub struct ReportBenchArgs {
+    /// Cluster of the job.
+    #[arg(long, default_value = "sakura")]
+    pub cluster: String,
+    /// The job; default: the finished job on at least `--nodes` nodes whose run is closest to 24 h.
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Nodes the picked job must span.
+    #[arg(long, default_value_t = 32)]
+    pub nodes: u32,
+    /// Import synthetic 15 s dcgm-exporter series for the job's GPUs first (for a cluster without telemetry).
+    #[arg(long)]
+    pub import: bool,
+    /// Repetitions of each measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Concurrent requests of the one-query-per-GPU approach.
+    #[arg(long, default_value_t = 8)]
+    pub per_gpu_concurrency: usize,
+}
+
+async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result<()> {
+    use futures::StreamExt;
+
+    let vm_config = config.victoriametrics.as_ref().context("the report benchmark needs [victoriametrics]")?;
+    let vm = crate::sources::victoriametrics::VictoriaMetrics::new(&vm_config.url, Duration::from_secs(120))?;
+    let mut config = config.clone();
+    config.access.anonymous = crate::config::AnonymousAccess::Staff;
+    let cluster: crate::domain::cluster::ClusterName = args.cluster.parse()?;
+    if !config.clusters.contains(&cluster) {
+        config.clusters.push(cluster);
+    }
+    // The benchmark measures computing, not reading an archive.
+    config.database = None;
+    if let Some(vm) = config.victoriametrics.as_mut() {
+        vm.timeout_ms = 120_000;
+    }
+    let state = app_state(&config)?;
+    let reader = state
+        .readers()
+        .find(|reader| reader.cluster().as_str() == args.cluster)
+        .with_context(|| format!("cluster {} is not configured", args.cluster))?;
+    let tres = reader.tres_catalog().await?;
+    let scope = crate::domain::scope::ViewerScope::Staff;
+    let record = match &args.job {
+        Some(id) => {
+            let selector: crate::domain::ids::JobSelector = id.parse()?;
+            reader.job(&scope, selector).await?.map(|(job, _)| job).context("no such job")?
+        }
+        None => {
+            let end = Utc::now();
+            let window = crate::domain::job::TimeWindow::new(end - chrono::Duration::days(30), end)?;
+            let mut best: Option<crate::domain::job::JobRecord> = None;
+            let mut cursor = None;
+            loop {
+                let (jobs, next) =
+                    reader.jobs_in_window(&scope, window, &Default::default(), &tres, cursor, 5000).await?;
+                for job in jobs {
+                    // The issue's case: a job of about 24 h.
+                    let off =
+                        |j: &crate::domain::job::JobRecord| j.time_end.saturating_sub(j.time_start).abs_diff(86_400);
+                    let fits = job.alloc_nodes >= args.nodes && job.time_end > 0 && job.time_start > 0;
+                    if fits && best.as_ref().is_none_or(|b| off(&job) < off(b)) {
+                        best = Some(job);
+                    }
+                }
+                match next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            best.with_context(|| format!("no finished job on {} nodes", args.nodes))?
+        }
+    };
+    let nodes = record.nodes.hosts().to_vec();
+    let (start, end) = (
+        crate::domain::time::epoch(record.time_start).context("job never started")?,
+        crate::domain::time::epoch(record.time_end).unwrap_or_else(Utc::now),
+    );
+    let gpus_per_node = tres.gpus(&record.tres_alloc) / u64::from(record.alloc_nodes.max(1));
+    println!(
+        "job {} on {} nodes ({} GPUs), window {start} .. {end} ({:.1} h)",
+        record.identity,
+        nodes.len(),
+        tres.gpus(&record.tres_alloc),
+        (end - start).num_seconds() as f64 / 3600.0
+    );
+    if args.import {
+        let imported = crate::demo::telemetry::import_flat(&vm, &nodes, gpus_per_node as u16, start, end, 15).await?;
+        println!("imported {imported} samples");
+    }
+    let catalog = &config.metrics;
+    let host_label = catalog.gpu_host_labels.first().context("no host label configured")?.clone();
+    let selector = |metric: &crate::domain::promql::MetricName, hosts: &[String], gpu: Option<u16>| -> String {
+        use crate::domain::promql::{Matcher, Selector};
+        let mut matchers = vec![Matcher::AnyOf(host_label.clone(), hosts.to_vec())];
+        if let Some(gpu) = gpu {
+            matchers.push(Matcher::Equal(catalog.gpu_index_label.clone(), gpu.to_string()));
+        }
+        Selector { metric: metric.clone(), matchers }.to_string()
+    };
+    let app = router(state.clone());
+    let uri =
+        format!("/api/v1/jobs/{}/report?cluster={}", record.identity.to_string().replace('+', "%2B"), args.cluster);
+    let gpu_count = nodes.len() * gpus_per_node as usize;
+    let mut rows: Vec<(String, Vec<Duration>)> = Vec::new();
+    let mut record_time = |name: &str, took: Duration| match rows.iter_mut().find(|(n, _)| n == name) {
+        Some((_, times)) => times.push(took),
+        None => rows.push((name.to_string(), vec![took])),
+    };
+    for round in 0..args.repeat.max(1) {
+        let started = Instant::now();
+        let response = app.clone().oneshot(Request::get(&uri).body(Body::empty())?).await?;
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await?;
+        record_time("report (server time, in process)", started.elapsed());
+        let report: slurmlens_wire::JobReport = serde_json::from_slice(&bytes)?;
+        if report.metrics.status != "ok" {
+            bail!("report metrics {}: {:?}", report.metrics.status, report.metrics.message);
+        }
+        let step = report.metrics.step_s;
+        for (label, step_s, rollup) in [
+            (format!("bare fetch, report's step {step} s, all GPUs per query"), step, true),
+            (
+                format!("bare fetch, raw {} s, all GPUs per query", catalog.scrape_interval_s),
+                catalog.scrape_interval_s,
+                false,
+            ),
+        ] {
+            let queries: Vec<String> = catalog
+                .gpu_metrics
+                .iter()
+                .map(|spec| {
+                    let selector = selector(&spec.name, &nodes, None);
+                    if rollup { format!("avg_over_time({selector}[{step_s}s])") } else { selector }
+                })
+                .collect();
+            let started = Instant::now();
+            let answers =
+                futures::future::join_all(queries.iter().map(|query| vm.query_range(query, start, end, step_s))).await;
+            record_time(&label, started.elapsed());
+            let points: usize = answers.into_iter().flatten().flatten().map(|series| series.points.len()).sum();
+            if round == 0 {
+                println!("  {label}: {points} points");
+            }
+        }
+        for (label, step_s, rollup) in [
+            (format!("one query per GPU and metric, step {step} s"), step, true),
+            (
+                format!("one query per GPU and metric, raw {} s", catalog.scrape_interval_s),
+                catalog.scrape_interval_s,
+                false,
+            ),
+        ] {
+            let queries: Vec<String> = catalog
+                .gpu_metrics
+                .iter()
+                .flat_map(|spec| nodes.iter().map(move |node| (spec, node)))
+                .flat_map(|(spec, node)| (0..gpus_per_node as u16).map(move |gpu| (spec, node, gpu)))
+                .map(|(spec, node, gpu)| {
+                    let selector = selector(&spec.name, std::slice::from_ref(node), Some(gpu));
+                    // What the report reads per metric (bucket means, peaks, counts), one GPU at a time.
+                    if rollup {
+                        format!(
+                            r#"aggr_over_time(("avg_over_time", "max_over_time", "count_over_time"), {selector}[{step_s}s])"#
+                        )
+                    } else {
+                        selector
+                    }
+                })
+                .collect();
+            let count = queries.len();
+            let started = Instant::now();
+            futures::stream::iter(queries)
+                .map(|query| {
+                    let vm = vm.clone();
+                    async move { vm.query_range(&query, start, end, step_s).await }
+                })
+                .buffer_unordered(args.per_gpu_concurrency.max(1))
+                .for_each(|_| async {})
+                .await;
+            record_time(&format!("{label} ({count} requests)"), started.elapsed());
+        }
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("{gpu_count} GPUs; {:<58} {:>9}", "measurement (median)", "ms");
+    let medians: Vec<(String, Duration)> = rows.into_iter().map(|(name, times)| (name, median(times))).collect();
+    for (name, took) in &medians {
+        println!("{:<66} {:>9.0}", name, ms(*took));
+    }
+    let report = medians[0].1;
+    for (name, took) in medians.iter().skip(1) {
+        println!("{:<66} {:>8.2}x", format!("{name} / report"), ms(*took) / ms(report).max(0.001));
+    }
+    println!("bench process peak RSS (holds the bare fetches too): {} MiB", rss_kib("VmHWM:").unwrap_or(0) / 1024);
+    Ok(())
+}
+
+/// Arguments of `slurmlens bench ingest`.
+#[derive(Debug, clap::Args)]
+pub struct IngestBenchArgs {
+    /// Cluster the batches are sent for (default: the first configured one).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Batches posted (and inserted directly for the reference).
+    #[arg(long, default_value_t = 50)]
+    pub batches: usize,
+    /// Records per batch.
+    #[arg(long, default_value_t = 1000)]
+    pub records: usize,
+    /// Batches in flight at once (nodes sending together).
+    #[arg(long, default_value_t = 2)]
+    pub concurrency: usize,
+}
+
+/// One node's batch of realistic summaries: 8 GPUs, one process each, kernels (some with long C++
+/// names), CUDA API calls, NCCL operations, memory copies and synchronisation waits.
+fn synthetic_trace_batch(
+    cluster: &str,
+    job_id: u32,
+    interval_start: DateTime<Utc>,
+    records: usize,
+) -> slurmlens_wire::TraceBatch {
+    use crate::domain::trace::{MEMCPY_KINDS, NCCL_OPS, SYNC_CALLS};
+    let long_suffix = "cutlass::gemm::GemmShape<128, 128, 32>, cutlass::epilogue::thread::LinearCombination<float, 4>";
+    let records = (0..records)
+        .map(|at| {
+            let gpu = (at % 8) as u16;
+            let slot = at / 8;
+            // Every (GPU, category, name) once: a batch holds no duplicate.
+            let (category, name, bytes) = match (slot % 20, slot / 20) {
+                (0, op) if op < NCCL_OPS.len() => ("nccl", NCCL_OPS[op].to_string(), 64 << 20),
+                (1, kind) if kind < MEMCPY_KINDS.len() => ("memcpy", MEMCPY_KINDS[kind].to_string(), 8 << 20),
+                (2, call) if call < SYNC_CALLS.len() => ("sync", SYNC_CALLS[call].to_string(), 0),
+                (3 | 4, _) => ("cuda_api", format!("cudaApiCall{slot}"), 0),
+                (5, _) => ("kernel", format!("void cutlass::Kernel<{long_suffix}, {slot}>(Params)"), 0),
+                _ => ("kernel", format!("elementwise_kernel_{slot}"), 0),
+            };
+            slurmlens_wire::TraceRecord {
+                interval_start,
+                interval_s: 10,
+                gpu,
+                pid: 10_000 + u32::from(gpu),
+                cgroup: Some(format!("/system.slice/slurmstepd.scope/job_{job_id}/step_0/user/task_{gpu}")),
+                job_id: None,
+                category: category.to_string(),
+                name,
+                count: 100,
+                total_ns: 50_000_000,
+                max_ns: 1_000_000,
+                bytes,
+            }
+        })
+        .collect();
+    slurmlens_wire::TraceBatch { cluster: cluster.to_string(), node: "bench-node-1".into(), records }
+}
+
+async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result<()> {
+    use futures::StreamExt;
+
+    use crate::domain::trace::{RawTraceSummary, TraceSummary};
+
+    let mut config = config.clone();
+    config.database.as_ref().context("the ingest benchmark needs [database] (slurmlens's own MariaDB)")?;
+    let cluster = match &args.cluster {
+        Some(name) => name.parse()?,
+        None => config.clusters.first().cloned().context("no cluster configured")?,
+    };
+    if !config.clusters.contains(&cluster) {
+        config.clusters.push(cluster.clone());
+    }
+    let nanos = Utc::now().timestamp_subsec_nanos();
+    let secret = format!("bench-ingest-{}-{nanos}-0123456789", std::process::id());
+    config.ingest.secrets.insert(cluster.to_string(), crate::config::IngestSecret(secret.clone()));
+    let state = app_state(&config)?;
+    let store = state.store_handle().context("no store")?.clone();
+    store.migrate().await?;
+    let app = router(state);
+    // Job ids beyond any real cluster's, removed again at the end.
+    let (api_job, reference_job) =
+        (4_100_000_000 + std::process::id() % 1000 * 2, 4_100_000_001 + std::process::id() % 1000 * 2);
+    let base = Utc::now().duration_trunc(chrono::TimeDelta::seconds(10)).unwrap_or_else(|_| Utc::now())
+        - chrono::Duration::hours(1);
+    let interval = |batch: usize| base - chrono::Duration::seconds(10 * (batch as i64 + 1));
+    let bodies: Vec<Vec<u8>> = (0..=args.batches)
+        .map(|batch| {
+            serde_json::to_vec(&synthetic_trace_batch(cluster.as_str(), api_job, interval(batch), args.records))
+        })
+        .collect::<Result<_, _>>()?;
+    let now = Utc::now();
+    let reference_batches: Vec<Vec<TraceSummary>> = (0..args.batches)
+        .map(|batch| {
+            let wire = synthetic_trace_batch(cluster.as_str(), reference_job, interval(batch), args.records);
+            wire.records
+                .iter()
+                .map(|record| {
+                    let raw = crate::http::traces::raw_summary(record);
+                    TraceSummary::parse(&RawTraceSummary { job_id: Some(reference_job), cgroup: None, ..raw }, now)
+                        .map_err(anyhow::Error::msg)
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let post = |body: Vec<u8>| {
+        let app = app.clone();
+        let secret = secret.clone();
+        async move {
+            let request = Request::post("/api/v1/traces")
+                .header("authorization", format!("Bearer {secret}"))
+                .header("content-type", "application/json")
+                .body(Body::from(body))?;
+            let response = app.oneshot(request).await?;
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await?;
+            if status != StatusCode::OK {
+                bail!("POST /api/v1/traces answered {status}: {}", String::from_utf8_lossy(&bytes));
+            }
+            let receipt: slurmlens_wire::TraceReceipt = serde_json::from_slice(&bytes)?;
+            if !receipt.rejected.is_empty() {
+                bail!("the benchmark's records were refused: {:?}", receipt.rejected.first());
+            }
+            anyhow::Ok(receipt.stored)
+        }
+    };
+    // The last body is the warm-up (statement preparation, pool connections); it is not timed.
+    let mut bodies = bodies;
+    let warm_up = bodies.pop().context("no batches")?;
+    post(warm_up).await?;
+    let concurrency = args.concurrency.max(1);
+    let started = Instant::now();
+    let stored: Vec<anyhow::Result<u64>> =
+        futures::stream::iter(bodies).map(post).buffer_unordered(concurrency).collect().await;
+    let api_took = started.elapsed();
+    let api_stored: u64 = stored.into_iter().sum::<anyhow::Result<u64>>()?;
+    let started = Instant::now();
+    let inserted: Vec<Result<u64, crate::store::StoreError>> = futures::stream::iter(&reference_batches)
+        .map(|batch| store.insert_trace_summaries(&cluster, "bench-node-1", batch))
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let reference_took = started.elapsed();
+    let reference_stored: u64 = inserted.into_iter().sum::<Result<u64, _>>()?;
+    store.delete_trace_summaries(&cluster, api_job).await?;
+    store.delete_trace_summaries(&cluster, reference_job).await?;
+    let rate = |records: u64, took: Duration| records as f64 / took.as_secs_f64().max(1e-9);
+    let (api_rate, reference_rate) = (rate(api_stored, api_took), rate(reference_stored, reference_took));
+    println!("{} batches x {} records, {concurrency} in flight, cluster {cluster}", args.batches, args.records);
+    println!("{:<58} {:>10} {:>12}", "measurement", "records", "records/s");
+    println!("{:<58} {:>10} {:>12.0}", "POST /api/v1/traces (JSON, validation, store)", api_stored, api_rate);
+    println!(
+        "{:<58} {:>10} {:>12.0}",
+        "reference: multi-row INSERTs of the same rows, no HTTP", reference_stored, reference_rate
+    );
+    println!("ratio API / reference: {:.2}", api_rate / reference_rate.max(1e-9));
+    if api_stored != (args.batches * args.records) as u64 {
+        bail!("stored {api_stored} of {} records", args.batches * args.records);
+    }
+    Ok(())
+}

@@ -1,0 +1,374 @@
+//! Typed configuration: one TOML file, overridden by `SLURMLENS_*` environment variables.
+//!
+//! Only `main` reads the file and the environment; everything below receives a [`Config`].
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::cluster::ClusterName;
+use crate::domain::series::SeriesCatalog;
+
+/// The whole configuration of one slurmlens server. Holds nothing two replicas could disagree on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP server binds.
+    pub listen: SocketAddr,
+    /// Base URL users reach the server at (printed in links).
+    pub public_url: String,
+    /// Slurm clusters served; the first is the default for requests that name none.
+    /// A list, or one comma-separated string (`lab,sakura`) as environment variables give it.
+    #[serde(deserialize_with = "list_or_comma_string")]
+    pub clusters: Vec<ClusterName>,
+    pub slurmdbd: SlurmDbdConfig,
+    /// slurmlens's own database (later issues: archive, GPU records).
+    #[serde(default)]
+    pub database: Option<DatabaseConfig>,
+    #[serde(default)]
+    pub victoriametrics: Option<VictoriaMetricsConfig>,
+    pub access: AccessConfig,
+    /// Metric names and labels of this site's exporters (defaults: dcgm-exporter, rdma_exporter).
+    #[serde(default)]
+    pub metrics: SeriesCatalog,
+    #[serde(default)]
+    pub report: ReportConfig,
+    /// Who may post GPU records from the Slurm plugin.
+    #[serde(default)]
+    pub ingest: IngestConfig,
+    /// The web pages' built site (`web/build.sh` writes `target/site`); none: pages without their wasm bundle.
+    #[serde(default)]
+    pub site_root: Option<PathBuf>,
+    /// Rack layout for the grid and Gantt (TOML, see `web/src/topology.rs`); none: racks from node names.
+    #[serde(default)]
+    pub topology: Option<PathBuf>,
+}
+
+/// `POST /api/v1/gpu_allocations`: one secret per cluster, shared with that cluster's Slurm plugin
+/// (`[ingest.secrets] lab = "…"`, or `SLURMLENS_INGEST__SECRETS__LAB`). No secret: every post is a 401.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    pub secrets: BTreeMap<String, IngestSecret>,
+}
+
+/// A shared secret; `Debug` (and so `slurmlens config`) never prints it.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct IngestSecret(pub String);
+
+impl std::fmt::Debug for IngestSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"<redacted>\"")
+    }
+}
+
+/// When reports are archived.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportConfig {
+    /// A report is archived once its job ended this long ago, so late scrapes are in.
+    pub archive_delay_s: u64,
+    /// How often the archiver looks for recently ended jobs (0 = never; reports are then archived on read).
+    pub archive_interval_s: u64,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        Self { archive_delay_s: 120, archive_interval_s: 60 }
+    }
+}
+
+/// slurmdbd's MariaDB, read with a `SELECT`-only user.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmDbdConfig {
+    pub url: String,
+    pub max_connections: u32,
+    pub acquire_timeout_ms: u64,
+}
+
+/// slurmlens's own MariaDB schema.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    pub url: String,
+}
+
+/// VictoriaMetrics (single node or vmselect).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VictoriaMetricsConfig {
+    /// The Prometheus API root: `http://vm:8428`, or `http://vmselect:8481/select/0/prometheus`.
+    pub url: String,
+    /// Upper bound of all metric queries of one report together.
+    #[serde(default = "default_vm_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_vm_timeout_ms() -> u64 {
+    5000
+}
+
+/// Who is asking, and who sees everything. Identities come from a bearer token (`slt_…`, see
+/// `/api/v1/tokens`) or from a reverse proxy's header, honoured only from `trusted_proxies`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessConfig {
+    /// `staff` (sees everything, for a lab or demo) or `nobody` (sign-in needed).
+    pub anonymous: AnonymousAccess,
+    /// Request header that names the user, set by the site's SSO proxy (`X-Remote-User`); none = ignored.
+    #[serde(default)]
+    pub user_header: Option<String>,
+    /// Request header with the user's groups, comma-separated (`X-Forwarded-Groups`); none = ignored.
+    #[serde(default)]
+    pub groups_header: Option<String>,
+    /// Peers whose identity headers are believed: addresses or networks (`10.0.0.5`, `10.1.0.0/16`).
+    /// From any other peer the headers are dropped and the request is anonymous.
+    #[serde(default = "loopback_only")]
+    pub trusted_proxies: Vec<ProxyNet>,
+    /// Users who see every job.
+    #[serde(default)]
+    pub staff_users: Vec<String>,
+    /// Groups (from `groups_header`) whose members see every job.
+    #[serde(default)]
+    pub staff_groups: Vec<String>,
+    #[serde(default)]
+    pub tokens: TokenConfig,
+}
+
+/// Personal API tokens.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenConfig {
+    /// The longest life a token may be given, in days.
+    pub max_days: u32,
+    /// Requests per minute one token may make (bursts up to this many); over it: 429 with Retry-After.
+    pub per_minute: u32,
+}
+
+impl Default for TokenConfig {
+    fn default() -> Self {
+        Self { max_days: 365, per_minute: 600 }
+    }
+}
+
+/// A trusted proxy: one address or a network, as written in the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ProxyNet(pub ipnet::IpNet);
+
+impl TryFrom<String> for ProxyNet {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        let text = text.trim();
+        let net = match text.parse::<ipnet::IpNet>() {
+            Ok(net) => net,
+            Err(_) => text
+                .parse::<std::net::IpAddr>()
+                .map(ipnet::IpNet::from)
+                .map_err(|_| format!("`{text}` is neither an address nor a network like 10.0.0.0/8"))?,
+        };
+        Ok(Self(net))
+    }
+}
+
+impl From<ProxyNet> for String {
+    fn from(net: ProxyNet) -> String {
+        net.0.to_string()
+    }
+}
+
+impl ProxyNet {
+    pub fn contains(&self, address: std::net::IpAddr) -> bool {
+        self.0.contains(&address.to_canonical())
+    }
+}
+
+fn loopback_only() -> Vec<ProxyNet> {
+    ["127.0.0.1", "::1"].into_iter().filter_map(|text| ProxyNet::try_from(text.to_string()).ok()).collect()
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self {
+            anonymous: AnonymousAccess::Nobody,
+            user_header: None,
+            groups_header: None,
+            trusted_proxies: loopback_only(),
+            staff_users: Vec::new(),
+            staff_groups: Vec::new(),
+            tokens: TokenConfig::default(),
+        }
+    }
+}
+
+/// What a request without an identity sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnonymousAccess {
+    Staff,
+    Nobody,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: "http://127.0.0.1:8080".into(),
+            clusters: vec![ClusterName::default_lab()],
+            slurmdbd: SlurmDbdConfig {
+                url: "mysql://reader:readerpw@127.0.0.1:3306/slurm_acct_db".into(),
+                max_connections: 16,
+                acquire_timeout_ms: 2000,
+            },
+            database: None,
+            victoriametrics: None,
+            access: AccessConfig::default(),
+            metrics: SeriesCatalog::default(),
+            report: ReportConfig::default(),
+            ingest: IngestConfig::default(),
+            site_root: None,
+            topology: None,
+        }
+    }
+}
+
+/// Flat environment names kept for convenience (the lab's `env.sh` exports them).
+fn env_key(key: &str) -> String {
+    let key = key.to_ascii_lowercase();
+    match key.as_str() {
+        "slurmdbd_url" => "slurmdbd.url".into(),
+        "database_url" => "database.url".into(),
+        "vm_url" => "victoriametrics.url".into(),
+        other => other.replace("__", "."),
+    }
+}
+
+impl Config {
+    /// Defaults, then the TOML file (if given), then `SLURMLENS_*` variables
+    /// (`SLURMLENS_SLURMDBD__URL` or `SLURMLENS_SLURMDBD_URL`, `SLURMLENS_CLUSTERS=lab,sakura`). The lab's
+    /// and the demo script's own variables (`SLURMLENS_LAB`, `SLURMLENS_DEMO_*`, …) are not configuration.
+    pub fn load(file: Option<&Path>) -> Result<Self, Box<figment::Error>> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        let env = Env::prefixed("SLURMLENS_")
+            .ignore(&["LAB", "CONFIG", "SEEDER_URL", "LOG", "CLUSTER", "DEMO_LISTEN", "DEMO_FRESH", "DEMO_HOURS"])
+            .map(|key| env_key(key.as_str()).into())
+            .split(".");
+        figment = figment.merge(env);
+        figment.extract().map_err(Box::new)
+    }
+}
+
+impl ClusterName {
+    fn default_lab() -> Self {
+        Self::from_static("lab")
+    }
+}
+
+fn list_or_comma_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<ClusterName>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrString {
+        List(Vec<String>),
+        Text(String),
+    }
+    let names = match ListOrString::deserialize(deserializer)? {
+        ListOrString::List(list) => list,
+        ListOrString::Text(text) => text.split(',').map(|name| name.trim().to_string()).collect(),
+    };
+    if names.is_empty() {
+        return Err(serde::de::Error::custom("at least one cluster is needed"));
+    }
+    names.iter().map(|name| name.parse().map_err(serde::de::Error::custom)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn reads_toml_then_environment() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("slurmlens.toml", "clusters = [\"lab\"]\n[slurmdbd]\nurl = \"mysql://file\"\nmax_connections = 4\nacquire_timeout_ms = 10\n")?;
+            jail.set_env("SLURMLENS_SLURMDBD_URL", "mysql://env");
+            jail.set_env("SLURMLENS_CLUSTERS", "lab,sakura");
+            let config = Config::load(Some(Path::new("slurmlens.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(config.slurmdbd.url, "mysql://env");
+            assert_eq!(config.slurmdbd.max_connections, 4);
+            assert_eq!(config.clusters.iter().map(ClusterName::as_str).collect::<Vec<_>>(), ["lab", "sakura"]);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn the_example_configuration_loads_as_documented() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("example.toml", include_str!("../../slurmlens.example.toml"))?;
+            let config = Config::load(Some(Path::new("example.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(config.metrics.faults.loss_threshold, 0.01);
+            assert_eq!(config.metrics.bursts.line_rate_bytes_per_s, 5e10);
+            assert_eq!(config.metrics.gpu_metrics, crate::domain::series::SeriesCatalog::default().gpu_metrics);
+            assert_eq!(config.access.staff_groups, ["hpc-staff"]);
+            assert!(config.access.trusted_proxies.iter().any(|net| net.contains([127, 0, 0, 1].into())));
+            assert_eq!(config.access.tokens.per_minute, 600);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn trusted_proxies_are_addresses_or_networks_and_nothing_else() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SLURMLENS_ACCESS__TRUSTED_PROXIES", r#"["10.1.0.0/16", "192.0.2.7"]"#);
+            let config = Config::load(None).map_err(|e| e.to_string())?;
+            let nets = &config.access.trusted_proxies;
+            assert!(nets.iter().any(|net| net.contains([10, 1, 200, 3].into())));
+            assert!(nets.iter().any(|net| net.contains([192, 0, 2, 7].into())));
+            assert!(!nets.iter().any(|net| net.contains([127, 0, 0, 1].into())), "the list replaces loopback");
+            jail.set_env("SLURMLENS_ACCESS__TRUSTED_PROXIES", r#"["proxy.example.org"]"#);
+            assert!(Config::load(None).is_err(), "a host name is refused, not resolved");
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn refuses_unsafe_cluster_names_and_unknown_keys() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SLURMLENS_CLUSTERS", "lab;drop");
+            assert!(Config::load(None).is_err());
+            jail.set_env("SLURMLENS_CLUSTERS", "lab");
+            jail.create_file("bad.toml", "listen_addr = \"x\"\n")?;
+            assert!(Config::load(Some(Path::new("bad.toml"))).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn reads_ingest_secrets_from_file_and_environment_and_never_prints_them() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("s.toml", "[ingest.secrets]\nlab = \"from-the-file-0123456789\"\n")?;
+            jail.set_env("SLURMLENS_INGEST__SECRETS__SAKURA", "from-the-environment-0123");
+            let config = Config::load(Some(Path::new("s.toml"))).map_err(|e| e.to_string())?;
+            let secret = |name: &str| config.ingest.secrets.get(name).map(|secret| secret.0.clone());
+            assert_eq!(secret("lab").as_deref(), Some("from-the-file-0123456789"));
+            assert_eq!(secret("sakura").as_deref(), Some("from-the-environment-0123"));
+            assert!(!format!("{config:?}").contains("from-the"));
+            jail.create_file("bad.toml", "[ingest]\nsecret = \"x\"\n")?;
+            assert!(Config::load(Some(Path::new("bad.toml"))).is_err());
+            Ok(())
+        });
+    }
+}

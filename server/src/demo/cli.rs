@@ -1,0 +1,150 @@
+//! `slurmlens demo seed-history`: fills a cluster's slurmdbd tables with the generated history.
+
+use anyhow::Context;
+use chrono::Utc;
+use sqlx::mysql::MySqlPoolOptions;
+
+use crate::config::Config;
+
+/// `slurmlens demo …`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    #[command(subcommand)]
+    pub command: DemoCommand,
+}
+
+/// Demo data commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum DemoCommand {
+    /// Replace a cluster's jobs, steps and node events with a simulated history ending now.
+    SeedHistory(SeedArgs),
+    /// Write GPU and RDMA series (and the GPU records a plugin would send) that agree with the jobs, with
+    /// the ping mesh of the racks (`topology`) and 100 ms burst peaks on the first half of them.
+    SeedTelemetry(TelemetryArgs),
+}
+
+/// Arguments of `slurmlens demo seed-telemetry`.
+#[derive(Debug, clap::Args)]
+pub struct TelemetryArgs {
+    #[arg(long, default_value = "sakura")]
+    pub cluster: String,
+    /// Hours of telemetry, ending now.
+    #[arg(long, default_value_t = 24)]
+    pub hours: i64,
+    /// Seconds between samples, like a real scrape interval.
+    #[arg(long, default_value_t = 30)]
+    pub step: i64,
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u16,
+}
+
+/// Arguments of `slurmlens demo seed-history`.
+#[derive(Debug, clap::Args)]
+pub struct SeedArgs {
+    /// Cluster to fill (its tables must exist: `sacctmgr add cluster <name>`).
+    #[arg(long, default_value = "sakura")]
+    pub cluster: String,
+    /// Days of history.
+    #[arg(long, default_value_t = 30)]
+    pub days: u32,
+    /// Job records to generate at least.
+    #[arg(long, default_value_t = 200_000)]
+    pub jobs: u32,
+    #[arg(long, default_value_t = 100)]
+    pub nodes: u32,
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
+    /// Same seed, same history.
+    #[arg(long, default_value_t = 0x5a4b_0001)]
+    pub seed: u64,
+}
+
+/// Runs a demo command. `seeder_url` is a MariaDB user that may write slurmdbd's tables; the server
+/// itself never holds one.
+pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> anyhow::Result<()> {
+    match &args.command {
+        DemoCommand::SeedTelemetry(telemetry) => {
+            let vm_config = config.victoriametrics.as_ref().context("seed-telemetry needs [victoriametrics]")?;
+            let vm = crate::sources::victoriametrics::VictoriaMetrics::new(
+                &vm_config.url,
+                std::time::Duration::from_secs(300),
+            )?;
+            let mut config = config.clone();
+            let cluster: crate::domain::cluster::ClusterName = telemetry.cluster.parse()?;
+            if !config.clusters.contains(&cluster) {
+                config.clusters.push(cluster.clone());
+            }
+            let state = crate::serve::app_state(&config)?;
+            let reader = state.readers().find(|reader| *reader.cluster() == cluster).context("cluster reader")?;
+            let store = state.store_handle();
+            if let Some(store) = store {
+                store.migrate().await.context("applying migrations")?;
+            }
+            // The racks of the ping mesh and of the burst agents (none configured: racks from node names).
+            let topology = crate::serve::topology(&config)?;
+            let started = std::time::Instant::now();
+            let stats = super::telemetry::seed_cluster(
+                reader,
+                store,
+                &vm,
+                &topology,
+                telemetry.hours,
+                telemetry.step,
+                telemetry.gpus_per_node,
+            )
+            .await?;
+            let ids = |jobs: &[u32]| {
+                let listed: Vec<String> = jobs.iter().take(12).map(u32::to_string).collect();
+                let more = if jobs.len() > 12 { format!(" and {} more", jobs.len() - 12) } else { String::new() };
+                if listed.is_empty() { "none".to_string() } else { format!("{}{more}", listed.join(" ")) }
+            };
+            let lossy = stats.lossy.as_ref().map_or_else(
+                || "none".to_string(),
+                |lossy| {
+                    let at =
+                        |t: i64| chrono::DateTime::from_timestamp(t, 0).map_or_else(String::new, |t| t.to_rfc3339());
+                    format!(
+                        "{} ↔ {} from {} to {} under job {}",
+                        lossy.path.source,
+                        lossy.path.target,
+                        at(lossy.from),
+                        at(lossy.to),
+                        lossy.job_id
+                    )
+                },
+            );
+            println!(
+                "telemetry for {cluster}: {} jobs, {} GPU records, {} samples ({} ping-mesh, {} burst on {} nodes) in {:.1} s; \
+                 killed by XID 79: {}; application crashes (XID 31): {}; lossy ToR pair: {lossy}; \
+                 trace summaries: {} rows for {}",
+                stats.jobs,
+                stats.gpu_records,
+                stats.samples,
+                stats.pingmesh_samples,
+                stats.burst_samples,
+                stats.burst_nodes,
+                started.elapsed().as_secs_f64(),
+                ids(&stats.xid_jobs),
+                ids(&stats.app_crash_jobs),
+                stats.trace_rows,
+                stats.traced_jobs.iter().map(|(job, kind)| format!("{job} ({kind:?})")).collect::<Vec<_>>().join(", "),
+            );
+            Ok(())
+        }
+        DemoCommand::SeedHistory(seed) => {
+            let url = seeder_url.context("SLURMLENS_SEEDER_URL must name a user that may write slurmdbd's tables")?;
+            let pool =
+                MySqlPoolOptions::new().max_connections(4).connect(url).await.context("connecting as the seeder")?;
+            let mut params = super::history::default_params(Utc::now());
+            params.cluster = seed.cluster.clone();
+            params.days = seed.days;
+            params.n_jobs = seed.jobs;
+            params.n_nodes = seed.nodes;
+            params.gpus_per_node = seed.gpus_per_node;
+            params.seed = seed.seed;
+            let stats = super::history::generate(&pool, &params).await?;
+            println!("{stats}");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! A job record as slurmdbd holds it, decoded, and the shape of a job query.
+
+use chrono::{DateTime, Utc};
+
+use super::exit_code::ExitCode;
+use super::hostlist::Hostlist;
+use super::ids::JobIdentity;
+use super::state::{JobState, StateFilter};
+use super::time::TimeLimit;
+use super::tres::{MemRequest, TresMap};
+
+/// One row of `<cluster>_job_table`, decoded.
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    /// `job_db_inx`: unique per record (a requeued job has several records with one `id_job`).
+    pub db_index: u64,
+    pub identity: JobIdentity,
+    pub job_name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub account: String,
+    pub partition: String,
+    pub qos: String,
+    pub state: JobState,
+    pub kill_requid: Option<u32>,
+    pub exit_code: ExitCode,
+    pub derived_exit_code: ExitCode,
+    /// Epoch seconds, 0 = unset (as stored).
+    pub time_submit: u64,
+    pub time_eligible: u64,
+    pub time_start: u64,
+    pub time_end: u64,
+    pub time_suspended: u64,
+    pub timelimit: TimeLimit,
+    /// The stored expression (`n[1-2]`, `None assigned`) and its hosts.
+    pub node_list: String,
+    pub nodes: Hostlist,
+    pub alloc_nodes: u32,
+    pub cpus_req: u32,
+    pub mem_req: MemRequest,
+    pub tres_alloc: TresMap,
+    pub tres_req: TresMap,
+    pub comment: Option<String>,
+    pub work_dir: String,
+    pub submit_line: String,
+}
+
+impl JobRecord {
+    /// True when the job never got nodes (cancelled or still pending).
+    pub fn never_ran(&self) -> bool {
+        self.alloc_nodes == 0 || self.nodes.is_empty()
+    }
+
+    /// Whether the job held its allocation at `at` (epoch seconds): started by then, not yet ended.
+    pub fn running_at(&self, at: u64) -> bool {
+        self.time_start > 0 && self.time_start <= at && (self.time_end == 0 || self.time_end > at)
+    }
+}
+
+/// One row of `<cluster>_step_table`, decoded.
+#[derive(Debug, Clone)]
+pub struct StepRecord {
+    pub id_step: i64,
+    pub step_name: String,
+    pub state: JobState,
+    pub exit_code: ExitCode,
+    pub time_start: u64,
+    pub time_end: u64,
+    pub time_suspended: u64,
+    pub node_list: String,
+    pub task_count: u32,
+    pub tres_alloc: TresMap,
+    pub tres_usage_in_max: TresMap,
+    pub cpu_seconds: f64,
+}
+
+/// A half-open time window `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeWindow {
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+}
+
+/// Why a window was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("window start must be before its end")]
+pub struct EmptyWindow;
+
+impl TimeWindow {
+    pub fn new(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<Self, EmptyWindow> {
+        if start < end { Ok(Self { start, end }) } else { Err(EmptyWindow) }
+    }
+
+    pub fn start(&self) -> DateTime<Utc> {
+        self.start
+    }
+
+    pub fn end(&self) -> DateTime<Utc> {
+        self.end
+    }
+}
+
+/// A job's GPUs on each of its `nodes` nodes, where slurmdbd's total tells it exactly: all of them on
+/// one node, the even share when the total divides (`--gres=gpu:N` is per node); else `None`.
+pub fn exact_gpus_per_node(total: u64, nodes: usize) -> Option<u64> {
+    match nodes {
+        0 => None,
+        1 => Some(total),
+        n => total.is_multiple_of(n as u64).then_some(total / n as u64),
+    }
+}
+
+/// Filters of a job listing; every one narrows (empty lists mean "any").
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub users: Vec<String>,
+    pub accounts: Vec<String>,
+    pub partitions: Vec<String>,
+    pub states: Vec<StateFilter>,
+    /// Jobs that held this node.
+    pub node: Option<String>,
+    pub min_gpus: Option<u64>,
+    pub max_gpus: Option<u64>,
+}
+
+impl JobFilter {
+    /// The filters that slurmdbd's columns cannot answer and are applied after decoding.
+    pub fn matches_decoded(&self, job: &JobRecord, gpus: u64) -> bool {
+        let node_ok = self.node.as_deref().is_none_or(|node| job.nodes.contains(node));
+        let min_ok = self.min_gpus.is_none_or(|min| gpus >= min);
+        let max_ok = self.max_gpus.is_none_or(|max| gpus <= max);
+        let state_ok = self.states.is_empty() || self.states.iter().any(|&filter| job.state.matches(filter));
+        node_ok && min_ok && max_ok && state_ok
+    }
+}
+
+/// Position after the last job of a page. Jobs are listed newest submission first, in the order of
+/// slurmdbd's own `archive_purge (time_submit, time_end)` index (plus the primary key InnoDB appends),
+/// so a page is a range scan of that index and never a sort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobCursor {
+    pub time_submit: u64,
+    pub time_end: u64,
+    pub db_index: u64,
+}
+
+/// Why a cursor was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed cursor")]
+pub struct BadCursor;
+
+impl JobCursor {
+    /// The opaque text handed to clients.
+    pub fn encode(&self) -> String {
+        format!("{}.{}.{}", self.time_submit, self.time_end, self.db_index)
+    }
+
+    pub fn decode(text: &str) -> Result<Self, BadCursor> {
+        let parts: Vec<&str> = text.split('.').collect();
+        let number = |s: &str| -> Result<u64, BadCursor> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(BadCursor);
+            }
+            s.parse().map_err(|_| BadCursor)
+        };
+        match parts.as_slice() {
+            [time_submit, time_end, db_index] => {
+                Ok(Self { time_submit: number(time_submit)?, time_end: number(time_end)?, db_index: number(db_index)? })
+            }
+            _ => Err(BadCursor),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpus_per_node_are_exact_only_when_the_total_splits() {
+        assert_eq!(exact_gpus_per_node(3, 1), Some(3));
+        assert_eq!(exact_gpus_per_node(8, 2), Some(4));
+        assert_eq!(exact_gpus_per_node(3, 2), None);
+        assert_eq!(exact_gpus_per_node(4, 0), None);
+    }
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let cursor = JobCursor { time_submit: 1_795_971_325, time_end: 0, db_index: 42 };
+        assert_eq!(JobCursor::decode(&cursor.encode()), Ok(cursor));
+        for bad in ["", "1", "1.", ".1", "a.b", "-1.2", "1.2", "1.2.3.4", "1..3"] {
+            assert_eq!(JobCursor::decode(bad), Err(BadCursor), "{bad}");
+        }
+    }
+
+    #[test]
+    fn windows_must_not_be_empty() {
+        let now = Utc::now();
+        assert!(TimeWindow::new(now, now).is_err());
+        assert!(TimeWindow::new(now - chrono::Duration::hours(1), now).is_ok());
+    }
+}

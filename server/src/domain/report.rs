@@ -1,0 +1,397 @@
+//! The rules of a job report: which GPUs were the job's (attribution), summaries of series, and the
+//! verdicts with the evidence that triggered them. Pure functions over numbers; no I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::gpu::GpuRef;
+
+/// Which evidence tied a GPU to a job, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AttributionRule {
+    /// dcgm-exporter's `hpc_job` label named the job on this GPU's series.
+    HpcJobLabel,
+    /// The node recorded the GPU indices while the job ran (slurm-plugin or the ingest API).
+    PluginRecord,
+    /// The job held every GPU of the node.
+    WholeNode,
+    /// Only the node is known: the job had some of its GPUs. Every GPU of the node is listed, uncertain.
+    NodeOnly,
+}
+
+impl AttributionRule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::HpcJobLabel => "hpc_job_label",
+            Self::PluginRecord => "plugin_record",
+            Self::WholeNode => "whole_node",
+            Self::NodeOnly => "node_only",
+        }
+    }
+}
+
+/// A GPU attributed to a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttributedGpu {
+    pub gpu: GpuRef,
+    pub rule: AttributionRule,
+    pub uncertain: bool,
+}
+
+/// The evidence available for one job.
+#[derive(Debug, Default)]
+pub struct AttributionEvidence {
+    /// GPUs whose series carry `hpc_job=<job id>`.
+    pub labelled: Vec<GpuRef>,
+    /// GPUs recorded on the nodes while the job ran.
+    pub recorded: Vec<GpuRef>,
+    /// GPU indices that report metrics on each node (what the node has).
+    pub present: BTreeMap<String, BTreeSet<u16>>,
+}
+
+/// Picks the job's GPUs node by node, using the best evidence each node has.
+/// `gpus_per_node` is the job's GPU count on each node (None when unknown).
+pub fn attribute(nodes: &[String], gpus_per_node: Option<u64>, evidence: &AttributionEvidence) -> Vec<AttributedGpu> {
+    let mut attributed = Vec::new();
+    if gpus_per_node == Some(0) {
+        return attributed;
+    }
+    for node in nodes {
+        let from = |list: &[GpuRef]| -> Vec<GpuRef> { list.iter().filter(|gpu| &gpu.node == node).cloned().collect() };
+        let labelled = from(&evidence.labelled);
+        let recorded = from(&evidence.recorded);
+        let (gpus, rule, uncertain) = if !labelled.is_empty() {
+            (labelled, AttributionRule::HpcJobLabel, false)
+        } else if !recorded.is_empty() {
+            (recorded, AttributionRule::PluginRecord, false)
+        } else {
+            let present = evidence.present.get(node).cloned().unwrap_or_default();
+            let all: Vec<GpuRef> = present.iter().map(|&index| GpuRef { node: node.clone(), index }).collect();
+            let whole = gpus_per_node.is_some_and(|count| count as usize >= present.len()) && !present.is_empty();
+            if whole { (all, AttributionRule::WholeNode, false) } else { (all, AttributionRule::NodeOnly, true) }
+        };
+        let mut unique: Vec<GpuRef> = gpus.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+        unique.sort();
+        attributed.extend(unique.into_iter().map(|gpu| AttributedGpu { gpu, rule, uncertain }));
+    }
+    attributed
+}
+
+/// A job the viewer may see, as far as its GPUs go.
+#[derive(Debug, Clone, Default)]
+pub struct HeldJob {
+    pub nodes: Vec<String>,
+    /// Its GPUs on each node, when slurmdbd's total tells it exactly.
+    pub gpus_per_node: Option<u64>,
+    /// The indices the plugin recorded for it.
+    pub recorded: Vec<GpuRef>,
+}
+
+/// Nodes where a job holds GPUs the plugin did not record: only a whole-node check can place them.
+pub fn unrecorded_nodes(jobs: &[HeldJob]) -> BTreeSet<String> {
+    jobs.iter()
+        .filter(|job| job.gpus_per_node != Some(0))
+        .flat_map(|job| job.nodes.iter().filter(|node| !job.recorded.iter().any(|gpu| &gpu.node == *node)))
+        .cloned()
+        .collect()
+}
+
+/// The GPUs a viewer's jobs certainly held: the recorded indices, plus every GPU of a node (as
+/// `present` lists what each node reports) that their GPUs there, summed over the jobs, cover. A node
+/// held only in part without records contributes nothing: any of its GPUs may be another tenant's.
+pub fn viewer_gpus(jobs: &[HeldJob], present: &BTreeMap<String, BTreeSet<u16>>) -> BTreeMap<String, BTreeSet<u16>> {
+    let mut gpus: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
+    let mut held_count: BTreeMap<&str, u64> = BTreeMap::new();
+    for job in jobs {
+        for node in &job.nodes {
+            let recorded: BTreeSet<u16> =
+                job.recorded.iter().filter(|gpu| &gpu.node == node).map(|gpu| gpu.index).collect();
+            let count = if recorded.is_empty() { job.gpus_per_node.unwrap_or(0) } else { recorded.len() as u64 };
+            *held_count.entry(node.as_str()).or_default() += count;
+            if !recorded.is_empty() {
+                gpus.entry(node.clone()).or_default().extend(recorded);
+            }
+        }
+    }
+    for (node, count) in held_count {
+        if let Some(reported) = present.get(node).filter(|reported| !reported.is_empty())
+            && count >= reported.len() as u64
+        {
+            gpus.entry(node.to_string()).or_default().extend(reported.iter().copied());
+        }
+    }
+    gpus
+}
+
+/// Reduces points to at most `max_points` by averaging equal buckets (keeps the first timestamp of each).
+pub fn downsample(points: &[(i64, f64)], max_points: usize) -> Vec<(i64, f64)> {
+    if max_points == 0 || points.len() <= max_points {
+        return points.to_vec();
+    }
+    let bucket = points.len().div_ceil(max_points);
+    points
+        .chunks(bucket)
+        .map(|chunk| (chunk[0].0, chunk.iter().map(|&(_, value)| value).sum::<f64>() / chunk.len() as f64))
+        .collect()
+}
+
+/// Mean and peak of one metric on one GPU, as the report shows them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    pub mean: f64,
+    pub max: f64,
+    pub samples: u64,
+}
+
+/// A verdict kind with its severity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub kind: &'static str,
+    pub severity: &'static str,
+    pub message: String,
+    pub evidence: Vec<String>,
+}
+
+/// What the verdict rules look at, per GPU.
+#[derive(Debug, Clone)]
+pub struct GpuFacts {
+    pub label: String,
+    pub gpu_util: Option<Summary>,
+    pub tensor_active: Option<Summary>,
+    pub fb_used: Option<Summary>,
+    pub fb_capacity_mib: Option<f64>,
+    pub xid: Vec<(i64, u32)>,
+}
+
+/// Thresholds of the verdicts. Tensor activity of 40–50 % is good for training; "GPU util 100 %" alone is not.
+pub const IDLE_UTIL_PCT: f64 = 5.0;
+pub const BUSY_UTIL_PCT: f64 = 60.0;
+pub const LOW_TENSOR_PCT: f64 = 15.0;
+pub const GOOD_TENSOR_PCT: f64 = 30.0;
+pub const MEMORY_FULL_RATIO: f64 = 0.95;
+pub const UNBALANCED_SPREAD_PCT: f64 = 30.0;
+
+fn mean_of(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, count) = values.fold((0.0, 0usize), |(sum, count), value| (sum + value, count + 1));
+    (count > 0).then(|| sum / count as f64)
+}
+
+/// The verdicts for a job's GPUs, each with its evidence.
+pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let idle: Vec<&GpuFacts> =
+        gpus.iter().filter(|gpu| gpu.gpu_util.is_some_and(|util| util.mean < IDLE_UTIL_PCT)).collect();
+    if !idle.is_empty() {
+        findings.push(Finding {
+            kind: "idle_gpus",
+            severity: "warning",
+            message: format!(
+                "{} of {} GPUs were idle (mean utilisation under {IDLE_UTIL_PCT} %): they were allocated but not used",
+                idle.len(),
+                gpus.len()
+            ),
+            evidence: idle
+                .iter()
+                .map(|gpu| format!("{}: mean utilisation {:.1} %", gpu.label, gpu.gpu_util.map_or(0.0, |u| u.mean)))
+                .collect(),
+        });
+    }
+    let busy: Vec<&GpuFacts> =
+        gpus.iter().filter(|gpu| gpu.gpu_util.is_some_and(|u| u.mean >= IDLE_UTIL_PCT)).collect();
+    let util = mean_of(busy.iter().filter_map(|gpu| gpu.gpu_util.map(|u| u.mean)));
+    let tensor = mean_of(busy.iter().filter_map(|gpu| gpu.tensor_active.map(|t| t.mean)));
+    if let (Some(util), Some(tensor)) = (util, tensor) {
+        if util >= BUSY_UTIL_PCT && tensor < LOW_TENSOR_PCT {
+            findings.push(Finding {
+                kind: "low_tensor_activity",
+                severity: "warning",
+                message: format!(
+                    "GPUs look busy (mean utilisation {util:.0} %) but tensor cores were active only {tensor:.1} % of the \
+                     time: \"utilisation\" counts any kernel running, not useful work. Mixed precision (bf16/TF32), \
+                     larger batches or less time in communication and data loading raise it"
+                ),
+                evidence: busy
+                    .iter()
+                    .map(|gpu| {
+                        format!(
+                            "{}: utilisation {:.0} %, tensor active {:.1} %",
+                            gpu.label,
+                            gpu.gpu_util.map_or(0.0, |u| u.mean),
+                            gpu.tensor_active.map_or(0.0, |t| t.mean)
+                        )
+                    })
+                    .collect(),
+            });
+        } else if tensor >= GOOD_TENSOR_PCT {
+            findings.push(Finding {
+                kind: "good",
+                severity: "info",
+                message: format!("tensor cores active {tensor:.0} % of the time on busy GPUs: efficient use"),
+                evidence: vec![format!("mean utilisation {util:.0} %, mean tensor activity {tensor:.1} %")],
+            });
+        }
+    }
+    let full: Vec<String> = gpus
+        .iter()
+        .filter_map(|gpu| {
+            let peak = gpu.fb_used?.max;
+            let capacity = gpu.fb_capacity_mib.filter(|c| *c > 0.0)?;
+            (peak / capacity >= MEMORY_FULL_RATIO).then(|| {
+                format!("{}: peak {:.0} MiB of {:.0} MiB ({:.0} %)", gpu.label, peak, capacity, 100.0 * peak / capacity)
+            })
+        })
+        .collect();
+    if !full.is_empty() {
+        findings.push(Finding {
+            kind: "memory_nearly_full",
+            severity: "warning",
+            message: format!(
+                "GPU memory reached over {:.0} % of capacity: close to out-of-memory",
+                MEMORY_FULL_RATIO * 100.0
+            ),
+            evidence: full,
+        });
+    }
+    // Idle GPUs have their own verdict; balance is judged among the GPUs that worked.
+    let means: Vec<(&GpuFacts, f64)> = gpus
+        .iter()
+        .filter_map(|gpu| gpu.gpu_util.map(|u| (gpu, u.mean)))
+        .filter(|&(_, mean)| mean >= IDLE_UTIL_PCT)
+        .collect();
+    if means.len() >= 2 {
+        let (low_gpu, low) =
+            means.iter().copied().fold((means[0].0, f64::MAX), |acc, (g, m)| if m < acc.1 { (g, m) } else { acc });
+        let (high_gpu, high) =
+            means.iter().copied().fold((means[0].0, f64::MIN), |acc, (g, m)| if m > acc.1 { (g, m) } else { acc });
+        if high - low >= UNBALANCED_SPREAD_PCT {
+            findings.push(Finding {
+                kind: "unbalanced_gpus",
+                severity: "warning",
+                message: format!(
+                    "GPUs were unevenly loaded: mean utilisation ranges from {low:.0} % to {high:.0} %; the slowest rank sets the pace"
+                ),
+                evidence: vec![
+                    format!("{}: mean utilisation {low:.1} %", low_gpu.label),
+                    format!("{}: mean utilisation {high:.1} %", high_gpu.label),
+                ],
+            });
+        }
+    }
+    let xids: Vec<String> = gpus
+        .iter()
+        .flat_map(|gpu| gpu.xid.iter().map(move |(at, xid)| (at, format!("{}: XID {xid} at {at}", gpu.label))))
+        .map(|(_, text)| text)
+        .collect();
+    if !xids.is_empty() {
+        findings.push(Finding {
+            kind: "xid_errors",
+            severity: "critical",
+            message: "the GPU driver reported XID errors during the job: a likely hardware or driver fault".into(),
+            evidence: xids,
+        });
+    }
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(node: &str, index: u16) -> GpuRef {
+        GpuRef { node: node.into(), index }
+    }
+
+    fn summary(mean: f64, max: f64) -> Option<Summary> {
+        Some(Summary { mean, max, samples: 10 })
+    }
+
+    #[test]
+    fn a_viewer_gets_recorded_gpus_and_whole_nodes_never_a_shared_nodes_rest() {
+        let four: BTreeSet<u16> = (0..4).collect();
+        let present: BTreeMap<String, BTreeSet<u16>> =
+            ["n1", "n2", "n3", "n4"].iter().map(|node| (node.to_string(), four.clone())).collect();
+        let jobs = [
+            // Recorded on n1: exactly those two.
+            HeldJob { nodes: vec!["n1".into()], gpus_per_node: Some(2), recorded: vec![gpu("n1", 1), gpu("n1", 3)] },
+            // Holds all of n2 without records: the whole node.
+            HeldJob { nodes: vec!["n2".into()], gpus_per_node: Some(4), recorded: Vec::new() },
+            // Half of n3 without records: nothing (the other half is someone else's).
+            HeldJob { nodes: vec!["n3".into()], gpus_per_node: Some(2), recorded: Vec::new() },
+            // Two jobs of the viewer fill n4 between them.
+            HeldJob { nodes: vec!["n4".into()], gpus_per_node: Some(2), recorded: Vec::new() },
+            HeldJob { nodes: vec!["n4".into()], gpus_per_node: Some(2), recorded: Vec::new() },
+        ];
+        let got = viewer_gpus(&jobs, &present);
+        assert_eq!(got["n1"], [1, 3].into());
+        assert_eq!(got["n2"], four);
+        assert!(!got.contains_key("n3"));
+        assert_eq!(got["n4"], four);
+        assert_eq!(unrecorded_nodes(&jobs), ["n2", "n3", "n4"].map(String::from).into());
+        // An unknown split counts for nothing; a node that reports nothing gives nothing.
+        let unknown = [HeldJob { nodes: vec!["n1".into(), "n5".into()], gpus_per_node: None, recorded: Vec::new() }];
+        assert!(viewer_gpus(&unknown, &present).is_empty());
+    }
+
+    #[test]
+    fn attribution_prefers_labels_then_records_then_whole_nodes() {
+        let evidence = AttributionEvidence {
+            labelled: vec![gpu("n1", 2)],
+            recorded: vec![gpu("n1", 0), gpu("n2", 1), gpu("n2", 3)],
+            present: BTreeMap::from([
+                ("n1".into(), BTreeSet::from([0, 1, 2, 3])),
+                ("n2".into(), BTreeSet::from([0, 1, 2, 3])),
+                ("n3".into(), BTreeSet::from([0, 1, 2, 3])),
+                ("n4".into(), BTreeSet::from([0, 1, 2, 3])),
+            ]),
+        };
+        let nodes: Vec<String> = ["n1", "n2", "n3"].map(String::from).to_vec();
+        let got = attribute(&nodes, Some(4), &evidence);
+        assert_eq!(got[0], AttributedGpu { gpu: gpu("n1", 2), rule: AttributionRule::HpcJobLabel, uncertain: false });
+        assert_eq!(got.iter().filter(|a| a.rule == AttributionRule::PluginRecord).count(), 2);
+        assert_eq!(got.iter().filter(|a| a.rule == AttributionRule::WholeNode).count(), 4);
+        let partial = attribute(&["n4".to_string()], Some(2), &evidence);
+        assert_eq!(partial.len(), 4);
+        assert!(partial.iter().all(|a| a.rule == AttributionRule::NodeOnly && a.uncertain));
+        assert!(attribute(&nodes, Some(0), &evidence).is_empty(), "a CPU-only job has no GPUs");
+    }
+
+    #[test]
+    fn downsampling_averages_buckets() {
+        let points: Vec<(i64, f64)> = (0..10).map(|i| (i * 15, i as f64)).collect();
+        assert_eq!(downsample(&points, 5), vec![(0, 0.5), (30, 2.5), (60, 4.5), (90, 6.5), (120, 8.5)]);
+        assert_eq!(downsample(&points, 20).len(), 10);
+    }
+
+    fn facts(label: &str, util: f64, tensor: f64) -> GpuFacts {
+        GpuFacts {
+            label: label.into(),
+            gpu_util: summary(util, util),
+            tensor_active: summary(tensor, tensor),
+            fb_used: summary(1000.0, 1000.0),
+            fb_capacity_mib: Some(81_559.0),
+            xid: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn busy_gpus_without_tensor_work_are_called_out() {
+        let found = verdicts(&[facts("n1 gpu0", 97.0, 3.0), facts("n1 gpu1", 95.0, 4.0)]);
+        assert_eq!(found.iter().map(|f| f.kind).collect::<Vec<_>>(), ["low_tensor_activity"]);
+        let good = verdicts(&[facts("n1 gpu0", 90.0, 45.0)]);
+        assert_eq!(good[0].kind, "good");
+    }
+
+    #[test]
+    fn idle_unbalanced_full_and_xid_are_found_with_evidence() {
+        let mut full = facts("n2 gpu0", 70.0, 40.0);
+        full.fb_used = summary(60_000.0, 80_000.0);
+        full.xid = vec![(1_795_971_325, 79)];
+        let found = verdicts(&[facts("n1 gpu0", 1.0, 0.0), facts("n1 gpu1", 20.0, 10.0), full]);
+        let kinds: Vec<&str> = found.iter().map(|f| f.kind).collect();
+        assert!(kinds.contains(&"idle_gpus"), "{kinds:?}");
+        assert!(kinds.contains(&"unbalanced_gpus"), "{kinds:?}");
+        assert!(kinds.contains(&"memory_nearly_full"), "{kinds:?}");
+        assert!(kinds.contains(&"xid_errors"), "{kinds:?}");
+        let idle = found.iter().find(|f| f.kind == "idle_gpus").expect("idle verdict");
+        assert_eq!(idle.evidence, ["n1 gpu0: mean utilisation 1.0 %"]);
+    }
+}

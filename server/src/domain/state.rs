@@ -1,0 +1,257 @@
+//! Job and node states as slurmdbd stores them and as sacct/sinfo name them.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A job's base state (`state & 0xff` in slurmdbd).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JobStateBase {
+    Pending,
+    Running,
+    Suspended,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+}
+
+impl JobStateBase {
+    pub const ALL: [Self; 12] = [
+        Self::Pending,
+        Self::Running,
+        Self::Suspended,
+        Self::Completed,
+        Self::Cancelled,
+        Self::Failed,
+        Self::Timeout,
+        Self::NodeFail,
+        Self::Preempted,
+        Self::BootFail,
+        Self::Deadline,
+        Self::OutOfMemory,
+    ];
+
+    /// The number slurmdbd stores (enum job_states in slurm.h).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    pub fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.get(code as usize).copied()
+    }
+
+    /// The name sacct prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Running => "RUNNING",
+            Self::Suspended => "SUSPENDED",
+            Self::Completed => "COMPLETED",
+            Self::Cancelled => "CANCELLED",
+            Self::Failed => "FAILED",
+            Self::Timeout => "TIMEOUT",
+            Self::NodeFail => "NODE_FAIL",
+            Self::Preempted => "PREEMPTED",
+            Self::BootFail => "BOOT_FAIL",
+            Self::Deadline => "DEADLINE",
+            Self::OutOfMemory => "OUT_OF_MEMORY",
+        }
+    }
+
+    /// True once the job can no longer run.
+    pub fn is_finished(self) -> bool {
+        !matches!(self, Self::Pending | Self::Running | Self::Suspended)
+    }
+}
+
+/// A job state filter value: a base state or `REQUEUED` (rows superseded by a requeue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateFilter {
+    Base(JobStateBase),
+    Requeued,
+}
+
+/// Why a state name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown job state `{0}`")]
+pub struct UnknownState(pub String);
+
+impl FromStr for StateFilter {
+    type Err = UnknownState;
+
+    /// Accepts sacct's long names and squeue's short codes, any case (`completed`, `CD`, `OOM`).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let upper = text.trim().to_ascii_uppercase();
+        let base = match upper.as_str() {
+            "REQUEUED" | "RQ" => return Ok(Self::Requeued),
+            "PENDING" | "PD" => JobStateBase::Pending,
+            "RUNNING" | "R" => JobStateBase::Running,
+            "SUSPENDED" | "S" => JobStateBase::Suspended,
+            "COMPLETED" | "CD" => JobStateBase::Completed,
+            "CANCELLED" | "CA" => JobStateBase::Cancelled,
+            "FAILED" | "F" => JobStateBase::Failed,
+            "TIMEOUT" | "TO" => JobStateBase::Timeout,
+            "NODE_FAIL" | "NF" => JobStateBase::NodeFail,
+            "PREEMPTED" | "PR" => JobStateBase::Preempted,
+            "BOOT_FAIL" | "BF" => JobStateBase::BootFail,
+            "DEADLINE" | "DL" => JobStateBase::Deadline,
+            "OUT_OF_MEMORY" | "OOM" => JobStateBase::OutOfMemory,
+            _ => return Err(UnknownState(text.to_string())),
+        };
+        Ok(Self::Base(base))
+    }
+}
+
+/// A job state word from slurmdbd: base state plus flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobState {
+    raw: u32,
+}
+
+impl JobState {
+    const BASE_MASK: u32 = 0xff;
+    /// Flags that sacct prints instead of the base state, in the order `job_state_string` checks them.
+    const NAMED_FLAGS: [(u32, &'static str); 12] = [
+        (0x8000, "COMPLETING"),
+        (0x0080_0000, "STAGE_OUT"),
+        (0x4000, "CONFIGURING"),
+        (0x2000, "RESIZING"),
+        (0x0400, "REQUEUED"),
+        (0x0010_0000, "REQUEUE_FED"),
+        (0x0800, "REQUEUE_HOLD"),
+        (0x1000, "SPECIAL_EXIT"),
+        (0x0001_0000, "STOPPED"),
+        (0x0008_0000, "REVOKED"),
+        (0x0020_0000, "RESV_DEL_HOLD"),
+        (0x0040_0000, "SIGNALING"),
+    ];
+    const REQUEUE_FLAG: u32 = 0x0400;
+
+    pub fn from_raw(raw: u32) -> Self {
+        Self { raw }
+    }
+
+    pub fn raw(self) -> u32 {
+        self.raw
+    }
+
+    /// The base state; an out-of-range code reads as FAILED rather than aborting a listing.
+    pub fn base(self) -> JobStateBase {
+        JobStateBase::from_code(self.raw & Self::BASE_MASK).unwrap_or(JobStateBase::Failed)
+    }
+
+    /// True for the row a requeue superseded.
+    pub fn is_requeued(self) -> bool {
+        self.raw & Self::REQUEUE_FLAG != 0
+    }
+
+    /// The name sacct prints (`job_state_string`): a set flag wins over the base state.
+    pub fn name(self) -> &'static str {
+        Self::NAMED_FLAGS
+            .iter()
+            .find(|(flag, _)| self.raw & flag != 0)
+            .map_or_else(|| self.base().name(), |(_, name)| name)
+    }
+
+    pub fn matches(self, filter: StateFilter) -> bool {
+        match filter {
+            StateFilter::Requeued => self.is_requeued(),
+            StateFilter::Base(base) => !self.is_requeued() && self.base() == base,
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A node state word from slurmdbd's event table (`enum node_states` plus flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeState {
+    raw: u32,
+}
+
+impl NodeState {
+    const BASE_NAMES: [&'static str; 7] = ["UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"];
+    const FLAG_NAMES: [(u32, &'static str); 8] = [
+        (0x0200, "DRAIN"),
+        (0x0800, "NOT_RESPONDING"),
+        (0x2000, "FAIL"),
+        (0x8000, "MAINTENANCE"),
+        (0x0001_0000, "REBOOT_REQUESTED"),
+        (0x1000, "POWERED_DOWN"),
+        (0x0020, "RESERVED"),
+        (0x0400, "COMPLETING"),
+    ];
+
+    pub fn from_raw(raw: u32) -> Self {
+        Self { raw }
+    }
+
+    pub fn is_drain(self) -> bool {
+        self.raw & 0x0200 != 0
+    }
+
+    pub fn is_down(self) -> bool {
+        self.raw & 0xf == 1 || self.raw & 0x2000 != 0
+    }
+
+    /// `DOWN`, `IDLE+DRAIN`, `DOWN+NOT_RESPONDING`, as scontrol prints a node's state.
+    pub fn name(self) -> String {
+        let base = Self::BASE_NAMES.get((self.raw & 0xf) as usize).copied().unwrap_or("UNKNOWN");
+        let mut name = base.to_string();
+        for (flag, flag_name) in Self::FLAG_NAMES {
+            if self.raw & flag != 0 {
+                name.push('+');
+                name.push_str(flag_name);
+            }
+        }
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_states_as_sacct_does() {
+        assert_eq!(JobState::from_raw(3).name(), "COMPLETED");
+        assert_eq!(JobState::from_raw(11).name(), "OUT_OF_MEMORY");
+        assert_eq!(JobState::from_raw(1024).name(), "REQUEUED");
+        assert_eq!(JobState::from_raw(1024 | 7).base(), JobStateBase::NodeFail);
+        assert_eq!(JobState::from_raw(0x8000 | 1).name(), "COMPLETING");
+    }
+
+    #[test]
+    fn every_base_state_round_trips_through_its_name() {
+        for base in JobStateBase::ALL {
+            assert_eq!(JobStateBase::from_code(base.code()), Some(base));
+            assert_eq!(base.name().parse::<StateFilter>(), Ok(StateFilter::Base(base)));
+        }
+        assert_eq!("cd".parse::<StateFilter>(), Ok(StateFilter::Base(JobStateBase::Completed)));
+        assert!("FINISHED".parse::<StateFilter>().is_err());
+    }
+
+    #[test]
+    fn requeued_rows_match_only_the_requeued_filter() {
+        let superseded = JobState::from_raw(1024);
+        assert!(superseded.matches(StateFilter::Requeued));
+        assert!(!superseded.matches(StateFilter::Base(JobStateBase::Pending)));
+    }
+
+    #[test]
+    fn names_node_states() {
+        assert_eq!(NodeState::from_raw(514).name(), "IDLE+DRAIN");
+        assert_eq!(NodeState::from_raw(1).name(), "DOWN");
+        assert_eq!(NodeState::from_raw(1 | 0x800).name(), "DOWN+NOT_RESPONDING");
+        assert!(NodeState::from_raw(514).is_drain());
+    }
+}

@@ -1,0 +1,95 @@
+//! The one error envelope. Every failure, rejected input included, renders as [`ErrorEnvelope`].
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use slurmlens_wire::{ErrorBody, ErrorEnvelope};
+
+use crate::sources::slurmdbd::SlurmDbdError;
+
+/// A failed request.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: a parameter could not be parsed or is out of range.
+    InvalidParameter { parameter: String, message: String },
+    /// 401: no identity where one is needed, or credentials that are not (or no longer) valid.
+    Unauthorized(String),
+    /// 403: a valid identity asking for what it may not do (a read-only token writing).
+    Forbidden(String),
+    /// 429: a token over its request rate; the response carries Retry-After.
+    RateLimited(String),
+    /// 404: no such resource, or one the viewer may not see (the two are indistinguishable).
+    NotFound(String),
+    /// 503: a data source did not answer; the cause is logged, the body says which source.
+    Unavailable { source: &'static str, cause: String },
+    /// 500: opaque to the client; the cause is logged.
+    Internal(String),
+}
+
+/// The cause of a 5xx, carried to the logging middleware in the response's extensions.
+#[derive(Debug, Clone)]
+pub struct ErrorCause(pub String);
+
+impl ApiError {
+    pub fn invalid(parameter: &str, message: impl Into<String>) -> Self {
+        Self::InvalidParameter { parameter: parameter.to_string(), message: message.into() }
+    }
+}
+
+impl From<SlurmDbdError> for ApiError {
+    fn from(error: SlurmDbdError) -> Self {
+        match error {
+            SlurmDbdError::Unavailable(cause) => Self::Unavailable { source: "slurmdbd", cause },
+            SlurmDbdError::Schema(cause) => Self::Internal(format!("slurmdbd: {cause}")),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(error: crate::store::StoreError) -> Self {
+        match error {
+            crate::store::StoreError::Unavailable(cause) => Self::Unavailable { source: "slurmlens database", cause },
+            crate::store::StoreError::Query(cause) => Self::Internal(format!("store: {cause}")),
+        }
+    }
+}
+
+impl From<crate::reports::ReportError> for ApiError {
+    fn from(error: crate::reports::ReportError) -> Self {
+        match error {
+            crate::reports::ReportError::SlurmDbd(error) => error.into(),
+            crate::reports::ReportError::Store(error) => error.into(),
+            crate::reports::ReportError::Encode(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message, parameter, cause) = match self {
+            Self::InvalidParameter { parameter, message } => {
+                (StatusCode::BAD_REQUEST, "invalid_parameter", message, Some(parameter), None)
+            }
+            Self::Unauthorized(message) => (StatusCode::UNAUTHORIZED, "unauthorized", message, None, None),
+            Self::Forbidden(message) => (StatusCode::FORBIDDEN, "forbidden", message, None, None),
+            Self::RateLimited(message) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", message, None, None),
+            Self::NotFound(message) => (StatusCode::NOT_FOUND, "not_found", message, None, None),
+            Self::Unavailable { source, cause } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "source_unavailable",
+                format!("{source} is unavailable right now; try again shortly"),
+                None,
+                Some(cause),
+            ),
+            Self::Internal(cause) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error".to_string(), None, Some(cause))
+            }
+        };
+        let envelope = ErrorEnvelope { error: ErrorBody { code: code.into(), message, parameter } };
+        let mut response = (status, Json(envelope)).into_response();
+        if let Some(cause) = cause {
+            response.extensions_mut().insert(ErrorCause(cause));
+        }
+        response
+    }
+}

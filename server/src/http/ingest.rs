@@ -1,0 +1,369 @@
+//! `POST /api/v1/gpu_allocations`: the Slurm plugin's job → GPU records, authenticated with the cluster's
+//! secret, validated field by field, stored idempotently (a replayed record changes nothing).
+//! `GET /api/v1/jobs/{job_id}/gpus`: what was recorded for one job, for viewers who may see the job.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::Path;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use slurmlens_wire as wire;
+
+use super::AppStateExtractor;
+use super::error::ApiError;
+use super::params::{Params, QueryPairs, pairs};
+use crate::config::IngestConfig;
+use crate::domain::cluster::ClusterName;
+use crate::domain::gpu::{GpuAllocation, GpuRef};
+use crate::domain::ids::JobSelector;
+
+/// Largest body accepted: a spool delivery sends at most a few hundred records per request.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// Most records in one request.
+pub const MAX_RECORDS: usize = 1000;
+/// Most GPUs one node can report for one job.
+const MAX_GPUS_PER_RECORD: usize = 64;
+/// Shortest secret accepted in the configuration.
+const MIN_SECRET_LEN: usize = 16;
+
+/// The clusters' ingest secrets, checked in constant time.
+#[derive(Clone, Default)]
+pub struct IngestSecrets {
+    by_cluster: Vec<(ClusterName, Vec<u8>)>,
+}
+
+impl IngestSecrets {
+    /// Validates the configured secrets: known clusters only, long enough, never shared by two clusters.
+    pub fn from_config(config: &IngestConfig, clusters: &[ClusterName]) -> Result<Self, String> {
+        let mut by_cluster: Vec<(ClusterName, Vec<u8>)> = Vec::new();
+        for (name, secret) in &config.secrets {
+            let cluster: ClusterName = name.parse().map_err(|e| format!("[ingest.secrets] {e}"))?;
+            if !clusters.contains(&cluster) {
+                return Err(format!("[ingest.secrets] names `{name}`, which is not in `clusters`"));
+            }
+            if secret.0.trim().len() < MIN_SECRET_LEN {
+                return Err(format!(
+                    "[ingest.secrets] the secret of `{name}` is shorter than {MIN_SECRET_LEN} characters"
+                ));
+            }
+            let bytes = secret.0.trim().as_bytes().to_vec();
+            if by_cluster.iter().any(|(_, other)| *other == bytes) {
+                return Err(format!("[ingest.secrets] `{name}` shares its secret with another cluster"));
+            }
+            by_cluster.push((cluster, bytes));
+        }
+        Ok(Self { by_cluster })
+    }
+
+    /// The cluster whose secret `token` is. Every secret is compared in full, whatever matches.
+    fn cluster_for(&self, token: &[u8]) -> Option<&ClusterName> {
+        let mut found = None;
+        for (cluster, secret) in &self.by_cluster {
+            if same_secret(token, secret) && found.is_none() {
+                found = Some(cluster);
+            }
+        }
+        found
+    }
+}
+
+/// Compares in time that depends only on the expected secret's length.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    let mut difference = given.len() ^ expected.len();
+    for (at, byte) in expected.iter().enumerate() {
+        difference |= usize::from(byte ^ given.get(at).copied().unwrap_or(0));
+    }
+    std::hint::black_box(difference) == 0
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = ApiError::Unauthorized(message.into()).into_response();
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// Answers an ingest request: the cluster named by the bearer secret (else the 401), then `ingest`'s
+/// receipt as JSON or its error envelope.
+pub(crate) async fn answer_authenticated<T, F>(state: &AppStateExtractor, headers: &HeaderMap, ingest: F) -> Response
+where
+    T: serde::Serialize,
+    F: AsyncFnOnce(ClusterName) -> Result<T, ApiError>,
+{
+    let cluster = match authenticated_cluster(state, headers) {
+        Ok(cluster) => cluster,
+        Err(response) => return *response,
+    };
+    match ingest(cluster).await {
+        Ok(receipt) => Json(receipt).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// The cluster whose ingest secret the request's `Authorization: Bearer` carries, or the 401 to answer.
+fn authenticated_cluster(state: &AppStateExtractor, headers: &HeaderMap) -> Result<ClusterName, Box<Response>> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let Some(token) = token else {
+        return Err(Box::new(unauthorized("send `Authorization: Bearer <the cluster's ingest secret>`")));
+    };
+    let Some(cluster) = state.ingest_secrets().cluster_for(token.as_bytes()).cloned() else {
+        return Err(Box::new(unauthorized("the ingest secret is not valid for any cluster")));
+    };
+    Ok(cluster)
+}
+
+/// `POST /api/v1/gpu_allocations`: `{"records": [...]}`; 200 with the count stored.
+#[utoipa::path(
+    post,
+    path = "/api/v1/gpu_allocations",
+    tag = "ingest",
+    operation_id = "post_gpu_allocations",
+    summary = "The Slurm plugin's job → GPU records",
+    description = "Records from the SPANK plugin's job prolog/epilog: which GPU indices a job got on a node, \
+        when it started or ended. Authenticated with the cluster's ingest secret; every record must name \
+        that cluster. Validated field by field (a 400 names the first bad field, e.g. `records[3].gpus`) \
+        and stored idempotently: a replayed record changes nothing. At most 1000 records and 1 MiB.",
+    request_body(content = wire::GpuAllocationBatch, description = "1 to 1000 records", content_type = "application/json"),
+    responses(
+        (status = 200, description = "Every record stored", body = wire::GpuAllocationReceipt),
+        (status = 400, description = "Not a batch, or a record is invalid (`invalid_parameter`, naming the field); nothing is stored", body = wire::ErrorEnvelope),
+        (status = 401, description = "No ingest secret, or not one of any cluster (`unauthorized`)", body = wire::ErrorEnvelope,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 503, description = "slurmlens's database does not answer, or none is configured (`source_unavailable`)", body = wire::ErrorEnvelope),
+    ),
+    security(("ingest_secret" = [])),
+)]
+pub async fn post_gpu_allocations(state: AppStateExtractor, headers: HeaderMap, body: Body) -> Response {
+    answer_authenticated(&state, &headers, async |cluster| ingest(&state, &cluster, body).await).await
+}
+
+async fn ingest(
+    state: &AppStateExtractor,
+    cluster: &ClusterName,
+    body: Body,
+) -> Result<wire::GpuAllocationReceipt, ApiError> {
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::invalid("body", format!("the body is larger than {MAX_BODY_BYTES} bytes")))?;
+    let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+    let batch: wire::GpuAllocationBatch = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "body".to_string() } else { path };
+        ApiError::invalid(&field, format!("not a GPU allocation batch: {}", e.inner()))
+    })?;
+    deserializer.end().map_err(|e| ApiError::invalid("body", format!("text after the JSON document: {e}")))?;
+    if batch.records.is_empty() || batch.records.len() > MAX_RECORDS {
+        return Err(ApiError::invalid("records", format!("send 1 to {MAX_RECORDS} records")));
+    }
+    let now = Utc::now();
+    let mut allocations = Vec::new();
+    let mut ends = Vec::new();
+    for (at, record) in batch.records.iter().enumerate() {
+        let field = |name: &str| format!("records[{at}].{name}");
+        if record.cluster != cluster.as_str() {
+            return Err(ApiError::invalid(
+                &field("cluster"),
+                format!("`{}` is not the cluster this secret belongs to (`{cluster}`)", record.cluster),
+            ));
+        }
+        parse_allocations(record, now, &field, &mut allocations)?;
+        if record.event == wire::GpuAllocationEvent::End {
+            ends.push((record.job_id, record.at));
+        }
+    }
+    let store = state.store()?;
+    store.upsert_gpu_allocations(cluster, &allocations).await?;
+    for (job_id, at) in ends {
+        store.end_job(cluster, job_id, at).await?;
+        crate::reports::schedule_archive(state.0.clone(), cluster.clone(), job_id);
+    }
+    Ok(wire::GpuAllocationReceipt { accepted: batch.records.len() as u64 })
+}
+
+/// One record → one [`GpuAllocation`] per GPU, or a 400 naming the field at fault.
+fn parse_allocations(
+    record: &wire::GpuAllocationRecord,
+    now: DateTime<Utc>,
+    field: &dyn Fn(&str) -> String,
+    out: &mut Vec<GpuAllocation>,
+) -> Result<(), ApiError> {
+    if !is_node_name(&record.node) {
+        return Err(ApiError::invalid(&field("node"), format!("`{}` is not a Slurm node name", record.node)));
+    }
+    if record.job_id == 0 {
+        return Err(ApiError::invalid(&field("job_id"), "job ids start at 1"));
+    }
+    if !is_step_name(&record.step) {
+        return Err(ApiError::invalid(
+            &field("step"),
+            format!("`{}` is not a step: `job`, `batch`, `extern`, `interactive` or a number", record.step),
+        ));
+    }
+    let earliest = Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).single().unwrap_or(now);
+    if record.at < earliest || record.at > now + Duration::days(1) {
+        return Err(ApiError::invalid(&field("at"), format!("{} is not a plausible time", record.at.to_rfc3339())));
+    }
+    if record.gpus.is_empty() || record.gpus.len() > MAX_GPUS_PER_RECORD {
+        return Err(ApiError::invalid(&field("gpus"), format!("send 1 to {MAX_GPUS_PER_RECORD} GPUs")));
+    }
+    if let Some(path) = &record.cgroup_path
+        && !is_cgroup_path(path)
+    {
+        return Err(ApiError::invalid(&field("cgroup_path"), "not an absolute cgroup path (at most 1024 characters)"));
+    }
+    let mut seen = Vec::new();
+    for (at, gpu) in record.gpus.iter().enumerate() {
+        if seen.contains(&gpu.index) {
+            return Err(ApiError::invalid(&field(&format!("gpus[{at}].index")), format!("GPU {} twice", gpu.index)));
+        }
+        seen.push(gpu.index);
+        if let Some(uuid) = &gpu.uuid
+            && !is_gpu_uuid(uuid)
+        {
+            return Err(ApiError::invalid(&field(&format!("gpus[{at}].uuid")), format!("`{uuid}` is not a GPU UUID")));
+        }
+        let ended_at = (record.event == wire::GpuAllocationEvent::End).then_some(record.at);
+        out.push(GpuAllocation {
+            job_id: record.job_id,
+            step: record.step.clone(),
+            gpu: GpuRef { node: record.node.clone(), index: gpu.index },
+            uuid: gpu.uuid.clone(),
+            cgroup_path: record.cgroup_path.clone(),
+            first_seen: record.at,
+            last_seen: record.at,
+            ended_at,
+        });
+    }
+    Ok(())
+}
+
+/// Slurm node names as sites write them: letters, digits, `-`, `_`, `.`; a letter or digit first.
+pub(crate) fn is_node_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn is_step_name(step: &str) -> bool {
+    matches!(step, "job" | "batch" | "extern" | "interactive") || (step.len() <= 10 && step.parse::<u32>().is_ok())
+}
+
+/// `GPU-5c3d…` or `MIG-…` (older drivers: `MIG-GPU-…/1/0`).
+fn is_gpu_uuid(uuid: &str) -> bool {
+    (uuid.starts_with("GPU-") || uuid.starts_with("MIG-"))
+        && uuid.len() <= 64
+        && uuid.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'/'))
+}
+
+fn is_cgroup_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() <= 1024
+        && !path.chars().any(char::is_control)
+        && !path.split('/').any(|segment| segment == "..")
+}
+
+/// `GET /api/v1/jobs/{job_id}/gpus?cluster=`: the GPUs recorded for a job the viewer may see.
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs/{job_id}/gpus",
+    tag = "jobs",
+    operation_id = "job_gpus",
+    summary = "The GPUs the Slurm plugin recorded for a job",
+    description = "GPU indices (with UUIDs and the cgroup, when known) the Slurm plugin recorded for the job on \
+        each node, per step. A job the viewer may not see is a 404, like a missing one.",
+    params(
+        ("job_id" = String, Path, description = "`123`, `123_4` (array task) or `8+1` (het component)."),
+        ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
+    ),
+    responses(
+        (status = 200, description = "The recorded GPUs (empty without plugin records)", body = wire::JobGpus),
+        (status = 400, description = "Not a job id, or a bad parameter (`invalid_parameter`)", body = wire::ErrorEnvelope),
+        (status = 404, description = "No such job, or one the viewer may not see (`not_found`)", body = wire::ErrorEnvelope),
+        (status = 503, description = "slurmdbd's or slurmlens's database does not answer, or none is configured (`source_unavailable`)", body = wire::ErrorEnvelope),
+    ),
+    security(("token" = []), ("user_header" = [])),
+)]
+pub async fn job_gpus(
+    state: AppStateExtractor,
+    headers: HeaderMap,
+    Path(job_id): Path<String>,
+    query: QueryPairs,
+) -> Result<Json<wire::JobGpus>, ApiError> {
+    let params = Params::new(pairs(query)?, &["cluster"])?;
+    let reader = state.slurmdbd(params.text("cluster"))?;
+    let selector: JobSelector =
+        job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
+    let scope = state.viewer(&headers, reader).await?;
+    let Some((record, _steps)) = reader.job(&scope, selector).await? else {
+        return Err(ApiError::NotFound(format!("no job {job_id}")));
+    };
+    let job_id_raw = record.identity.id_job;
+    let allocations = state.store()?.gpu_allocations(reader.cluster(), job_id_raw).await?;
+    Ok(Json(wire::JobGpus {
+        cluster: reader.cluster().to_string(),
+        job_id: job_id_raw,
+        gpus: allocations
+            .into_iter()
+            .map(|allocation| wire::JobGpu {
+                node: allocation.gpu.node,
+                index: allocation.gpu.index,
+                step: allocation.step,
+                uuid: allocation.uuid,
+                cgroup_path: allocation.cgroup_path,
+                first_seen: allocation.first_seen,
+                last_seen: allocation.last_seen,
+                ended_at: allocation.ended_at,
+            })
+            .collect(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::IngestSecret;
+
+    #[test]
+    fn compares_secrets_fully() {
+        assert!(same_secret(b"0123456789abcdef", b"0123456789abcdef"));
+        assert!(!same_secret(b"0123456789abcdeX", b"0123456789abcdef"));
+        assert!(!same_secret(b"0123456789abcde", b"0123456789abcdef"));
+        assert!(!same_secret(b"0123456789abcdef0", b"0123456789abcdef"));
+        assert!(!same_secret(b"", b"0123456789abcdef"));
+    }
+
+    #[test]
+    fn validates_configured_secrets() {
+        let clusters: Vec<ClusterName> = vec!["lab".parse().expect("valid"), "sakura".parse().expect("valid")];
+        let config = |pairs: &[(&str, &str)]| IngestConfig {
+            secrets: pairs.iter().map(|(name, secret)| (name.to_string(), IngestSecret(secret.to_string()))).collect(),
+        };
+        let secrets = IngestSecrets::from_config(&config(&[("lab", "lab-secret-0123456789")]), &clusters).expect("ok");
+        assert_eq!(secrets.cluster_for(b"lab-secret-0123456789").map(ClusterName::as_str), Some("lab"));
+        assert_eq!(secrets.cluster_for(b"lab-secret-012345678"), None);
+        assert!(IngestSecrets::from_config(&config(&[("lab", "short")]), &clusters).is_err());
+        assert!(IngestSecrets::from_config(&config(&[("other", "lab-secret-0123456789")]), &clusters).is_err());
+        let shared = config(&[("lab", "same-secret-0123456789"), ("sakura", "same-secret-0123456789")]);
+        assert!(IngestSecrets::from_config(&shared, &clusters).is_err());
+    }
+
+    #[test]
+    fn knows_slurm_names() {
+        assert!(is_node_name("gpu-001.rack2_a"));
+        assert!(!is_node_name("-n1"));
+        assert!(!is_node_name("n1;drop"));
+        assert!(!is_node_name(""));
+        assert!(is_step_name("job") && is_step_name("0") && is_step_name("batch"));
+        assert!(!is_step_name("-1") && !is_step_name("x"));
+        assert!(is_gpu_uuid("GPU-5c3d9f2e-8a1b-4c6d-9e0f-123456789abc"));
+        assert!(!is_gpu_uuid("GPU-<script>"));
+        assert!(is_cgroup_path("/slurm_n1/uid_1001/job_7"));
+        assert!(!is_cgroup_path("/slurm/../etc"));
+        assert!(!is_cgroup_path("relative"));
+    }
+}

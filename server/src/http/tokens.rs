@@ -1,0 +1,182 @@
+//! `/api/v1/tokens`: personal API tokens a signed-in user makes, lists and revokes for themselves.
+//! Making and revoking need the site's sign-in (the proxy identity): a token cannot make tokens.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::Path;
+use axum::http::{HeaderMap, StatusCode};
+use chrono::{Duration, Utc};
+use slurmlens_wire as wire;
+
+use super::auth::Identity;
+use super::{ApiError, AppStateExtractor};
+use crate::domain::token::{TokenName, TokenSecret};
+use crate::store::tokens::StoredToken;
+
+const DEFAULT_DAYS: u32 = 90;
+const MAX_BODY_BYTES: usize = 4096;
+
+fn signed_in(headers: &HeaderMap) -> Result<Identity, ApiError> {
+    Identity::of(headers).ok_or_else(|| ApiError::Unauthorized("sign in through the site to manage tokens".into()))
+}
+
+/// The proxy's identity; a request made with a token is refused.
+fn signed_in_at_the_site(headers: &HeaderMap) -> Result<Identity, ApiError> {
+    let identity = signed_in(headers)?;
+    match identity.token {
+        Some(_) => Err(ApiError::Forbidden("a token cannot make or revoke tokens; sign in through the site".into())),
+        None => Ok(identity),
+    }
+}
+
+/// `POST /api/v1/tokens` with `{"name": "ci", "expires_in_days": 30}`: 201 with the token, shown once.
+#[utoipa::path(
+    post,
+    path = "/api/v1/tokens",
+    tag = "tokens",
+    operation_id = "create_token",
+    summary = "Make a personal API token",
+    description = "Makes a read-only token for the user signed in through the site's proxy; the answer is \
+        the only time the token is shown (only its SHA-256 is stored). A token cannot make tokens.",
+    request_body(content = wire::NewToken, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The token, shown once", body = wire::CreatedToken),
+        (status = 400, description = "A bad name or lifetime, or not the documented JSON (`invalid_parameter`)", body = wire::ErrorEnvelope),
+        (status = 401, description = "Not signed in (`unauthorized`)", body = wire::ErrorEnvelope),
+        (status = 403, description = "Asked with a token (`forbidden`)", body = wire::ErrorEnvelope),
+        (status = 503, description = "slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
+    ),
+    security(("user_header" = [])),
+)]
+pub async fn create(
+    state: AppStateExtractor,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<wire::CreatedToken>), ApiError> {
+    let identity = signed_in_at_the_site(&headers)?;
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::invalid("body", format!("the body is larger than {MAX_BODY_BYTES} bytes")))?;
+    let asked: wire::NewToken = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::invalid("body", format!("expected {{\"name\": …, \"expires_in_days\": …}}: {e}")))?;
+    let name: TokenName = asked.name.parse().map_err(|e: String| ApiError::invalid("name", e))?;
+    let max_days = state.access().tokens.max_days;
+    let days = asked.expires_in_days.unwrap_or(DEFAULT_DAYS.min(max_days));
+    if !(1..=max_days).contains(&days) {
+        return Err(ApiError::invalid("expires_in_days", format!("between 1 and {max_days} days")));
+    }
+    let secret = TokenSecret::generate();
+    let created = Utc::now();
+    let expires = created + Duration::days(i64::from(days));
+    let id = state.store()?.create_token(&identity.user, &name, &secret.hash(), created, expires).await?;
+    tracing::info!(user = %identity.user, token = id, days, "token created");
+    let token = secret.reveal().to_string();
+    Ok((StatusCode::CREATED, Json(wire::CreatedToken { id, name: name.as_str().to_string(), token, created, expires })))
+}
+
+/// `GET /api/v1/tokens`: the viewer's own tokens, newest first, never their secrets.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tokens",
+    tag = "tokens",
+    operation_id = "list_tokens",
+    summary = "The viewer's own tokens",
+    description = "Name, times and state (`live`, `expired`, `revoked`) of each of the viewer's tokens, \
+        newest first; never a token itself.",
+    responses(
+        (status = 200, description = "The tokens", body = Vec<wire::TokenInfo>),
+        (status = 503, description = "slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
+    ),
+    security(("token" = []), ("user_header" = [])),
+)]
+pub async fn list(state: AppStateExtractor, headers: HeaderMap) -> Result<Json<Vec<wire::TokenInfo>>, ApiError> {
+    let identity = signed_in(&headers)?;
+    let tokens = state.store()?.tokens_of(&identity.user).await?;
+    let now = Utc::now();
+    Ok(Json(tokens.into_iter().map(|token| info(token, now)).collect()))
+}
+
+/// `DELETE /api/v1/tokens/{id}`: revokes one of the viewer's tokens (204); another's is a 404.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/tokens/{id}",
+    tag = "tokens",
+    operation_id = "revoke_token",
+    summary = "Revoke one of the viewer's tokens",
+    description = "From then on the token gets 401. Revoking twice keeps the first time.",
+    params(("id" = u64, Path, description = "The token's id, as `GET /api/v1/tokens` lists it.")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 400, description = "Not a token id (`invalid_parameter`)", body = wire::ErrorEnvelope),
+        (status = 401, description = "Not signed in (`unauthorized`)", body = wire::ErrorEnvelope),
+        (status = 403, description = "Asked with a token (`forbidden`)", body = wire::ErrorEnvelope),
+        (status = 404, description = "No such token of the viewer's (`not_found`)", body = wire::ErrorEnvelope),
+        (status = 503, description = "slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
+    ),
+    security(("user_header" = [])),
+)]
+pub async fn revoke(
+    state: AppStateExtractor,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let identity = signed_in_at_the_site(&headers)?;
+    let id: u64 = id.parse().map_err(|_| ApiError::invalid("id", format!("`{id}` is not a token id")))?;
+    if state.store()?.revoke_token(&identity.user, id, Utc::now()).await? {
+        tracing::info!(user = %identity.user, token = id, "token revoked");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!("no token {id}")))
+    }
+}
+
+/// `GET /api/v1/tokens/{id}/uses`: the audit log of one of the viewer's tokens, newest first (500 lines).
+#[utoipa::path(
+    get,
+    path = "/api/v1/tokens/{id}/uses",
+    tag = "tokens",
+    operation_id = "token_uses",
+    summary = "The audit log of one of the viewer's tokens",
+    description = "Every request made with the token, refusals included, newest first (the last 500).",
+    params(("id" = u64, Path, description = "The token's id.")),
+    responses(
+        (status = 200, description = "The uses", body = Vec<wire::TokenUse>),
+        (status = 400, description = "Not a token id (`invalid_parameter`)", body = wire::ErrorEnvelope),
+        (status = 404, description = "No such token of the viewer's (`not_found`)", body = wire::ErrorEnvelope),
+        (status = 503, description = "slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
+    ),
+    security(("token" = []), ("user_header" = [])),
+)]
+pub async fn uses(
+    state: AppStateExtractor,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<wire::TokenUse>>, ApiError> {
+    let identity = signed_in(&headers)?;
+    let id: u64 = id.parse().map_err(|_| ApiError::invalid("id", format!("`{id}` is not a token id")))?;
+    let store = state.store()?;
+    if store.token_of(&identity.user, id).await?.is_none() {
+        return Err(ApiError::NotFound(format!("no token {id}")));
+    }
+    let uses = store.token_uses(id, 500).await?;
+    Ok(Json(uses.into_iter().map(|(at, method, path, status)| wire::TokenUse { at, method, path, status }).collect()))
+}
+
+fn info(token: StoredToken, now: chrono::DateTime<Utc>) -> wire::TokenInfo {
+    let state = if token.revoked_at.is_some() {
+        "revoked"
+    } else if token.expires_at <= now {
+        "expired"
+    } else {
+        "live"
+    };
+    wire::TokenInfo {
+        id: token.id,
+        name: token.name,
+        created: token.created_at,
+        expires: token.expires_at,
+        revoked: token.revoked_at,
+        last_used: token.last_used_at,
+        state: state.into(),
+    }
+}

@@ -1,0 +1,74 @@
+//! The `slurmlens` binary: parses the command line, loads the configuration, sets up tracing and
+//! calls into the library. Nothing else lives here.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use slurmlens::config::Config;
+
+#[derive(Parser)]
+#[command(name = "slurmlens", version, about = "Job observability for GPU clusters run by Slurm")]
+struct Cli {
+    /// Configuration file (TOML); `SLURMLENS_*` environment variables override it.
+    #[arg(long, global = true, env = "SLURMLENS_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the REST API and pages.
+    Serve,
+    /// Apply pending migrations of slurmlens's own database.
+    Migrate,
+    /// Print the effective configuration (after file and environment) as TOML-like debug output.
+    Config,
+    /// Print a job's report (GPU use, network, verdicts), like `jobstats JOBID`.
+    Report(slurmlens::terminal::ReportArgs),
+    /// Demo data: a realistic history in a cluster's slurmdbd tables.
+    Demo(slurmlens::demo::DemoArgs),
+    /// Benchmarks: the jobs window query against `sacct`, a report against bare metric fetches.
+    #[command(subcommand)]
+    Bench(slurmlens::bench::BenchCommand),
+    /// Print the OpenAPI document of `/api/v1` (`docs/openapi.json` is this output).
+    Openapi,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SLURMLENS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // The document depends on the code alone, so it needs no configuration (nor a valid one).
+    if let Command::Openapi = cli.command {
+        print!("{}", slurmlens::http::openapi::document_json());
+        return Ok(());
+    }
+    let config = Config::load(cli.config.as_deref()).context("loading configuration")?;
+    match cli.command {
+        Command::Serve => {
+            let listener = slurmlens::serve::bind(&config).await?;
+            slurmlens::serve::serve(&config, listener).await
+        }
+        Command::Migrate => slurmlens::serve::migrate(&config).await,
+        Command::Config => {
+            println!("{config:#?}");
+            Ok(())
+        }
+        Command::Report(args) => slurmlens::terminal::run(&config, &args).await,
+        Command::Demo(args) => {
+            // The seeder's URL is the one secret only the demo needs, so it is read here, in main.
+            let seeder_url = std::env::var("SLURMLENS_SEEDER_URL").ok();
+            slurmlens::demo::run(&config, &args, seeder_url.as_deref()).await
+        }
+        Command::Bench(command) => slurmlens::bench::dispatch(&config, &command).await,
+        Command::Openapi => unreachable!("answered before the configuration is loaded"),
+    }
+}

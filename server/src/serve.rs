@@ -1,0 +1,138 @@
+//! `slurmlens serve`: builds the application from a [`Config`] and serves it until a signal.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::http::ingest::IngestSecrets;
+use crate::http::{AppState, router};
+use crate::reports::{ReportSettings, Reporter};
+use crate::sources::slurmdbd::{SlurmDbd, SlurmDbdOptions};
+use crate::sources::victoriametrics::VictoriaMetrics;
+use crate::store::Store;
+
+/// Builds the shared state: one lazy slurmdbd reader per configured cluster.
+pub fn app_state(config: &Config) -> anyhow::Result<AppState> {
+    let options = SlurmDbdOptions {
+        url: config.slurmdbd.url.clone(),
+        max_connections: config.slurmdbd.max_connections,
+        acquire_timeout: Duration::from_millis(config.slurmdbd.acquire_timeout_ms),
+    };
+    let readers = config
+        .clusters
+        .iter()
+        .map(|cluster| SlurmDbd::new(&options, cluster.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .context("configuring the slurmdbd reader")?;
+    let store = config
+        .database
+        .as_ref()
+        .map(|database| Store::new(&database.url, Duration::from_millis(config.slurmdbd.acquire_timeout_ms)))
+        .transpose()
+        .context("configuring slurmlens's database")?;
+    let reporter = reporter(config, store.clone())?;
+    let ingest = IngestSecrets::from_config(&config.ingest, &config.clusters).map_err(anyhow::Error::msg)?;
+    let state = AppState::new(readers, config.access.clone(), store, reporter)
+        .context("at least one cluster must be configured")?;
+    Ok(state.with_ingest(ingest).with_web(web_options(config)?))
+}
+
+/// The site's rack layout from `topology` (none: racks from node names).
+pub fn topology(config: &Config) -> anyhow::Result<slurmlens_web::topology::Topology> {
+    match &config.topology {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading topology {}", path.display()))?;
+            slurmlens_web::topology::Topology::from_toml(&text)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("parsing topology {}", path.display()))
+        }
+        None => Ok(slurmlens_web::topology::Topology::default()),
+    }
+}
+
+/// The web pages' site root and rack topology (read once, here, at startup).
+pub fn web_options(config: &Config) -> anyhow::Result<slurmlens_web::server::WebOptions> {
+    Ok(slurmlens_web::server::WebOptions { site_root: config.site_root.clone(), topology: topology(config)? })
+}
+
+/// The report maker: VictoriaMetrics (if configured), our store, the site's series catalogue.
+pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporter> {
+    let timeout = Duration::from_millis(config.victoriametrics.as_ref().map_or(5000, |vm| vm.timeout_ms));
+    let vm = config
+        .victoriametrics
+        .as_ref()
+        .map(|vm| VictoriaMetrics::new(&vm.url, timeout))
+        .transpose()
+        .context("configuring the VictoriaMetrics client")?;
+    let settings = ReportSettings {
+        catalog: config.metrics.clone(),
+        metrics_timeout: timeout,
+        archive_delay: Duration::from_secs(config.report.archive_delay_s),
+        topology: topology(config)?,
+    };
+    Ok(Reporter::new(vm, store, settings))
+}
+
+/// Applies our own schema's pending migrations (`slurmlens migrate`).
+pub async fn migrate(config: &Config) -> anyhow::Result<()> {
+    let database = config.database.as_ref().context("no [database] url is configured")?;
+    let store = Store::new(&database.url, Duration::from_secs(10)).context("configuring slurmlens's database")?;
+    store.migrate().await.context("applying migrations")?;
+    println!("migrations applied");
+    Ok(())
+}
+
+/// Binds `config.listen` (port 0 picks a free port) and returns the listener with its real address.
+pub async fn bind(config: &Config) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))
+}
+
+/// Serves the API on `listener` until SIGINT/SIGTERM.
+pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()> {
+    let state = app_state(config)?;
+    // Our schema is forward-only and sqlx serialises concurrent runs, so every replica may apply it.
+    if let Some(store) = state.store_handle()
+        && let Err(error) = store.migrate().await
+    {
+        tracing::warn!(%error, "applying slurmlens's migrations failed; archive and GPU records degrade");
+    }
+    if config.report.archive_interval_s > 0 {
+        tokio::spawn(archive_loop(state.clone(), Duration::from_secs(config.report.archive_interval_s)));
+    }
+    let address = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
+    println!("slurmlens serving at http://{address}/ (public URL {})", config.public_url);
+    // The peer's address decides whether identity headers are believed (`trusted_proxies`).
+    let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, service).with_graceful_shutdown(shutdown_signal()).await.context("serving HTTP")
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        if let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            signal.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = terminate => {} }
+}
+
+/// Archives reports of recently ended jobs, forever. Failures are logged and retried next round.
+async fn archive_loop(state: AppState, every: Duration) {
+    let mut ticker = tokio::time::interval(every);
+    loop {
+        ticker.tick().await;
+        match crate::reports::archive_recent(&state, chrono::Duration::hours(6)).await {
+            Ok(0) => {}
+            Ok(count) => tracing::info!(count, "archived job reports"),
+            Err(error) => tracing::warn!(%error, "archiving job reports failed; retrying next round"),
+        }
+    }
+}

@@ -1,0 +1,542 @@
+//! Read-only, live reader of slurmdbd's MariaDB tables (`<cluster>_job_table`, `_step_table`,
+//! `_event_table`, `_assoc_table`, `tres_table`, `qos_table`, `acct_coord_table`).
+//!
+//! Architecture Invariant: nothing here writes. Every statement is a `SELECT`; the server connects
+//! as a user that holds only `SELECT`. Table names come from a validated [`ClusterName`]; every value
+//! is a bound parameter.
+
+mod rows;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::{Arguments, MySql, mysql::MySqlArguments};
+
+use crate::domain::cluster::ClusterName;
+use crate::domain::hostlist::Hostlist;
+use crate::domain::ids::JobSelector;
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, StepRecord, TimeWindow, exact_gpus_per_node};
+use crate::domain::scope::ViewerScope;
+use crate::domain::state::{NodeState, StateFilter};
+use crate::domain::tres::{TresCatalog, TresId, TresKind, TresMap};
+
+pub use rows::NodeEventRecord;
+
+/// Failures of the slurmdbd source. `sqlx::Error` stops here.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmDbdError {
+    /// MariaDB did not answer (down, refused, pool timeout): the caller should degrade, not fail.
+    #[error("slurmdbd's database is unavailable: {0}")]
+    Unavailable(String),
+    /// MariaDB answered with something this reader does not understand (schema drift, bad row).
+    #[error("slurmdbd's data could not be read: {0}")]
+    Schema(String),
+}
+
+impl From<sqlx::Error> for SlurmDbdError {
+    fn from(error: sqlx::Error) -> Self {
+        match &error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => Self::Unavailable(error.to_string()),
+            _ => Self::Schema(error.to_string()),
+        }
+    }
+}
+
+/// How to reach slurmdbd's database.
+#[derive(Debug, Clone)]
+pub struct SlurmDbdOptions {
+    /// `mysql://reader:…@host:port/slurm_acct_db`; a user with `SELECT` only.
+    pub url: String,
+    pub max_connections: u32,
+    /// How long a request waits for a connection before reporting the source unavailable.
+    pub acquire_timeout: Duration,
+}
+
+/// The reader for one cluster's tables.
+#[derive(Clone)]
+pub struct SlurmDbd {
+    pool: MySqlPool,
+    cluster: ClusterName,
+}
+
+/// A node as slurmdbd knows it now.
+#[derive(Debug, Clone)]
+pub struct NodeStatus {
+    pub node: String,
+    pub state: String,
+    pub reason: Option<String>,
+    pub reason_since: u64,
+    pub running_jobs: u32,
+    pub alloc_gpus: u64,
+}
+
+/// The columns every job query selects, in the order [`rows::decode_job`] reads them. Casts make
+/// the column types uniform so decoding does not depend on signedness details of the schema.
+fn job_columns(detail: bool) -> String {
+    let tail = if detail { "COALESCE(j.work_dir, ''), COALESCE(j.submit_line, '')" } else { "'', ''" };
+    format!(
+        "CAST(j.job_db_inx AS UNSIGNED), CAST(j.id_job AS UNSIGNED), CAST(j.id_array_job AS UNSIGNED), \
+         CAST(j.id_array_task AS UNSIGNED), j.array_task_str, CAST(j.array_max_tasks AS UNSIGNED), \
+         CAST(j.het_job_id AS UNSIGNED), CAST(j.het_job_offset AS UNSIGNED), COALESCE(j.job_name, ''), a.user, \
+         CAST(j.id_user AS UNSIGNED), CAST(j.id_group AS UNSIGNED), COALESCE(j.account, ''), COALESCE(j.`partition`, ''), \
+         q.name, CAST(j.state AS UNSIGNED), CAST(j.kill_requid AS UNSIGNED), CAST(j.exit_code AS SIGNED), \
+         CAST(j.derived_ec AS SIGNED), CAST(j.time_submit AS UNSIGNED), CAST(j.time_eligible AS UNSIGNED), \
+         CAST(j.time_start AS UNSIGNED), CAST(j.time_end AS UNSIGNED), CAST(j.time_suspended AS UNSIGNED), \
+         CAST(j.timelimit AS UNSIGNED), COALESCE(j.nodelist, ''), CAST(j.nodes_alloc AS UNSIGNED), \
+         CAST(j.cpus_req AS UNSIGNED), CAST(j.mem_req AS UNSIGNED), COALESCE(j.tres_alloc, ''), \
+         COALESCE(j.tres_req, ''), j.derived_es, {tail}"
+    )
+}
+
+/// Appends `sql` with one `?` per value, binding each.
+fn push_in_list(sql: &mut String, args: &mut MySqlArguments, values: &[String]) -> Result<(), SlurmDbdError> {
+    sql.push('(');
+    for (index, value) in values.iter().enumerate() {
+        if index > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('?');
+        args.add(value.clone()).map_err(|e| SlurmDbdError::Schema(e.to_string()))?;
+    }
+    sql.push(')');
+    Ok(())
+}
+
+fn bind<'q, T>(args: &mut MySqlArguments, value: T) -> Result<(), SlurmDbdError>
+where
+    T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'q,
+{
+    args.add(value).map_err(|e| SlurmDbdError::Schema(e.to_string()))
+}
+
+/// Appends the viewer's scope as a condition. `Nobody` is answered before any SQL runs.
+fn push_scope(sql: &mut String, args: &mut MySqlArguments, scope: &ViewerScope) -> Result<(), SlurmDbdError> {
+    match scope {
+        ViewerScope::Staff | ViewerScope::Nobody => Ok(()),
+        ViewerScope::User { name, coordinated_accounts } => {
+            sql.push_str(" AND (a.user = ?");
+            bind(args, name.clone())?;
+            if !coordinated_accounts.is_empty() {
+                sql.push_str(" OR j.account IN ");
+                push_in_list(sql, args, coordinated_accounts)?;
+            }
+            sql.push(')');
+            Ok(())
+        }
+    }
+}
+
+impl SlurmDbd {
+    /// Builds a lazy pool: the server starts, and recovers, whether or not MariaDB is up.
+    pub fn new(options: &SlurmDbdOptions, cluster: ClusterName) -> Result<Self, SlurmDbdError> {
+        let connect: MySqlConnectOptions =
+            options.url.parse().map_err(|e: sqlx::Error| SlurmDbdError::Schema(format!("bad slurmdbd url: {e}")))?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(true)
+            .connect_lazy_with(connect.charset("utf8mb4"));
+        Ok(Self { pool, cluster })
+    }
+
+    pub fn cluster(&self) -> &ClusterName {
+        &self.cluster
+    }
+
+    /// One round trip; used by the health endpoint.
+    pub async fn ping(&self) -> Result<(), SlurmDbdError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The TRES catalogue (`tres_table`), including dynamic gres ids.
+    pub async fn tres_catalog(&self) -> Result<TresCatalog, SlurmDbdError> {
+        let rows: Vec<(u64, String, String)> =
+            sqlx::query_as("SELECT CAST(id AS UNSIGNED), type, name FROM tres_table WHERE deleted = 0")
+                .fetch_all(&self.pool)
+                .await?;
+        let kinds = rows
+            .into_iter()
+            .filter_map(|(id, kind, name)| Some(TresKind { id: TresId(u32::try_from(id).ok()?), kind, name }));
+        Ok(TresCatalog::new(kinds))
+    }
+
+    /// What `user` may see: own jobs plus every account they coordinate, with sub-accounts.
+    pub async fn scope_for_user(&self, user: &str) -> Result<ViewerScope, SlurmDbdError> {
+        let direct: Vec<(String,)> = sqlx::query_as("SELECT acct FROM acct_coord_table WHERE user = ? AND deleted = 0")
+            .bind(user)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut accounts: BTreeSet<String> = direct.into_iter().map(|(acct,)| acct).collect();
+        if !accounts.is_empty() {
+            // Account associations form a tree through parent_acct; walk it down from each coordinated account.
+            let sql = format!(
+                "SELECT acct, parent_acct FROM {} WHERE user = '' AND deleted = 0",
+                self.cluster.table("assoc_table")
+            );
+            let edges: Vec<(String, String)> = sqlx::query_as(&sql).fetch_all(&self.pool).await?;
+            let mut frontier: Vec<String> = accounts.iter().cloned().collect();
+            while let Some(parent) = frontier.pop() {
+                for (child, _) in edges.iter().filter(|(_, p)| *p == parent) {
+                    if accounts.insert(child.clone()) {
+                        frontier.push(child.clone());
+                    }
+                }
+            }
+        }
+        Ok(ViewerScope::User { name: user.to_string(), coordinated_accounts: accounts.into_iter().collect() })
+    }
+
+    /// Jobs that overlap `window` (submitted before its end, not ended before its start; running and
+    /// pending included), newest submission first, after `cursor`, at most `limit`.
+    pub async fn jobs_in_window(
+        &self,
+        scope: &ViewerScope,
+        window: TimeWindow,
+        filter: &JobFilter,
+        catalog: &TresCatalog,
+        cursor: Option<JobCursor>,
+        limit: usize,
+    ) -> Result<(Vec<JobRecord>, Option<JobCursor>), SlurmDbdError> {
+        if *scope == ViewerScope::Nobody || limit == 0 {
+            return Ok((Vec::new(), None));
+        }
+        let window_start = u64::try_from(window.start().timestamp()).unwrap_or(0);
+        let window_end = u64::try_from(window.end().timestamp()).unwrap_or(0);
+        // Filters the columns cannot answer exactly are applied after decoding, so batches are
+        // fetched until the page is full or the window is exhausted.
+        let decoded_filter = filter.node.is_some()
+            || filter.min_gpus.is_some()
+            || filter.max_gpus.is_some()
+            || !filter.states.is_empty();
+        let batch = if decoded_filter { (limit * 2).max(200) } else { limit + 1 };
+        let mut page: Vec<JobRecord> = Vec::with_capacity(limit);
+        let mut position = cursor;
+        loop {
+            let rows = self.window_batch(scope, window_start, window_end, filter, position, batch).await?;
+            let fetched = rows.len();
+            for job in rows {
+                position =
+                    Some(JobCursor { time_submit: job.time_submit, time_end: job.time_end, db_index: job.db_index });
+                if page.len() == limit {
+                    // One more matching row exists beyond the page: hand out a cursor.
+                    let last = page.last().map(|j| JobCursor {
+                        time_submit: j.time_submit,
+                        time_end: j.time_end,
+                        db_index: j.db_index,
+                    });
+                    return Ok((page, last));
+                }
+                if decoded_filter && !filter.matches_decoded(&job, catalog.gpus(&job.tres_alloc)) {
+                    continue;
+                }
+                page.push(job);
+            }
+            if fetched < batch {
+                return Ok((page, None));
+            }
+        }
+    }
+
+    /// Jobs `scope` may see that held their allocation at `window.start()` (started by then, not yet
+    /// ended), every page of them.
+    pub async fn running_at(
+        &self,
+        scope: &ViewerScope,
+        window: TimeWindow,
+        catalog: &TresCatalog,
+    ) -> Result<Vec<JobRecord>, SlurmDbdError> {
+        let at = u64::try_from(window.start().timestamp()).unwrap_or(0);
+        let mut running = Vec::new();
+        let mut cursor = None;
+        loop {
+            let (jobs, next) = self.jobs_in_window(scope, window, &JobFilter::default(), catalog, cursor, 5000).await?;
+            running.extend(jobs.into_iter().filter(|job| job.running_at(at)));
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(running),
+            }
+        }
+    }
+
+    /// Per node, how many GPUs jobs that `viewer` may *not* see held at `window.start()`. Counts only:
+    /// the jobs are read with staff scope inside this function and nothing of them but their GPU count
+    /// per node leaves it. A job whose total does not split evenly over its nodes counts its share
+    /// rounded up, as the grid places it. Staff see every job and `Nobody` sees nothing at all: both
+    /// get an empty map, before any SQL runs.
+    pub async fn busy_gpus(
+        &self,
+        viewer: &ViewerScope,
+        window: TimeWindow,
+        catalog: &TresCatalog,
+    ) -> Result<BTreeMap<String, u64>, SlurmDbdError> {
+        if matches!(viewer, ViewerScope::Staff | ViewerScope::Nobody) {
+            return Ok(BTreeMap::new());
+        }
+        let mut busy: BTreeMap<String, u64> = BTreeMap::new();
+        for job in self.running_at(&ViewerScope::Staff, window, catalog).await? {
+            if viewer.can_see(&job.user, &job.account) {
+                continue;
+            }
+            let hosts = job.nodes.hosts();
+            let total = catalog.gpus(&job.tres_alloc);
+            let per_node =
+                exact_gpus_per_node(total, hosts.len()).unwrap_or_else(|| total.div_ceil(hosts.len().max(1) as u64));
+            if per_node == 0 {
+                continue;
+            }
+            for host in hosts {
+                *busy.entry(host.clone()).or_default() += per_node;
+            }
+        }
+        Ok(busy)
+    }
+
+    async fn window_batch(
+        &self,
+        scope: &ViewerScope,
+        window_start: u64,
+        window_end: u64,
+        filter: &JobFilter,
+        after: Option<JobCursor>,
+        batch: usize,
+    ) -> Result<Vec<JobRecord>, SlurmDbdError> {
+        let mut args = MySqlArguments::default();
+        // archive_purge(time_submit, time_end) serves both the order and the window test.
+        let mut sql = format!(
+            "SELECT {} FROM {} j FORCE INDEX (archive_purge) \
+             LEFT JOIN {} a ON a.id_assoc = j.id_assoc \
+             LEFT JOIN qos_table q ON q.id = j.id_qos \
+             WHERE j.deleted = 0 AND j.time_submit < ? AND (j.time_end >= ? OR j.time_end = 0)",
+            job_columns(false),
+            self.cluster.table("job_table"),
+            self.cluster.table("assoc_table"),
+        );
+        bind(&mut args, window_end)?;
+        bind(&mut args, window_start)?;
+        push_scope(&mut sql, &mut args, scope)?;
+        if !filter.users.is_empty() {
+            sql.push_str(" AND a.user IN ");
+            push_in_list(&mut sql, &mut args, &filter.users)?;
+        }
+        if !filter.accounts.is_empty() {
+            sql.push_str(" AND j.account IN ");
+            push_in_list(&mut sql, &mut args, &filter.accounts)?;
+        }
+        if !filter.partitions.is_empty() {
+            // A pending job may list several partitions (`gpu,debug`).
+            sql.push_str(" AND (");
+            for (index, partition) in filter.partitions.iter().enumerate() {
+                if index > 0 {
+                    sql.push_str(" OR ");
+                }
+                sql.push_str("FIND_IN_SET(?, j.`partition`) > 0");
+                bind(&mut args, partition.clone())?;
+            }
+            sql.push(')');
+        }
+        if !filter.states.is_empty() {
+            let codes: BTreeSet<u32> = filter
+                .states
+                .iter()
+                .filter_map(|state| match state {
+                    StateFilter::Base(base) => Some(base.code()),
+                    StateFilter::Requeued => None,
+                })
+                .collect();
+            let requeued = filter.states.contains(&StateFilter::Requeued);
+            sql.push_str(" AND (");
+            let mut first = true;
+            if !codes.is_empty() {
+                let list = codes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+                sql.push_str(&format!("(j.state & 255) IN ({list})"));
+                first = false;
+            }
+            if requeued {
+                if !first {
+                    sql.push_str(" OR ");
+                }
+                sql.push_str("(j.state & 1024) <> 0");
+            }
+            sql.push(')');
+        }
+        if let Some(after) = after {
+            sql.push_str(
+                " AND (j.time_submit < ? OR (j.time_submit = ? AND (j.time_end < ? OR (j.time_end = ? AND j.job_db_inx < ?))))",
+            );
+            bind(&mut args, after.time_submit)?;
+            bind(&mut args, after.time_submit)?;
+            bind(&mut args, after.time_end)?;
+            bind(&mut args, after.time_end)?;
+            bind(&mut args, after.db_index)?;
+        }
+        // Exactly the index's order, descending: MariaDB reads the range backwards and stops at LIMIT.
+        sql.push_str(" ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC LIMIT ?");
+        bind(&mut args, batch as u64)?;
+        let rows = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
+        rows.iter().map(rows::decode_job).collect()
+    }
+
+    /// One job record with its steps, or `None` when it does not exist or the viewer may not see it.
+    /// A requeued job has several records under one id: the newest is returned.
+    pub async fn job(
+        &self,
+        scope: &ViewerScope,
+        selector: JobSelector,
+    ) -> Result<Option<(JobRecord, Vec<StepRecord>)>, SlurmDbdError> {
+        if *scope == ViewerScope::Nobody {
+            return Ok(None);
+        }
+        let mut args = MySqlArguments::default();
+        let mut sql = format!(
+            "SELECT {} FROM {} j LEFT JOIN {} a ON a.id_assoc = j.id_assoc \
+             LEFT JOIN qos_table q ON q.id = j.id_qos WHERE j.deleted = 0",
+            job_columns(true),
+            self.cluster.table("job_table"),
+            self.cluster.table("assoc_table"),
+        );
+        match selector {
+            JobSelector::Id(id) => {
+                sql.push_str(" AND j.id_job = ?");
+                bind(&mut args, id)?;
+            }
+            JobSelector::ArrayTask { array_job_id, task_id } => {
+                sql.push_str(" AND j.id_array_job = ? AND j.id_array_task = ?");
+                bind(&mut args, array_job_id)?;
+                bind(&mut args, task_id)?;
+            }
+            JobSelector::HetComponent { het_job_id, offset } => {
+                sql.push_str(" AND j.het_job_id = ? AND j.het_job_offset = ?");
+                bind(&mut args, het_job_id)?;
+                bind(&mut args, offset)?;
+            }
+        }
+        push_scope(&mut sql, &mut args, scope)?;
+        sql.push_str(" ORDER BY j.time_submit DESC, j.job_db_inx DESC LIMIT 1");
+        let Some(row) = sqlx::query_with(&sql, args).fetch_optional(&self.pool).await? else {
+            return Ok(None);
+        };
+        let job = rows::decode_job(&row)?;
+        let steps = self.steps(job.db_index).await?;
+        Ok(Some((job, steps)))
+    }
+
+    async fn steps(&self, db_index: u64) -> Result<Vec<StepRecord>, SlurmDbdError> {
+        let sql = format!(
+            "SELECT CAST(id_step AS SIGNED), COALESCE(step_name, ''), CAST(state AS UNSIGNED), \
+             CAST(exit_code AS SIGNED), CAST(time_start AS UNSIGNED), CAST(time_end AS UNSIGNED), \
+             CAST(time_suspended AS UNSIGNED), COALESCE(nodelist, ''), CAST(task_cnt AS UNSIGNED), \
+             COALESCE(tres_alloc, ''), COALESCE(tres_usage_in_max, ''), \
+             CAST(user_sec + sys_sec AS UNSIGNED), CAST(user_usec + sys_usec AS UNSIGNED) \
+             FROM {} WHERE job_db_inx = ? AND deleted = 0 ORDER BY id_step, step_het_comp",
+            self.cluster.table("step_table")
+        );
+        let rows = sqlx::query(&sql).bind(db_index).fetch_all(&self.pool).await?;
+        rows.iter().map(rows::decode_step).collect()
+    }
+
+    /// Node events (drain, down, failures) that overlap `window`, oldest first.
+    pub async fn node_events(
+        &self,
+        window: TimeWindow,
+        node: Option<&str>,
+    ) -> Result<Vec<NodeEventRecord>, SlurmDbdError> {
+        let mut sql = format!(
+            "SELECT node_name, CAST(state AS UNSIGNED), reason, CAST(reason_uid AS UNSIGNED), \
+             CAST(time_start AS UNSIGNED), CAST(time_end AS UNSIGNED) FROM {} \
+             WHERE node_name <> '' AND time_start < ? AND (time_end = 0 OR time_end >= ?)",
+            self.cluster.table("event_table")
+        );
+        let mut args = MySqlArguments::default();
+        bind(&mut args, u64::try_from(window.end().timestamp()).unwrap_or(0))?;
+        bind(&mut args, u64::try_from(window.start().timestamp()).unwrap_or(0))?;
+        if let Some(node) = node {
+            sql.push_str(" AND node_name = ?");
+            bind(&mut args, node.to_string())?;
+        }
+        sql.push_str(" ORDER BY time_start, node_name LIMIT 10000");
+        let rows = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
+        rows.iter().map(rows::decode_event).collect()
+    }
+
+    /// Every node of the cluster with its state now: open drain/down events first, then whether
+    /// running jobs hold it. slurmdbd does not record idle/allocated transitions, so those are derived.
+    pub async fn nodes(&self, catalog: &TresCatalog) -> Result<Vec<NodeStatus>, SlurmDbdError> {
+        let events = self.cluster.table("event_table");
+        let registered: Option<(String,)> = sqlx::query_as(&format!(
+            "SELECT cluster_nodes FROM {events} WHERE node_name = '' ORDER BY time_end = 0 DESC, time_start DESC LIMIT 1"
+        ))
+        .fetch_optional(&self.pool)
+        .await?;
+        let mut nodes: BTreeMap<String, NodeStatus> = BTreeMap::new();
+        let cluster_nodes = registered.map(|(text,)| text).unwrap_or_default();
+        let hostlist = Hostlist::parse(&cluster_nodes).map_err(|e| SlurmDbdError::Schema(e.to_string()))?;
+        for host in hostlist.hosts() {
+            nodes.insert(
+                host.clone(),
+                NodeStatus {
+                    node: host.clone(),
+                    state: "IDLE".into(),
+                    reason: None,
+                    reason_since: 0,
+                    running_jobs: 0,
+                    alloc_gpus: 0,
+                },
+            );
+        }
+        let running: Vec<(String, String)> = sqlx::query_as(&format!(
+            "SELECT COALESCE(nodelist, ''), COALESCE(tres_alloc, '') FROM {} \
+             WHERE time_end = 0 AND time_start > 0 AND (state & 255) IN (1, 2) AND deleted = 0",
+            self.cluster.table("job_table")
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        for (node_list, tres_alloc) in running {
+            let Ok(hosts) = Hostlist::parse(&node_list) else {
+                continue;
+            };
+            let gpus = TresMap::parse(&tres_alloc).map(|tres| catalog.gpus(&tres)).unwrap_or(0);
+            let per_node = if hosts.is_empty() { 0 } else { gpus / hosts.len() as u64 };
+            for host in hosts.hosts() {
+                let entry = nodes.entry(host.clone()).or_insert_with(|| NodeStatus {
+                    node: host.clone(),
+                    state: "IDLE".into(),
+                    reason: None,
+                    reason_since: 0,
+                    running_jobs: 0,
+                    alloc_gpus: 0,
+                });
+                entry.running_jobs += 1;
+                entry.alloc_gpus += per_node;
+                entry.state = "ALLOCATED".into();
+            }
+        }
+        let open: Vec<(String, u64, String, u64)> = sqlx::query_as(&format!(
+            "SELECT node_name, CAST(state AS UNSIGNED), reason, CAST(time_start AS UNSIGNED) FROM {events} \
+             WHERE node_name <> '' AND time_end = 0 ORDER BY time_start"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        for (node, state, reason, since) in open {
+            let Some(entry) = nodes.get_mut(&node) else {
+                continue;
+            };
+            let state = NodeState::from_raw(u32::try_from(state).unwrap_or(0));
+            // A drained node that still runs jobs is draining: keep ALLOCATED as its base.
+            entry.state = if state.is_drain() && !state.is_down() && entry.running_jobs > 0 {
+                "ALLOCATED+DRAIN".to_string()
+            } else {
+                state.name()
+            };
+            entry.reason = Some(reason);
+            entry.reason_since = since;
+        }
+        Ok(nodes.into_values().collect())
+    }
+}

@@ -1,0 +1,211 @@
+//! VictoriaMetrics over its Prometheus-compatible HTTP API (single node, or vmselect with its
+//! `/select/<tenant>/prometheus` prefix in the configured URL). `reqwest::Error` stops here.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+/// Failures of the metrics source.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// Not reachable, timed out, or a 5xx: the caller degrades to "metrics unavailable".
+    #[error("VictoriaMetrics is unavailable: {0}")]
+    Unavailable(String),
+    /// The query was refused (4xx) or the answer was not understood.
+    #[error("VictoriaMetrics refused the query: {0}")]
+    Query(String),
+}
+
+impl From<reqwest::Error> for VmError {
+    fn from(error: reqwest::Error) -> Self {
+        if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }
+    }
+}
+
+/// One series of a query answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub labels: BTreeMap<String, String>,
+    /// `(epoch seconds, value)`; NaN and blank DCGM sentinels are dropped.
+    pub points: Vec<(i64, f64)>,
+}
+
+/// A VictoriaMetrics client.
+#[derive(Clone)]
+pub struct VictoriaMetrics {
+    http: reqwest::Client,
+    base: String,
+}
+
+#[derive(Deserialize)]
+#[serde(bound = "T: Deserialize<'de>")]
+struct Envelope<T> {
+    status: String,
+    #[serde(default = "Option::default")]
+    data: Option<T>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct QueryData {
+    result: Vec<RawSeries>,
+}
+
+#[derive(Deserialize)]
+struct RawSeries {
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<(f64, Sample)>,
+    #[serde(default)]
+    value: Option<(f64, Sample)>,
+}
+
+/// A sample value: Prometheus' API sends numbers as strings (`"98.5"`, `"NaN"`); parsed in place,
+/// without allocating a string per point (a report reads millions of them).
+struct Sample(f64);
+
+impl<'de> Deserialize<'de> for Sample {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Sample;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sample value as a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Sample, E> {
+                Ok(Sample(text.parse().unwrap_or(f64::NAN)))
+            }
+            fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Sample, E> {
+                Ok(Sample(value))
+            }
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Sample, E> {
+                Ok(Sample(value as f64))
+            }
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<Sample, E> {
+                Ok(Sample(value as f64))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// DCGM reports "no value" as 0x7ffffffffffffff0 and up; those are not measurements.
+const DCGM_BLANK: f64 = 9.223_372_036_854_775e18;
+
+fn parse_point((timestamp, Sample(value)): &(f64, Sample)) -> Option<(i64, f64)> {
+    (value.is_finite() && *value < DCGM_BLANK).then_some((*timestamp as i64, *value))
+}
+
+impl RawSeries {
+    fn into_series(self) -> Series {
+        let mut points: Vec<(i64, f64)> = self.values.iter().filter_map(parse_point).collect();
+        if let Some(point) = self.value.as_ref().and_then(parse_point) {
+            points.push(point);
+        }
+        Series { labels: self.metric, points }
+    }
+}
+
+impl VictoriaMetrics {
+    /// `base_url` is the Prometheus API root (`http://vm:8428` or `http://vmselect:8481/select/0/prometheus`).
+    pub fn new(base_url: &str, timeout: Duration) -> Result<Self, VmError> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(2)))
+            .build()
+            .map_err(|e| VmError::Query(format!("building the HTTP client: {e}")))?;
+        Ok(Self { http, base: base_url.trim_end_matches('/').to_string() })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    async fn post<T: for<'de> Deserialize<'de>>(&self, path: &str, form: &[(&str, String)]) -> Result<T, VmError> {
+        let response = self.http.post(format!("{}{path}", self.base)).form(form).send().await?;
+        let status = response.status();
+        let body = response.bytes().await?;
+        if status.is_server_error() {
+            return Err(VmError::Unavailable(format!("{path} answered {status}")));
+        }
+        let envelope: Envelope<T> = serde_json::from_slice(&body)
+            .map_err(|e| VmError::Query(format!("{path} answered {status} with unreadable JSON: {e}")))?;
+        if envelope.status != "success" {
+            return Err(VmError::Query(envelope.error.unwrap_or_else(|| format!("{path} answered {status}"))));
+        }
+        envelope.data.ok_or_else(|| VmError::Query(format!("{path} answered without data")))
+    }
+
+    /// `/api/v1/query_range`.
+    pub async fn query_range(
+        &self,
+        query: &str,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        step_s: u64,
+    ) -> Result<Vec<Series>, VmError> {
+        let form = [
+            ("query", query.to_string()),
+            ("start", start.timestamp().to_string()),
+            ("end", end.timestamp().to_string()),
+            ("step", format!("{step_s}s")),
+        ];
+        let data: QueryData = self.post("/api/v1/query_range", &form).await?;
+        Ok(data.result.into_iter().map(RawSeries::into_series).collect())
+    }
+
+    /// `/api/v1/query` at one instant.
+    pub async fn query(&self, query: &str, at: DateTime<Utc>) -> Result<Vec<Series>, VmError> {
+        let form = [("query", query.to_string()), ("time", at.timestamp().to_string())];
+        let data: QueryData = self.post("/api/v1/query", &form).await?;
+        Ok(data.result.into_iter().map(RawSeries::into_series).collect())
+    }
+
+    /// `/api/v1/series`: label sets of the series matching `selector` in the window.
+    pub async fn series(
+        &self,
+        selector: &str,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Result<Vec<BTreeMap<String, String>>, VmError> {
+        let form = [
+            ("match[]", selector.to_string()),
+            ("start", start.timestamp().to_string()),
+            ("end", end.timestamp().to_string()),
+        ];
+        self.post("/api/v1/series", &form).await
+    }
+
+    /// `/api/v1/import` with JSON lines (`{"metric":{…},"values":[…],"timestamps":[ms…]}`), then a flush
+    /// so the samples are queryable at once. Used by the demo and by tests, never by a request.
+    pub async fn import_json_lines(&self, body: String) -> Result<(), VmError> {
+        let root = self.base.trim_end_matches("/prometheus");
+        let response = self.http.post(format!("{root}/api/v1/import")).body(body).send().await?;
+        if !response.status().is_success() {
+            return Err(VmError::Query(format!("import answered {}", response.status())));
+        }
+        let flush = self.http.get(format!("{root}/internal/force_flush")).send().await?;
+        if !flush.status().is_success() {
+            return Err(VmError::Query(format!("force_flush answered {}", flush.status())));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_nan_and_dcgm_blanks() {
+        let raw = RawSeries {
+            metric: BTreeMap::new(),
+            values: vec![(10.0, Sample(1.5)), (25.0, Sample(f64::NAN)), (40.0, Sample(9_223_372_036_854_775_794.0))],
+            value: None,
+        };
+        assert_eq!(raw.into_series().points, vec![(10, 1.5)]);
+    }
+}

@@ -1,0 +1,132 @@
+//! "Was the failure mine?" (gap 2) and micro-bursts (gap 3) in the report, against the lab's real
+//! Slurm jobs and VictoriaMetrics. The fault series are imported in the exporters' own shapes, since a
+//! lossy switch port or a NIC burst cannot be caused on loopback.
+
+use chrono::Utc;
+use slurmlens::config::{AnonymousAccess, Config, VictoriaMetricsConfig};
+use slurmlens_wire::{Job, JobReport};
+
+use crate::support::{TestApp, database_shared, lab, mix_job, spawn_app, test_config};
+
+fn config() -> Config {
+    let mut config = test_config(AnonymousAccess::Staff);
+    let url = lab().var("SLURMLENS_VM_URL").to_string();
+    config.victoriametrics = Some(VictoriaMetricsConfig { url, timeout_ms: 5000 });
+    config.report.archive_interval_s = 0;
+    config
+}
+
+async fn job(app: &TestApp, label: &str) -> Job {
+    let id = &mix_job(label).job_id;
+    app.get(&format!("/api/v1/jobs/{id}?cluster=lab")).await.json().await.expect("job")
+}
+
+async fn report(app: &TestApp, job_id: &str) -> JobReport {
+    let response = app.get(&format!("/api/v1/jobs/{job_id}/report?cluster=lab")).await;
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("report")
+}
+
+/// Imports one series as JSON lines: `values[i]` at `stamps[i]` (epoch seconds).
+async fn import(labels: serde_json::Value, stamps: &[i64], values: &[f64]) {
+    let line = serde_json::json!({
+        "metric": labels,
+        "values": values,
+        "timestamps": stamps.iter().map(|t| t * 1000).collect::<Vec<_>>(),
+    });
+    crate::support::import_series([line]).await;
+}
+
+/// Every 5 s from a minute before `start` to `end`, never in the future.
+fn stamps(start: i64, end: i64) -> Vec<i64> {
+    let to = end.min(Utc::now().timestamp() - 1);
+    (start - 60..=to).step_by(5).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_with_healthy_infrastructure_is_the_applications_and_a_lossy_path_is_the_networks() {
+    let _db = database_shared().await;
+    let app = spawn_app(config()).await;
+
+    // `exit1` exits 1 and nothing around it failed: the application's.
+    let crashed = job(&app, "exit1").await;
+    let analysis = report(&app, &crashed.job_id).await.failure.expect("a failed job is analysed");
+    assert_eq!(analysis.blame, "application", "{analysis:?}");
+    assert!(analysis.evidence.iter().any(|e| e.source == "slurm" && e.detail.contains("FAILED")), "{analysis:?}");
+
+    // `timeout` hit its limit while the ping mesh of its rack lost 10 % of probes: the network's.
+    let slow = job(&app, "timeout").await;
+    let (start, end) = (slow.start.expect("ran").timestamp(), slow.end.expect("ended").timestamp());
+    let node = slow.node_list.clone();
+    let racks = slurmlens_web::topology::Topology::default().resolve("lab", std::slice::from_ref(&node), 4);
+    let tor = racks.racks[racks.nodes[0].rack as usize].name.clone();
+    let times = stamps(start, end);
+    let probes: Vec<f64> = (0..times.len()).map(|i| 50.0 * i as f64).collect();
+    let answered: Vec<f64> = (0..times.len()).map(|i| 45.0 * i as f64).collect();
+    let path = |name: &str| {
+        serde_json::json!({"__name__": name, "source_tor": tor, "target_tor": tor, "job": "rpingmesh-agent",
+                           "instance": format!("{tor}-agent")})
+    };
+    import(path("rpingmesh_probe_total"), &times, &probes).await;
+    import(path("rpingmesh_probe_success_total"), &times, &answered).await;
+
+    let analysis = report(&app, &slow.job_id).await.failure.expect("a timed-out job is analysed");
+    assert_eq!(analysis.blame, "infrastructure", "{analysis:?}");
+    let loss = analysis.evidence.iter().find(|e| e.source == "pingmesh_loss").expect("the loss is evidence");
+    assert_eq!(loss.place, format!("{tor} → {tor}"));
+    assert_eq!(loss.strength, "strong", "10 % loss is ten times the threshold");
+    assert!(loss.detail.contains("10.0 %"), "{}", loss.detail);
+    let times: Vec<_> = analysis.evidence.iter().map(|e| e.at).collect();
+    assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "evidence in time order");
+
+    // A job that completed is not analysed.
+    let fine = job(&app, "gpu1node").await;
+    assert!(report(&app, &fine.job_id).await.failure.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bursts_show_where_a_node_agent_exports_peaks_and_are_unknown_where_only_counters_exist() {
+    let _db = database_shared().await;
+    let app = spawn_app(config()).await;
+    // The mix's long-running job: its live report covers its start to now.
+    let running = job(&app, "running").await;
+    let start = running.start.expect("running").timestamp();
+    let host = running.node_list.clone();
+    let times = stamps(start, Utc::now().timestamp());
+    let labels = |name: &str| {
+        serde_json::json!({"__name__": name, "device": "mlx5_0", "port": "1", "instance": format!("{host}:9879"),
+                           "job": "rdma"})
+    };
+    // 2.5e9 bytes/s on average each way (the counters count 4-byte words).
+    let words: Vec<f64> = (0..times.len()).map(|i| 2.5e9 / 4.0 * 5.0 * i as f64).collect();
+    import(labels("rdma_port_xmit_data_total"), &times, &words).await;
+    import(labels("rdma_port_rcv_data_total"), &times, &words).await;
+    // Sending, the agent saw 100 ms peaks at 92 % of line rate, 0.4 s above the threshold every third
+    // scrape; receiving, it exports nothing.
+    let peaks: Vec<f64> = (0..times.len()).map(|i| if i % 3 == 0 { 4.6e10 } else { 3.0e9 }).collect();
+    import(labels("nic_tx_bytes_per_second_max"), &times, &peaks).await;
+    let mut above = labels("nic_tx_burst_seconds_total");
+    above["threshold"] = serde_json::json!("0.9");
+    let seconds: Vec<f64> = (0..times.len()).map(|i| 0.4 * (i / 3) as f64).collect();
+    import(above, &times, &seconds).await;
+
+    let report = report(&app, &running.job_id).await;
+    let row = |direction: &str| {
+        report
+            .bursts
+            .iter()
+            .find(|row| row.node == host && row.direction == direction)
+            .unwrap_or_else(|| panic!("a {direction} row for {host}: {:?}", report.bursts))
+    };
+    let measured = row("tx");
+    assert_eq!(measured.status, "measured");
+    assert_eq!(measured.burst_peak_bytes_per_s, Some(4.6e10));
+    let scrape_peak = measured.scrape_peak_bytes_per_s.expect("the counters' peak");
+    assert!(scrape_peak < 4.6e10 / 5.0, "the scrape average hides the burst: {scrape_peak}");
+    assert!(measured.seconds_above.is_some_and(|s| s > 0.0), "{measured:?}");
+    let unknown = row("rx");
+    assert_eq!(unknown.status, "unknown", "counters alone cannot show a peak");
+    assert_eq!(unknown.burst_peak_bytes_per_s, None);
+    assert!(unknown.scrape_mean_bytes_per_s.is_some_and(|mean| mean > 1e9), "{unknown:?}");
+    assert!(unknown.message.as_deref().is_some_and(|m| m.contains("unknown")));
+}

@@ -1,0 +1,13 @@
+//! Integration tests against the real lab: MariaDB with slurmdbd's tables, slurmctld and 4 slurmd.
+//! The lab is started by `e2e/lab/lab.sh up` (the README's test command does it).
+
+mod access;
+mod api_errors;
+mod failure;
+mod jobs_listing;
+mod plugin;
+mod report;
+mod sacct_parity;
+mod support;
+mod tenancy;
+mod traces;

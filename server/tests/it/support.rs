@@ -1,0 +1,233 @@
+//! Test support: the lab's environment, the job mix, and a server bound to a free port.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use slurmlens::config::{AccessConfig, AnonymousAccess, Config};
+
+/// Tests that read MariaDB hold this shared; the outage test holds it exclusively while MariaDB is down.
+/// An async lock, because guards are held across awaits and each test has its own runtime.
+static DATABASE: RwLock<()> = RwLock::const_new(());
+
+pub async fn database_shared() -> RwLockReadGuard<'static, ()> {
+    DATABASE.read().await
+}
+
+pub async fn database_exclusive() -> RwLockWriteGuard<'static, ()> {
+    DATABASE.write().await
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("server/ has a parent").to_path_buf()
+}
+
+/// The variables `lab.sh up` wrote to `$LAB/env.sh`.
+pub struct Lab {
+    pub dir: PathBuf,
+    pub vars: BTreeMap<String, String>,
+}
+
+impl Lab {
+    pub fn var(&self, name: &str) -> &str {
+        self.vars.get(name).unwrap_or_else(|| panic!("{name} missing from {}/env.sh", self.dir.display()))
+    }
+
+    /// A command with the lab's Slurm configuration.
+    pub fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command.env("SLURM_CONF", self.var("SLURM_CONF")).env("TZ", "UTC");
+        command
+    }
+}
+
+pub fn lab() -> &'static Lab {
+    static LAB: OnceLock<Lab> = OnceLock::new();
+    LAB.get_or_init(|| {
+        let dir = std::env::var_os("SLURMLENS_LAB").map_or_else(|| repo_root().join(".lab"), PathBuf::from);
+        let env_file = dir.join("env.sh");
+        let text = std::fs::read_to_string(&env_file).unwrap_or_else(|e| {
+            panic!("the lab is not up ({}: {e}); run `bash e2e/lab/lab.sh up` first", env_file.display())
+        });
+        let vars = text
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("export "))
+            .filter_map(|assignment| assignment.split_once('='))
+            .map(|(name, value)| (name.to_string(), value.trim_matches(|c| c == '"' || c == '\'').to_string()))
+            .collect();
+        Lab { dir, vars }
+    })
+}
+
+/// One job of the submitted mix.
+#[derive(Debug, Clone)]
+pub struct MixJob {
+    pub label: String,
+    pub job_id: String,
+    pub expected_state: String,
+}
+
+/// Submits the job mix once per test process (real sbatch; ~90 s because of the TIMEOUT job). A failed
+/// submission is remembered, so the other tests fail with its reason instead of submitting again.
+pub fn mix() -> &'static [MixJob] {
+    static MIX: OnceLock<Result<Vec<MixJob>, String>> = OnceLock::new();
+    let mix = MIX.get_or_init(|| {
+        let lab = lab();
+        let out = lab.dir.join(format!("mix-{}.tsv", std::process::id()));
+        let status = lab
+            .command("bash")
+            .arg(repo_root().join("e2e/lab/submit-mix.sh"))
+            .arg(&out)
+            .status()
+            .map_err(|e| format!("running submit-mix.sh: {e}"))?;
+        if !status.success() {
+            return Err(format!("submit-mix.sh failed: {status}"));
+        }
+        let text = std::fs::read_to_string(&out).map_err(|e| format!("reading the mix file: {e}"))?;
+        text.lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| {
+                let fields: Vec<&str> = line.split('\t').collect();
+                if fields.len() != 3 {
+                    return Err(format!("bad mix line `{line}`"));
+                }
+                Ok(MixJob { label: fields[0].into(), job_id: fields[1].into(), expected_state: fields[2].into() })
+            })
+            .collect()
+    });
+    match mix {
+        Ok(jobs) => jobs,
+        Err(reason) => panic!("the job mix is not available: {reason}"),
+    }
+}
+
+pub fn mix_job(label: &str) -> &'static MixJob {
+    mix().iter().find(|job| job.label == label).unwrap_or_else(|| panic!("no `{label}` in the mix"))
+}
+
+/// A running server on 127.0.0.1 with a free port.
+pub struct TestApp {
+    pub base_url: String,
+    pub client: reqwest::Client,
+}
+
+impl TestApp {
+    pub async fn get(&self, path_and_query: &str) -> reqwest::Response {
+        self.client.get(format!("{}{path_and_query}", self.base_url)).send().await.expect("request reaches the server")
+    }
+
+    pub async fn get_as(&self, user: &str, path_and_query: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path_and_query}", self.base_url))
+            .header("X-Remote-User", user)
+            .send()
+            .await
+            .expect("request reaches the server")
+    }
+}
+
+/// The configuration tests run with: the lab's reader user, clusters `lab` and `sakura`.
+pub fn test_config(anonymous: AnonymousAccess) -> Config {
+    let lab = lab();
+    Config {
+        listen: "127.0.0.1:0".parse().expect("valid address"),
+        clusters: vec!["lab".parse().expect("valid cluster"), "sakura".parse().expect("valid cluster")],
+        slurmdbd: slurmlens::config::SlurmDbdConfig {
+            url: lab.var("SLURMLENS_SLURMDBD_URL").to_string(),
+            max_connections: 4,
+            acquire_timeout_ms: 1500,
+        },
+        access: AccessConfig {
+            anonymous,
+            user_header: Some("X-Remote-User".into()),
+            groups_header: Some("X-Remote-Groups".into()),
+            staff_users: vec!["root".into()],
+            staff_groups: vec!["hpc-staff".into()],
+            ..AccessConfig::default()
+        },
+        ..Config::default()
+    }
+}
+
+pub async fn spawn_app(config: Config) -> TestApp {
+    let listener = slurmlens::serve::bind(&config).await.expect("binding port 0");
+    let address = listener.local_addr().expect("bound address");
+    let state = slurmlens::serve::app_state(&config).expect("app state");
+    tokio::spawn(async move {
+        let service = slurmlens::http::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, service).await.expect("server runs");
+    });
+    TestApp { base_url: format!("http://{address}"), client: reqwest::Client::new() }
+}
+
+/// A fresh database `slurmlens_test_<name>` with our migrations applied, once per test process; its URL.
+/// Tests that write our own tables use one each, so they never see each other's rows.
+pub async fn fresh_database(name: &str) -> String {
+    static CREATED: tokio::sync::Mutex<BTreeMap<String, String>> = tokio::sync::Mutex::const_new(BTreeMap::new());
+    let mut created = CREATED.lock().await;
+    if let Some(url) = created.get(name) {
+        return url.clone();
+    }
+    let base = lab().var("SLURMLENS_DATABASE_URL");
+    let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
+    let database = format!("slurmlens_test_{name}");
+    let admin = sqlx::MySqlPool::connect(&format!("{server}/")).await.expect("connecting to MariaDB as slurmlens");
+    sqlx::query(&format!("DROP DATABASE IF EXISTS `{database}`")).execute(&admin).await.expect("dropping");
+    sqlx::query(&format!("CREATE DATABASE `{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
+        .execute(&admin)
+        .await
+        .expect("creating the test database");
+    admin.close().await;
+    let url = format!("{server}/{database}");
+    let store = slurmlens::store::Store::new(&url, std::time::Duration::from_secs(10)).expect("store");
+    store.migrate().await.expect("applying migrations");
+    created.insert(name.to_string(), url.clone());
+    url
+}
+
+/// Runs a Slurm command against the lab; its stdout, or a panic with its stderr.
+pub fn slurm(program: &str, args: &[&str]) -> String {
+    let output = lab().command(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(output.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Submits a job of `user` named `name` holding `gpus` GPUs of `node`: it waits until `release`
+/// exists, then runs `then_s` seconds more. Its id.
+pub fn submit_holding(name: &str, user: &str, node: &str, gpus: u32, release: &Path, then_s: u32) -> u32 {
+    let script = format!("while [ ! -e {} ]; do sleep 0.2; done; sleep {then_s}", release.display());
+    let (uid, gid, on, gres) = (format!("--uid={user}"), format!("--gid={user}"), node, format!("--gres=gpu:{gpus}"));
+    let args =
+        ["--parsable", "-J", name, &uid, &gid, "-w", on, &gres, "--time=5", "-o", "/dev/null", "--wrap", &script];
+    let out = slurm("sbatch", &args);
+    out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id")
+}
+
+/// A node with `gpus` free GPUs, and the lock that keeps the other node-picking tests out until the
+/// caller's jobs run there (drop it then). Panics after 3 minutes without one.
+pub async fn reserve_gpu_node(gpus: u32) -> (tokio::sync::MutexGuard<'static, ()>, String) {
+    let picking = crate::plugin::GPU_NODE_PICK.lock().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        if let Some(node) = crate::plugin::node_with_free_gpus(gpus) {
+            return (picking, node);
+        }
+        assert!(std::time::Instant::now() < deadline, "no node with {gpus} free GPUs for 3 minutes");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// Imports series into the lab's VictoriaMetrics in one request and makes them searchable: each is
+/// `{"metric": {labels}, "values": [...], "timestamps": [ms...]}`, as `/api/v1/export` writes them.
+pub async fn import_series(series: impl IntoIterator<Item = serde_json::Value>) {
+    let body: String = series.into_iter().map(|line| format!("{line}\n")).collect();
+    let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(
+        lab().var("SLURMLENS_VM_URL"),
+        std::time::Duration::from_secs(10),
+    )
+    .expect("client");
+    vm.import_json_lines(body).await.expect("import into VictoriaMetrics");
+}

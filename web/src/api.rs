@@ -1,0 +1,236 @@
+//! Where pages get their data. On the server, in process through [`crate::server::WebData`] (no HTTP
+//! round trip, the viewer's headers passed along); in the browser, over HTTP from the REST API and
+//! the page-shaped endpoints under `/web/v1`. Both sides return the same types, so a page renders the
+//! same HTML either way and hydration finds what the server sent.
+
+use std::fmt;
+use std::future::Future;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use slurmlens_wire as wire;
+
+use crate::gantt::GanttData;
+use crate::grid::GridSnapshot;
+#[cfg(not(feature = "ssr"))]
+use crate::query::encode;
+use crate::query::{GanttQuery, GridQuery, JobQuery};
+
+/// Why data could not be loaded: the HTTP status the API answered (or would have) and its message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl DataError {
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self { status: 404, message: message.into() }
+    }
+
+    /// 503: a source did not answer.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self { status: 503, message: message.into() }
+    }
+
+    /// 400.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self { status: 400, message: message.into() }
+    }
+}
+
+impl fmt::Display for DataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (HTTP {})", self.message, self.status)
+    }
+}
+
+/// A job page's data: the job as `/api/v1/jobs/{id}` gives it, and its report's summary if it has one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub detail: wire::JobDetail,
+    /// The report's summaries and verdicts (its series are drawn into `charts`, then dropped).
+    pub report: Option<wire::JobReport>,
+    #[serde(default)]
+    pub charts: Vec<crate::charts::Chart>,
+}
+
+impl JobView {
+    /// The page's data from a job and its report: the report's charts drawn, its series dropped.
+    pub fn new(detail: wire::JobDetail, report: Option<wire::JobReport>) -> Self {
+        let charts = report.as_ref().map(crate::charts::for_report).unwrap_or_default();
+        Self { detail, report: report.map(crate::charts::without_series), charts }
+    }
+}
+
+/// Seconds since the epoch, from the browser's clock in the browser.
+pub fn now() -> i64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        (js_sys::Date::now() / 1000.0) as i64
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        chrono::Utc::now().timestamp()
+    }
+}
+
+/// Loads page data; build one per component with [`Loader::from_context`].
+#[derive(Clone, Default)]
+pub struct Loader {
+    #[cfg(feature = "ssr")]
+    server: Option<(crate::server::WebContext, axum::http::HeaderMap)>,
+}
+
+#[cfg(feature = "ssr")]
+fn no_source() -> DataError {
+    DataError::unavailable("no data source is configured for the pages")
+}
+
+impl Loader {
+    /// On the server: the data source and the request's headers from the render's context.
+    pub fn from_context() -> Self {
+        #[cfg(feature = "ssr")]
+        {
+            use leptos::prelude::use_context;
+            let context = use_context::<crate::server::WebContext>();
+            let headers = use_context::<axum::http::request::Parts>().map(|parts| parts.headers).unwrap_or_default();
+            Self { server: context.map(|context| (context, headers)) }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            Self {}
+        }
+    }
+
+    /// The clusters served.
+    pub fn clusters(&self) -> impl Future<Output = Result<Vec<String>, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move { server.map(|(context, _)| context.clusters()).ok_or_else(no_source) }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json("/web/v1/clusters".to_string())
+        }
+    }
+
+    /// The Gantt's jobs for an explicit window.
+    pub fn gantt(&self, query: GanttQuery) -> impl Future<Output = Result<GanttData, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (context, headers) = server.ok_or_else(no_source)?;
+                crate::server::gantt_data(&context, &headers, &query).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json(format!("/web/v1/gantt?{}", query.to_query()))
+        }
+    }
+
+    /// The grid at a moment.
+    pub fn grid(&self, query: GridQuery) -> impl Future<Output = Result<GridSnapshot, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (context, headers) = server.ok_or_else(no_source)?;
+                crate::server::grid_snapshot(&context, &headers, &query).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json(format!("/web/v1/grid?{}", query.to_query()))
+        }
+    }
+
+    /// One page of `/api/v1/jobs`.
+    pub fn jobs(
+        &self,
+        query: JobQuery,
+    ) -> impl Future<Output = Result<wire::Page<wire::Job>, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (context, headers) = server.ok_or_else(no_source)?;
+                context.data().jobs(&headers, &query).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            let pairs = query.pairs();
+            let pairs: Vec<(&str, String)> = pairs.iter().map(|(name, value)| (name.as_str(), value.clone())).collect();
+            fetch_json(format!("/api/v1/jobs?{}", encode(&pairs)))
+        }
+    }
+
+    /// A job with its steps, nodes and report status.
+    pub fn job(
+        &self,
+        cluster: Option<String>,
+        job_id: String,
+    ) -> impl Future<Output = Result<JobView, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (context, headers) = server.ok_or_else(no_source)?;
+                crate::server::job_view(&context, &headers, cluster.as_deref(), &job_id).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            let suffix = cluster.map(|c| format!("?{}", encode(&[("cluster", c)]))).unwrap_or_default();
+            let id = crate::query::percent_encode(&job_id);
+            let detail = fetch_json::<wire::JobDetail>(format!("/api/v1/jobs/{id}{suffix}"));
+            let joiner = if suffix.is_empty() { '?' } else { '&' };
+            let points = crate::charts::PAGE_POINTS;
+            let report =
+                fetch_json::<wire::JobReport>(format!("/api/v1/jobs/{id}/report{suffix}{joiner}points={points}"));
+            async move {
+                let detail = detail.await?;
+                Ok(JobView::new(detail, report.await.ok()))
+            }
+        }
+    }
+}
+
+/// GETs `url` and parses its JSON (the API's error envelope becomes a [`DataError`]).
+#[cfg_attr(feature = "ssr", allow(dead_code, reason = "the browser build's loader"))]
+pub fn fetch_json<T: DeserializeOwned + 'static>(
+    url: String,
+) -> impl Future<Output = Result<T, DataError>> + Send + use<T> {
+    send_wrapper::SendWrapper::new(async move {
+        let (status, text) = fetch_text(&url).await?;
+        if status >= 400 {
+            let message = serde_json::from_str::<wire::ErrorEnvelope>(&text)
+                .map(|envelope| envelope.error.message)
+                .unwrap_or_else(|_| format!("{url} answered {status}"));
+            return Err(DataError { status, message });
+        }
+        serde_json::from_str(&text).map_err(|e| DataError { status: 502, message: format!("{url}: {e}") })
+    })
+}
+
+#[cfg(target_arch = "wasm32")]
+async fn fetch_text(url: &str) -> Result<(u16, String), DataError> {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen_futures::JsFuture;
+    let failed = |what: &str| DataError { status: 0, message: format!("{what} {url} failed; is the server up?") };
+    let window = web_sys::window().ok_or_else(|| failed("no window for"))?;
+    let response = JsFuture::from(window.fetch_with_str(url)).await.map_err(|_| failed("fetching"))?;
+    let response: web_sys::Response = response.dyn_into().map_err(|_| failed("reading"))?;
+    let text = JsFuture::from(response.text().map_err(|_| failed("reading"))?).await.map_err(|_| failed("reading"))?;
+    Ok((response.status(), text.as_string().unwrap_or_default()))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+async fn fetch_text(url: &str) -> Result<(u16, String), DataError> {
+    Err(DataError { status: 0, message: format!("{url}: fetching needs a browser") })
+}

@@ -1,0 +1,558 @@
+//! The job report's charts as SVG text, drawn on the server: a GPU × time heat map per metric, per-metric
+//! timelines (a line per GPU for small jobs, the spread across GPUs for large ones) and RDMA in/out per
+//! node. Plain SVG keeps them printable and readable before (or without) the wasm bundle, and makes
+//! them testable natively. Colours: viridis for magnitudes and Tol's muted set for lines, both readable
+//! under the common colour-vision deficiencies.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+use slurmlens_wire as wire;
+
+use crate::axis;
+use crate::palette::CATEGORICAL;
+use crate::timefmt;
+
+/// Width of every chart's coordinate system (it scales with the page).
+const WIDTH: f64 = 960.0;
+/// Left margin for row labels and y-axis values.
+const LEFT: f64 = 110.0;
+const RIGHT: f64 = 12.0;
+const TOP: f64 = 8.0;
+/// Room under the plot for the time axis.
+const AXIS: f64 = 22.0;
+/// Above this many series a timeline shows the spread across GPUs instead of one line each.
+pub const MAX_LINES: usize = 12;
+
+/// Viridis, ten steps from low to high.
+const VIRIDIS: [&str; 10] =
+    ["#440154", "#482878", "#3E4A89", "#31688E", "#26828E", "#1F9E89", "#35B779", "#6DCD59", "#B4DE2C", "#FDE725"];
+
+/// The colour of `value` on a `[0, max]` viridis scale, and its step.
+pub fn viridis(value: f64, max: f64) -> (usize, &'static str) {
+    let ratio = if max > 0.0 { (value / max).clamp(0.0, 1.0) } else { 0.0 };
+    let step = ((ratio * VIRIDIS.len() as f64) as usize).min(VIRIDIS.len() - 1);
+    (step, VIRIDIS[step])
+}
+
+/// The time span all charts of a report share: the job's window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub start: i64,
+    pub end: i64,
+    /// Seconds each point covers (a point at `t` stands for `(t - step, t]`).
+    pub step: i64,
+}
+
+impl Span {
+    /// The report's window, or the points' own extent when the report has none.
+    pub fn of(report: &wire::JobReport) -> Option<Self> {
+        let step = i64::try_from(report.metrics.step_s).unwrap_or(0).max(1);
+        let (start, end) = match (report.window_start, report.window_end) {
+            (Some(start), Some(end)) => (start.timestamp(), end.timestamp()),
+            _ => {
+                let times = report.gpus.iter().flat_map(|g| &g.series).flat_map(|s| &s.points).map(|&(t, _)| t);
+                let (low, high) = times.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
+                (low.checked_sub(step)?, high)
+            }
+        };
+        (end > start).then_some(Self { start, end, step })
+    }
+
+    fn x(&self, at: i64) -> f64 {
+        let plot = WIDTH - LEFT - RIGHT;
+        LEFT + ((at - self.start) as f64 / (self.end - self.start) as f64).clamp(0.0, 1.0) * plot
+    }
+}
+
+/// Escapes text for SVG content and attribute values.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A value with its unit, short (`87 %`, `1.2 GB/s`, `412 W`).
+pub fn human(value: f64, unit: &str) -> String {
+    if let Some(rest) = unit.strip_prefix('B') {
+        let mut scaled = value;
+        let mut prefix = 0;
+        while scaled.abs() >= 1000.0 && prefix < 4 {
+            scaled /= 1000.0;
+            prefix += 1;
+        }
+        return format!("{scaled:.1} {}B{rest}", ["", "k", "M", "G", "T"][prefix]);
+    }
+    let digits = if value.abs() >= 100.0 || value == value.trunc() { 0 } else { 1 };
+    format!("{value:.digits$} {unit}")
+}
+
+fn time_axis(out: &mut String, span: &Span, y: f64) {
+    let plot = WIDTH - LEFT - RIGHT;
+    let step = axis::step_for(span.start, span.end, plot, 90.0);
+    let _ = write!(out, r##"<g class="axis" font-size="11" fill="#555">"##);
+    for tick in axis::ticks(span.start, span.end, plot, 90.0) {
+        let x = LEFT + tick.x;
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{y:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            y + 14.0,
+            escape(&timefmt::axis_label(tick.at, 0, step)),
+        );
+    }
+    let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" text-anchor="end">UTC</text></g>"##, WIDTH - RIGHT, y + 14.0);
+}
+
+/// A row's label left of the plot, where rows are tall enough to read one (the row's `<title>` and
+/// hover name it otherwise).
+fn row_label(out: &mut String, label: &str, y: f64, row_height: f64) {
+    if row_height >= 9.0 {
+        let _ = write!(
+            out,
+            r##"<text x="{:.1}" y="{:.1}" font-size="{:.0}" text-anchor="end" fill="#333">{}</text>"##,
+            LEFT - 4.0,
+            y + row_height * 0.8,
+            row_height.min(11.0),
+            escape(label)
+        );
+    }
+}
+
+/// The GPUs' series of one metric, labelled `node/gpu`.
+fn gpu_series<'a>(gpus: &'a [wire::GpuReport], metric: &str) -> Vec<(String, &'a wire::MetricSeries)> {
+    gpus.iter()
+        .filter_map(|gpu| {
+            let series = gpu.series.iter().find(|series| series.metric == metric)?;
+            Some((format!("{}/{}", gpu.node, gpu.gpu), series))
+        })
+        .collect()
+}
+
+/// The largest value of a scale: 100 for percentages, else the data's peak.
+fn scale_max(unit: &str, values: impl Iterator<Item = f64>) -> f64 {
+    if unit == "%" { 100.0 } else { values.fold(0.0, f64::max) }
+}
+
+/// A GPU × time heat map of one metric: a row per GPU, a cell per point, runs of one colour merged.
+/// XID errors are marked on their row. `None` when no GPU has the metric.
+pub fn heat_map(report: &wire::JobReport, metric: &str) -> Option<String> {
+    let span = Span::of(report)?;
+    let rows = gpu_series(&report.gpus, metric);
+    if rows.is_empty() {
+        return None;
+    }
+    let unit = rows[0].1.unit.clone();
+    let max = scale_max(&unit, rows.iter().flat_map(|(_, s)| s.points.iter().map(|&(_, v)| v)));
+    let row_height = (240.0 / rows.len() as f64).clamp(3.0, 16.0);
+    let plot_bottom = TOP + row_height * rows.len() as f64;
+    let height = plot_bottom + AXIS + 26.0;
+    let mut out = String::with_capacity(rows.len() * 400);
+    let _ = write!(
+        out,
+        r##"<svg class="chart heat-map" data-metric="{}" data-rows="{}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="{} per GPU over time" xmlns="http://www.w3.org/2000/svg"><rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#eee"/>"##,
+        escape(metric),
+        rows.len(),
+        escape(metric),
+        WIDTH - LEFT - RIGHT,
+        plot_bottom - TOP,
+    );
+    let xid_rows: BTreeMap<String, &wire::GpuReport> =
+        report.gpus.iter().map(|gpu| (format!("{}/{}", gpu.node, gpu.gpu), gpu)).collect();
+    for (index, (label, series)) in rows.iter().enumerate() {
+        let y = TOP + row_height * index as f64;
+        let _ = write!(out, r#"<g data-gpu="{}"><title>{}</title>"#, escape(label), escape(label));
+        row_label(&mut out, label, y, row_height);
+        // Merge consecutive points of one colour into one rect.
+        let mut run: Option<(i64, i64, usize, &str)> = None;
+        let flush = |out: &mut String, run: Option<(i64, i64, usize, &str)>| {
+            if let Some((from, to, _, colour)) = run {
+                let (x0, x1) = (span.x(from), span.x(to));
+                let _ = write!(
+                    out,
+                    r#"<rect x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{colour}"/>"#,
+                    (x1 - x0).max(0.5),
+                    row_height - if row_height > 4.0 { 1.0 } else { 0.0 },
+                );
+            }
+        };
+        for &(at, value) in &series.points {
+            let (step, colour) = viridis(value, max);
+            let from = at - span.step;
+            run = match run {
+                Some((start, end, level, c)) if level == step && from <= end => Some((start, at, level, c)),
+                other => {
+                    flush(&mut out, other);
+                    Some((from, at, step, colour))
+                }
+            };
+        }
+        flush(&mut out, run);
+        if let Some(gpu) = xid_rows.get(label) {
+            for event in &gpu.xid_events {
+                let x = span.x(event.at.timestamp());
+                let _ = write!(
+                    out,
+                    r##"<path class="xid" d="M{x:.1} {y:.1}v{row_height:.1}" stroke="#D55E00" stroke-width="3"><title>XID {} at {}</title></path>"##,
+                    event.xid,
+                    timefmt::utc_long(event.at.timestamp())
+                );
+            }
+        }
+        out.push_str("</g>");
+    }
+    time_axis(&mut out, &span, plot_bottom);
+    // Legend: the ten steps with the scale's ends.
+    let legend_y = plot_bottom + AXIS + 6.0;
+    for (index, colour) in VIRIDIS.iter().enumerate() {
+        let _ = write!(
+            out,
+            r#"<rect x="{:.1}" y="{legend_y:.1}" width="24" height="10" fill="{colour}"/>"#,
+            LEFT + index as f64 * 24.0
+        );
+    }
+    let _ = write!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" font-size="11" fill="#333">0 – {} ({})</text></svg>"##,
+        LEFT + 250.0,
+        legend_y + 9.0,
+        escape(&human(max, &unit)),
+        escape(metric)
+    );
+    Some(out)
+}
+
+/// A timeline of one metric for many series: one line each up to [`MAX_LINES`], else the min–max band
+/// across series with their mean. Returns `None` when there are no points.
+pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64, f64)])]) -> Option<String> {
+    let points = series.iter().map(|(_, points)| points.len()).sum::<usize>();
+    if points == 0 {
+        return None;
+    }
+    let max = scale_max(unit, series.iter().flat_map(|(_, p)| p.iter().map(|&(_, v)| v))).max(f64::MIN_POSITIVE);
+    let plot_height = 120.0;
+    let bottom = TOP + plot_height;
+    let y = |value: f64| bottom - (value / max).clamp(0.0, 1.0) * plot_height;
+    let height = bottom + AXIS + 20.0;
+    let mut out = String::new();
+    let banded = series.len() > MAX_LINES;
+    let _ = write!(
+        out,
+        r##"<svg class="chart timeline" data-metric="{}" data-series="{}" data-banded="{banded}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="{} over time" xmlns="http://www.w3.org/2000/svg">"##,
+        escape(title),
+        series.len(),
+        escape(title),
+    );
+    for fraction in [0.0, 0.5, 1.0] {
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#555">{}</text>"##,
+            WIDTH - RIGHT,
+            y(max * fraction),
+            y(max * fraction),
+            LEFT - 4.0,
+            y(max * fraction) + 4.0,
+            escape(&human(max * fraction, unit))
+        );
+    }
+    let path = |points: &mut dyn Iterator<Item = (i64, f64)>| -> String {
+        let mut d = String::new();
+        for (index, (at, value)) in points.enumerate() {
+            let _ = write!(d, "{}{:.1} {:.1}", if index == 0 { "M" } else { "L" }, span.x(at), y(value));
+        }
+        d
+    };
+    if banded {
+        // Per timestamp: min, mean and max across series.
+        let mut by_time: BTreeMap<i64, (f64, f64, f64, usize)> = BTreeMap::new();
+        for (_, points) in series {
+            for &(at, value) in *points {
+                let entry = by_time.entry(at).or_insert((f64::MAX, 0.0, f64::MIN, 0));
+                entry.0 = entry.0.min(value);
+                entry.1 += value;
+                entry.2 = entry.2.max(value);
+                entry.3 += 1;
+            }
+        }
+        let upper = path(&mut by_time.iter().map(|(&at, &(_, _, high, _))| (at, high)));
+        let lower: Vec<(i64, f64)> = by_time.iter().rev().map(|(&at, &(low, _, _, _))| (at, low)).collect();
+        let lower = path(&mut lower.into_iter()).replacen('M', "L", 1);
+        let mean = path(&mut by_time.iter().map(|(&at, &(_, sum, _, n))| (at, sum / n as f64)));
+        let _ = write!(
+            out,
+            r##"<path class="band" d="{upper}{lower}Z" fill="#88CCEE" fill-opacity="0.5"/><path class="mean" d="{mean}" fill="none" stroke="#332288" stroke-width="1.5"/>"##
+        );
+        let _ = write!(
+            out,
+            r##"<text x="{LEFT}" y="{:.1}" font-size="11" fill="#333">band: lowest to highest of {} series · line: their mean</text>"##,
+            bottom + AXIS + 14.0,
+            series.len()
+        );
+    } else {
+        let mut legend_x = LEFT;
+        for (index, (label, points)) in series.iter().enumerate() {
+            let colour = CATEGORICAL[index % CATEGORICAL.len()];
+            let d = path(&mut points.iter().copied());
+            let _ = write!(
+                out,
+                r#"<path class="line" data-label="{}" d="{d}" fill="none" stroke="{colour}" stroke-width="1.5"><title>{}</title></path>"#,
+                escape(label),
+                escape(label)
+            );
+            let _ = write!(
+                out,
+                r##"<rect x="{legend_x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333">{}</text>"##,
+                bottom + AXIS + 5.0,
+                legend_x + 13.0,
+                bottom + AXIS + 14.0,
+                escape(label)
+            );
+            legend_x += 20.0 + 6.5 * label.chars().count() as f64;
+        }
+    }
+    time_axis(&mut out, span, bottom);
+    out.push_str("</svg>");
+    Some(out)
+}
+
+/// The timeline of one GPU metric across the job's GPUs.
+pub fn gpu_timeline(report: &wire::JobReport, metric: &str) -> Option<String> {
+    let span = Span::of(report)?;
+    let rows = gpu_series(&report.gpus, metric);
+    let unit = rows.first()?.1.unit.clone();
+    let series: Vec<(String, &[(i64, f64)])> =
+        rows.iter().map(|(label, series)| (label.clone(), series.points.as_slice())).collect();
+    timeline(&span, metric, &unit, &series)
+}
+
+/// RDMA per node for one counter (`rdma_rx` in, `rdma_tx` out, congestion counters).
+pub fn network_timeline(report: &wire::JobReport, metric: &str) -> Option<String> {
+    let span = Span::of(report)?;
+    let rows: Vec<(String, &wire::MetricSeries)> = report
+        .nodes
+        .iter()
+        .filter_map(|node| Some((node.node.clone(), node.series.iter().find(|s| s.metric == metric)?)))
+        .collect();
+    let unit = rows.first()?.1.unit.clone();
+    let series: Vec<(String, &[(i64, f64)])> =
+        rows.iter().map(|(label, series)| (label.clone(), series.points.as_slice())).collect();
+    timeline(&span, metric, &unit, &series)
+}
+
+/// One drawn chart of a report page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chart {
+    /// `heat-map`, `timeline` or `network`.
+    pub kind: String,
+    pub title: String,
+    pub svg: String,
+}
+
+/// Points per series a report page asks for: one per ~12 minutes of a day-long job.
+pub const PAGE_POINTS: u32 = 120;
+
+/// Every chart of a report page: heat maps of utilisation and tensor activity, a timeline per GPU
+/// metric, RDMA in/out and congestion per node.
+pub fn for_report(report: &wire::JobReport) -> Vec<Chart> {
+    let chart =
+        |kind: &str, title: String, svg: Option<String>| svg.map(|svg| Chart { kind: kind.to_string(), title, svg });
+    let mut charts: Vec<Chart> = ["gpu_util", "tensor_active"]
+        .into_iter()
+        .filter_map(|metric| {
+            chart("heat-map", format!("{} per GPU (GPU × time)", metric.replace('_', " ")), heat_map(report, metric))
+        })
+        .collect();
+    for (metric, unit) in gpu_metrics(report) {
+        charts.extend(chart(
+            "timeline",
+            format!("{} ({unit})", metric.replace('_', " ")),
+            gpu_timeline(report, &metric),
+        ));
+    }
+    for (metric, title) in [
+        ("rdma_rx", "RDMA in (received) per node"),
+        ("rdma_tx", "RDMA out (transmitted) per node"),
+        ("cnp_handled", "congestion notifications (CNP) handled per node"),
+        ("pfc_pause", "PFC pause frames per node"),
+    ] {
+        charts.extend(chart("network", title.to_string(), network_timeline(report, metric)));
+    }
+    charts
+}
+
+/// Drops a report's series once its charts are drawn: the page carries the drawings, not the points.
+pub fn without_series(mut report: wire::JobReport) -> wire::JobReport {
+    for gpu in &mut report.gpus {
+        gpu.series.clear();
+    }
+    for node in &mut report.nodes {
+        node.series.clear();
+    }
+    report
+}
+
+/// The parts of traced time and their colours (Okabe–Ito).
+pub const TIME_PARTS: [(&str, &str); 5] = [
+    ("compute", "#0072B2"),
+    ("NCCL", "#E69F00"),
+    ("memory copies", "#CC79A7"),
+    ("synchronisation", "#D55E00"),
+    ("idle", "#BBBBBB"),
+];
+
+/// Where traced time went: one stacked bar per GPU (compute, NCCL, memory copies, synchronisation,
+/// idle), the whole job on top. `None` when nothing was traced.
+pub fn time_shares(traces: &wire::JobTraces) -> Option<String> {
+    if traces.total.traced_s <= 0.0 {
+        return None;
+    }
+    let mut rows: Vec<(String, &wire::TraceBreakdown)> = vec![("whole job".to_string(), &traces.total)];
+    rows.extend(traces.gpus.iter().map(|gpu| (format!("{}/{}", gpu.node, gpu.gpu), &gpu.breakdown)));
+    let row_height = (260.0 / rows.len() as f64).clamp(4.0, 18.0);
+    let plot = WIDTH - LEFT - RIGHT;
+    let bottom = TOP + row_height * rows.len() as f64;
+    let height = bottom + 30.0;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r##"<svg class="chart time-shares" data-rows="{}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="where traced GPU time went" xmlns="http://www.w3.org/2000/svg">"##,
+        rows.len()
+    );
+    for (index, (label, breakdown)) in rows.iter().enumerate() {
+        let y = TOP + row_height * index as f64;
+        let shares = [
+            breakdown.compute_share,
+            breakdown.communication_share,
+            breakdown.memcpy_share,
+            breakdown.sync_share,
+            breakdown.idle_share,
+        ];
+        let _ = write!(out, r#"<g data-gpu="{}">"#, escape(label));
+        row_label(&mut out, label, y, row_height);
+        let mut x = LEFT;
+        for ((part, colour), share) in TIME_PARTS.iter().zip(shares) {
+            let width = share.clamp(0.0, 1.0) * plot;
+            if width > 0.0 {
+                let _ = write!(
+                    out,
+                    r#"<rect x="{x:.1}" y="{y:.1}" width="{width:.1}" height="{:.1}" fill="{colour}"><title>{}: {part} {:.0} %</title></rect>"#,
+                    (row_height - 1.0).max(1.0),
+                    escape(label),
+                    share * 100.0
+                );
+            }
+            x += width;
+        }
+        out.push_str("</g>");
+    }
+    let mut x = LEFT;
+    for (part, colour) in TIME_PARTS {
+        let _ = write!(
+            out,
+            r##"<rect x="{x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333">{part}</text>"##,
+            bottom + 10.0,
+            x + 13.0,
+            bottom + 19.0
+        );
+        x += 30.0 + 6.5 * part.len() as f64;
+    }
+    out.push_str("</svg>");
+    Some(out)
+}
+
+/// The GPU metrics a report has series for, in the report's order.
+pub fn gpu_metrics(report: &wire::JobReport) -> Vec<(String, String)> {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for series in report.gpus.iter().flat_map(|gpu| &gpu.series) {
+        if !seen.iter().any(|(metric, _)| *metric == series.metric) {
+            seen.push((series.metric.clone(), series.unit.clone()));
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(gpus: usize, points: &[(i64, f64)]) -> wire::JobReport {
+        let gpu = |index: usize| {
+            serde_json::json!({
+                "node": format!("gpu{:03}", index / 8 + 1), "gpu": index % 8, "attribution": "whole_node",
+                "uncertain": false, "summary": [],
+                "series": [{"metric": "gpu_util", "unit": "%", "points": points}],
+                "xid_events": if index == 1 { serde_json::json!([{"at": "2026-11-29T10:30:00Z", "xid": 79}]) } else { serde_json::json!([]) }
+            })
+        };
+        let value = serde_json::json!({
+            "job": null, "source": "final", "generated_at": "2026-11-29T12:00:00Z",
+            "window_start": "2026-11-29T10:00:00Z", "window_end": "2026-11-29T11:00:00Z",
+            "metrics": {"status": "ok", "step_s": 600},
+            "gpus": (0..gpus).map(gpu).collect::<Vec<_>>(),
+            "nodes": [], "totals": {"gpu_hours": 1.0, "idle_gpu_hours": 0.0}, "verdicts": []
+        });
+        let mut value = value;
+        value["job"] = serde_json::json!({
+            "job_id": "7", "job_id_raw": 7, "cluster": "lab", "job_name": "x", "user": "alice", "uid": 1, "gid": 1,
+            "account": "ml", "partition": "gpu", "qos": "normal", "state": "COMPLETED", "exit_code": "0:0",
+            "derived_exit_code": "0:0", "submit": "2026-11-29T10:00:00Z", "elapsed": "01:00:00", "elapsed_raw": 3600,
+            "timelimit": "02:00:00", "node_list": "gpu001", "alloc_nodes": 1, "alloc_cpus": 4, "alloc_gpus": 8,
+            "alloc_tres": "cpu=4", "req_tres": "cpu=4", "req_mem": "1000M"
+        });
+        serde_json::from_value(value).expect("report")
+    }
+
+    const T0: i64 = 1_796_032_800; // 2026-11-29T10:00:00Z
+
+    #[test]
+    fn heat_map_has_a_row_per_gpu_merges_runs_and_marks_xids() {
+        let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, if i <= 3 { 95.0 } else { 2.0 })).collect();
+        let svg = heat_map(&report(4, &points), "gpu_util").expect("a heat map");
+        assert_eq!(svg.matches("<g data-gpu=").count(), 4);
+        // Two runs per row (busy, then idle), not six cells.
+        assert_eq!(svg.matches(r##"fill="#FDE725""##).count(), 4 + 1, "4 busy runs + the legend swatch");
+        assert_eq!(svg.matches(r##"fill="#440154""##).count(), 4 + 1, "4 idle runs + the legend swatch");
+        assert_eq!(svg.matches(r#"class="xid""#).count(), 1, "the XID of gpu001/1");
+        assert!(heat_map(&report(4, &points), "power").is_none());
+    }
+
+    #[test]
+    fn timelines_draw_lines_for_few_gpus_and_a_band_for_many() {
+        let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, 50.0)).collect();
+        let few = gpu_timeline(&report(4, &points), "gpu_util").expect("chart");
+        assert_eq!(few.matches(r#"class="line""#).count(), 4);
+        let many = gpu_timeline(&report(MAX_LINES + 4, &points), "gpu_util").expect("chart");
+        assert!(many.contains(r#"data-banded="true""#) && many.contains(r#"class="band""#));
+        assert_eq!(many.matches(r#"class="line""#).count(), 0);
+    }
+
+    #[test]
+    fn time_shares_stack_to_the_full_width_per_gpu() {
+        let breakdown = |compute: f64, nccl: f64| {
+            serde_json::json!({"traced_s": 60.0, "compute_share": compute, "communication_share": nccl,
+                "memcpy_share": 0.0, "sync_share": 0.0, "idle_share": 1.0 - compute - nccl,
+                "kernel_ns": 0, "nccl_ns": 0, "memcpy_ns": 0, "sync_ns": 0})
+        };
+        let mut gpu = breakdown(0.25, 0.6);
+        gpu["node"] = serde_json::json!("n1");
+        gpu["gpu"] = serde_json::json!(0);
+        let traces: wire::JobTraces = serde_json::from_value(serde_json::json!({
+            "cluster": "lab", "job_id": 7, "total": breakdown(0.25, 0.6), "gpus": [gpu],
+            "top_kernels": [], "top_collectives": []
+        }))
+        .expect("traces");
+        let svg = time_shares(&traces).expect("bars");
+        assert_eq!(svg.matches("<g data-gpu=").count(), 2, "the whole job and one GPU");
+        let plot = WIDTH - LEFT - RIGHT;
+        assert!(svg.contains(&format!(r#"width="{:.1}""#, 0.6 * plot)), "NCCL takes 60 % of the bar");
+        let mut empty = traces.clone();
+        empty.total.traced_s = 0.0;
+        assert!(time_shares(&empty).is_none());
+    }
+
+    #[test]
+    fn values_read_with_their_units() {
+        assert_eq!(human(87.0, "%"), "87 %");
+        assert_eq!(human(1.3e9, "B/s"), "1.3 GB/s");
+        assert_eq!(viridis(100.0, 100.0).0, 9);
+        assert_eq!(viridis(-3.0, 100.0).0, 0);
+    }
+}

@@ -1,0 +1,1004 @@
+//! The Gantt chart's model, free of any rendering crate: the compact job data the page loads, rows
+//! (racks → nodes → GPU lanes), the time viewport, bar geometry, hit testing, and an SVG rendering
+//! for browsers without the wasm bundle. The canvas renderer draws the same [`bars`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use slurmlens_wire as wire;
+
+use crate::axis;
+use crate::hostlist;
+use crate::palette::{Categories, ColourBy, job_colour};
+use crate::timefmt;
+use crate::topology::Racks;
+
+/// The narrowest view: one hour.
+pub const MIN_SPAN: f64 = 3600.0;
+/// The widest view: thirty days.
+pub const MAX_SPAN: f64 = 30.0 * 86_400.0;
+/// Width of the label column, CSS pixels.
+pub const LABEL_WIDTH: f64 = 96.0;
+
+/// The jobs of one window on one cluster, compact: strings interned, nodes as row indices. On the
+/// wire each job is an array with times relative to the window (see `GanttWire`): 20,000 jobs are
+/// about 1 MB of JSON, 200 kB gzipped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "GanttWire", into = "GanttWire")]
+pub struct GanttData {
+    pub cluster: String,
+    /// The window loaded, epoch seconds.
+    pub start: i64,
+    pub end: i64,
+    /// The server's clock when loaded; running jobs end here.
+    pub now: i64,
+    pub racks: Racks,
+    pub users: Vec<String>,
+    pub accounts: Vec<String>,
+    pub partitions: Vec<String>,
+    pub states: Vec<String>,
+    pub names: Vec<String>,
+    pub jobs: Vec<GanttJob>,
+    /// More jobs overlap the window than were loaded (newest submissions were kept).
+    pub truncated: bool,
+    /// Jobs shorter than this (seconds) were left out: too short to see in a wide window.
+    pub min_duration: i64,
+    /// How many were left out for it.
+    pub hidden_short: u64,
+}
+
+/// One job allocation; strings are indices into the data's tables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GanttJob {
+    pub job_id: String,
+    pub name: u32,
+    pub user: u32,
+    pub account: u32,
+    pub partition: u32,
+    pub state: u32,
+    pub start: i64,
+    /// 0 while running.
+    pub end: i64,
+    pub gpus: u64,
+    /// Indices into `racks.nodes`.
+    pub nodes: Vec<u32>,
+    /// The job's [`crate::palette::EFFICIENCY`] class (0: no report).
+    pub efficiency: u8,
+}
+
+/// A job on the wire: (job id, name, user, account, partition, state, start − window start,
+/// duration or −1 while running, GPUs, node indices, efficiency class).
+type JobRow = (String, u32, u32, u32, u32, u32, i64, i64, u64, Vec<u32>, u8);
+
+/// [`GanttData`] as sent: the same fields, each job a [`JobRow`].
+#[derive(Serialize, Deserialize)]
+struct GanttWire {
+    cluster: String,
+    start: i64,
+    end: i64,
+    now: i64,
+    racks: Racks,
+    users: Vec<String>,
+    accounts: Vec<String>,
+    partitions: Vec<String>,
+    states: Vec<String>,
+    names: Vec<String>,
+    jobs: Vec<JobRow>,
+    truncated: bool,
+    #[serde(default)]
+    min_duration: i64,
+    #[serde(default)]
+    hidden_short: u64,
+}
+
+impl From<GanttData> for GanttWire {
+    fn from(data: GanttData) -> Self {
+        let origin = data.start;
+        let jobs = data
+            .jobs
+            .into_iter()
+            .map(|job| {
+                let duration = if job.end > 0 { job.end - job.start } else { -1 };
+                let GanttJob { job_id, name, user, account, partition, state, start, gpus, nodes, efficiency, .. } =
+                    job;
+                (job_id, name, user, account, partition, state, start - origin, duration, gpus, nodes, efficiency)
+            })
+            .collect();
+        Self {
+            cluster: data.cluster,
+            start: data.start,
+            end: data.end,
+            now: data.now,
+            racks: data.racks,
+            users: data.users,
+            accounts: data.accounts,
+            partitions: data.partitions,
+            states: data.states,
+            names: data.names,
+            jobs,
+            truncated: data.truncated,
+            min_duration: data.min_duration,
+            hidden_short: data.hidden_short,
+        }
+    }
+}
+
+impl From<GanttWire> for GanttData {
+    fn from(wire: GanttWire) -> Self {
+        let origin = wire.start;
+        let jobs = wire
+            .jobs
+            .into_iter()
+            .map(|(job_id, name, user, account, partition, state, offset, duration, gpus, nodes, efficiency)| {
+                let start = origin + offset;
+                let end = if duration >= 0 { start + duration } else { 0 };
+                GanttJob { job_id, name, user, account, partition, state, start, end, gpus, nodes, efficiency }
+            })
+            .collect();
+        Self {
+            cluster: wire.cluster,
+            start: wire.start,
+            end: wire.end,
+            now: wire.now,
+            racks: wire.racks,
+            users: wire.users,
+            accounts: wire.accounts,
+            partitions: wire.partitions,
+            states: wire.states,
+            names: wire.names,
+            jobs,
+            truncated: wire.truncated,
+            min_duration: wire.min_duration,
+            hidden_short: wire.hidden_short,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Interner {
+    values: Vec<String>,
+    index: BTreeMap<String, u32>,
+}
+
+impl Interner {
+    fn get(&mut self, value: &str) -> u32 {
+        if let Some(&index) = self.index.get(value) {
+            return index;
+        }
+        let index = self.values.len() as u32;
+        self.values.push(value.to_string());
+        self.index.insert(value.to_string(), index);
+        index
+    }
+}
+
+/// The node names a job list touches, for laying out nodes the node list does not name.
+pub fn job_nodes(jobs: &[wire::Job]) -> BTreeSet<String> {
+    jobs.iter().flat_map(|job| hostlist::expand(&job.node_list)).collect()
+}
+
+/// GPUs a job holds on each of its nodes, rounded up (slurmdbd keeps only the total).
+pub fn per_node_gpus(gpus: u64, nodes: usize) -> u64 {
+    if nodes == 0 { 0 } else { gpus.div_ceil(nodes as u64) }
+}
+
+impl GanttData {
+    /// Compacts started jobs of `[start, end)` onto `racks` (which must name every node they ran on;
+    /// others are dropped).
+    pub fn assemble(
+        cluster: &str,
+        (start, end, now): (i64, i64, i64),
+        racks: Racks,
+        jobs: &[wire::Job],
+        truncated: bool,
+    ) -> Self {
+        let node_index = racks.index();
+        let (mut users, mut accounts, mut partitions, mut states, mut names) =
+            (Interner::default(), Interner::default(), Interner::default(), Interner::default(), Interner::default());
+        let mut compact = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let Some(job_start) = job.start else {
+                continue;
+            };
+            let nodes: Vec<u32> = hostlist::expand(&job.node_list)
+                .iter()
+                .filter_map(|name| node_index.get(name.as_str()).copied())
+                .collect();
+            if nodes.is_empty() {
+                continue;
+            }
+            compact.push(GanttJob {
+                job_id: job.job_id.clone(),
+                name: names.get(&job.job_name),
+                user: users.get(&job.user),
+                account: accounts.get(&job.account),
+                partition: partitions.get(&job.partition),
+                state: states.get(job.state.split_whitespace().next().unwrap_or("")),
+                start: job_start.timestamp(),
+                end: job.end.map_or(0, |t| t.timestamp()),
+                gpus: job.alloc_gpus,
+                nodes,
+                efficiency: crate::palette::efficiency_class(job.mean_gpu_util, job.mean_tensor_active),
+            });
+        }
+        drop(node_index);
+        Self {
+            cluster: cluster.to_string(),
+            start,
+            end,
+            now,
+            racks,
+            users: users.values,
+            accounts: accounts.values,
+            partitions: partitions.values,
+            states: states.values,
+            names: names.values,
+            jobs: compact,
+            truncated,
+            min_duration: 0,
+            hidden_short: 0,
+        }
+    }
+
+    /// When a job ends on the chart: its end, or `now` while it runs.
+    pub fn end_of(&self, job: &GanttJob, now: i64) -> i64 {
+        if job.end > 0 { job.end } else { now.max(job.start) }
+    }
+
+    /// The value a job is coloured by.
+    pub fn category<'a>(&'a self, job: &'a GanttJob, by: ColourBy) -> &'a str {
+        let pick = |values: &'a [String], index: u32| values.get(index as usize).map_or("", String::as_str);
+        match by {
+            ColourBy::User => pick(&self.users, job.user),
+            ColourBy::Account => pick(&self.accounts, job.account),
+            ColourBy::Partition => pick(&self.partitions, job.partition),
+            ColourBy::State => pick(&self.states, job.state),
+            ColourBy::Job => &job.job_id,
+            ColourBy::Efficiency => crate::palette::EFFICIENCY
+                .get(usize::from(job.efficiency))
+                .map_or(crate::palette::EFFICIENCY[0].0, |(label, _)| label),
+        }
+    }
+
+    /// Colours for `by`, with the legend of what is loaded.
+    pub fn categories(&self, by: ColourBy) -> Categories {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        if by != ColourBy::Job {
+            for job in &self.jobs {
+                *counts.entry(self.category(job, by).to_string()).or_default() += 1;
+            }
+        }
+        match by {
+            ColourBy::State => Categories::states(counts),
+            ColourBy::Efficiency => Categories::efficiency(counts),
+            _ => Categories::new(counts),
+        }
+    }
+
+    /// The colour of job `index`.
+    pub fn colour(&self, index: usize, by: ColourBy, categories: &Categories) -> &'static str {
+        match by {
+            ColourBy::Job => job_colour(index),
+            _ => categories.colour(self.category(&self.jobs[index], by)),
+        }
+    }
+
+    /// Each job's colour for `by`, computed once per load and colouring (drawing then indexes a table
+    /// instead of looking a string up per bar).
+    pub fn colour_table(&self, by: ColourBy, categories: &Categories) -> Vec<&'static str> {
+        let per_value = |values: &[String]| values.iter().map(|value| categories.colour(value)).collect::<Vec<_>>();
+        let lookup = |table: Vec<&'static str>, pick: fn(&GanttJob) -> u32| -> Vec<&'static str> {
+            self.jobs
+                .iter()
+                .map(|job| table.get(pick(job) as usize).copied().unwrap_or(crate::palette::OTHER))
+                .collect()
+        };
+        match by {
+            ColourBy::User => lookup(per_value(&self.users), |job| job.user),
+            ColourBy::Account => lookup(per_value(&self.accounts), |job| job.account),
+            ColourBy::Partition => lookup(per_value(&self.partitions), |job| job.partition),
+            ColourBy::State => lookup(per_value(&self.states), |job| job.state),
+            ColourBy::Job => (0..self.jobs.len()).map(job_colour).collect(),
+            ColourBy::Efficiency => {
+                self.jobs.iter().map(|job| categories.colour(self.category(job, ColourBy::Efficiency))).collect()
+            }
+        }
+    }
+
+    /// A job's hover summary as (label, value) pairs; times in UTC (the page adds the local ones).
+    pub fn summary(&self, index: usize) -> Vec<(&'static str, String)> {
+        let job = &self.jobs[index];
+        let pick = |values: &[String], i: u32| values.get(i as usize).cloned().unwrap_or_default();
+        let nodes: Vec<&str> =
+            job.nodes.iter().filter_map(|&n| self.racks.nodes.get(n as usize)).map(|n| n.name.as_str()).collect();
+        let node_text = match nodes.len() {
+            0 => String::new(),
+            1..=4 => nodes.join(","),
+            count => format!("{},… ({count} nodes)", nodes[..3].join(",")),
+        };
+        let end = self.end_of(job, self.now);
+        vec![
+            ("job", job.job_id.clone()),
+            ("name", pick(&self.names, job.name)),
+            ("user", pick(&self.users, job.user)),
+            ("account", pick(&self.accounts, job.account)),
+            ("partition", pick(&self.partitions, job.partition)),
+            ("state", pick(&self.states, job.state)),
+            ("start", timefmt::utc_long(job.start)),
+            ("end", if job.end > 0 { timefmt::utc_long(job.end) } else { "running".into() }),
+            ("elapsed", timefmt::duration(end - job.start)),
+            ("GPUs", job.gpus.to_string()),
+            ("nodes", node_text),
+        ]
+    }
+}
+
+/// Per node: its jobs by start time, and the GPU lanes each holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GanttIndex {
+    pub node_jobs: Vec<Vec<u32>>,
+    /// Per node: (job, bit mask of lanes). slurmdbd does not record GPU indices, so lanes are packed
+    /// by count: a job takes the lowest lanes free at its start.
+    pub lanes: Vec<Vec<(u32, u64)>>,
+}
+
+impl GanttIndex {
+    /// Indexes `data`; running jobs end at `now`.
+    pub fn new(data: &GanttData, now: i64) -> Self {
+        let mut node_jobs: Vec<Vec<u32>> = vec![Vec::new(); data.racks.nodes.len()];
+        for (index, job) in data.jobs.iter().enumerate() {
+            for &node in &job.nodes {
+                if let Some(list) = node_jobs.get_mut(node as usize) {
+                    list.push(index as u32);
+                }
+            }
+        }
+        for list in &mut node_jobs {
+            list.sort_by_key(|&job| (data.jobs[job as usize].start, job));
+        }
+        let lanes = node_jobs
+            .iter()
+            .enumerate()
+            .map(|(node, jobs)| pack_lanes(data, jobs, data.racks.nodes[node].gpus, now))
+            .collect();
+        Self { node_jobs, lanes }
+    }
+}
+
+fn pack_lanes(data: &GanttData, jobs: &[u32], gpus: u32, now: i64) -> Vec<(u32, u64)> {
+    let lanes = gpus.clamp(1, 64) as usize;
+    let mut free_at = vec![i64::MIN; lanes];
+    let mut packed = Vec::with_capacity(jobs.len());
+    for &index in jobs {
+        let job = &data.jobs[index as usize];
+        let need = per_node_gpus(job.gpus, job.nodes.len()).min(lanes as u64) as usize;
+        if need == 0 {
+            continue;
+        }
+        let mut chosen: Vec<usize> = (0..lanes).filter(|&lane| free_at[lane] <= job.start).take(need).collect();
+        if chosen.len() < need {
+            let mut busy: Vec<usize> = (0..lanes).filter(|lane| !chosen.contains(lane)).collect();
+            busy.sort_by_key(|&lane| (free_at[lane], lane));
+            chosen.extend(busy.into_iter().take(need - chosen.len()));
+        }
+        let end = data.end_of(job, now);
+        let mut mask = 0u64;
+        for lane in chosen {
+            mask |= 1 << lane;
+            free_at[lane] = free_at[lane].max(end);
+        }
+        packed.push((index, mask));
+    }
+    packed
+}
+
+/// Which racks are folded and which nodes show their GPU lanes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expansion {
+    pub collapsed_racks: BTreeSet<u32>,
+    pub expanded_nodes: BTreeSet<u32>,
+}
+
+/// Row heights, CSS pixels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowMetrics {
+    pub rack: f64,
+    pub node: f64,
+    pub gpu: f64,
+}
+
+/// Heights that fit 100 nodes and their rack headers on a 1280×800 screen with one scroll.
+pub const METRICS: RowMetrics = RowMetrics { rack: 16.0, node: 9.0, gpu: 7.0 };
+
+/// What a row shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// A rack header; when folded, every job of its nodes is drawn on it.
+    Rack(u32),
+    Node(u32),
+    Gpu {
+        node: u32,
+        lane: u32,
+    },
+}
+
+/// One row at `y` (from the top of the rows), `height` tall.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row {
+    pub kind: RowKind,
+    pub y: f64,
+    pub height: f64,
+}
+
+/// Rows top to bottom, with lookups from nodes and racks to their rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowLayout {
+    pub rows: Vec<Row>,
+    pub height: f64,
+    /// Per node: its row, or `None` inside a folded rack.
+    pub node_row: Vec<Option<u32>>,
+    /// Per node: its first GPU lane row when expanded.
+    pub gpu_rows: Vec<Option<u32>>,
+    pub rack_row: Vec<u32>,
+}
+
+/// Lays out the rows for `racks` under `expansion`.
+pub fn layout(racks: &Racks, expansion: &Expansion, metrics: RowMetrics) -> RowLayout {
+    let mut layout = RowLayout {
+        node_row: vec![None; racks.nodes.len()],
+        gpu_rows: vec![None; racks.nodes.len()],
+        ..RowLayout::default()
+    };
+    let mut y = 0.0;
+    let mut push = |layout: &mut RowLayout, kind: RowKind, height: f64| {
+        layout.rows.push(Row { kind, y, height });
+        y += height;
+        (layout.rows.len() - 1) as u32
+    };
+    for (rack_index, rack) in racks.racks.iter().enumerate() {
+        let rack_index = rack_index as u32;
+        let row = push(&mut layout, RowKind::Rack(rack_index), metrics.rack);
+        layout.rack_row.push(row);
+        if expansion.collapsed_racks.contains(&rack_index) {
+            continue;
+        }
+        for &node in &rack.nodes {
+            layout.node_row[node as usize] = Some(push(&mut layout, RowKind::Node(node), metrics.node));
+            if expansion.expanded_nodes.contains(&node) {
+                let lanes = racks.nodes[node as usize].gpus.clamp(1, 64);
+                layout.gpu_rows[node as usize] = Some(layout.rows.len() as u32);
+                for lane in 0..lanes {
+                    push(&mut layout, RowKind::Gpu { node, lane }, metrics.gpu);
+                }
+            }
+        }
+    }
+    layout.height = y;
+    layout
+}
+
+impl RowLayout {
+    /// The row under `y`, if any.
+    pub fn row_at(&self, y: f64) -> Option<usize> {
+        if y < 0.0 || y >= self.height {
+            return None;
+        }
+        let index = self.rows.partition_point(|row| row.y <= y);
+        index.checked_sub(1)
+    }
+}
+
+/// The time window on screen and where the plot sits, CSS pixels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Viewport {
+    pub start: f64,
+    pub end: f64,
+    /// x of the plot's left edge (right of the labels).
+    pub left: f64,
+    pub width: f64,
+}
+
+impl Viewport {
+    /// The x of time `t`.
+    pub fn x(&self, t: f64) -> f64 {
+        self.left + (t - self.start) / (self.end - self.start).max(1.0) * self.width
+    }
+
+    /// The time at `x`.
+    pub fn t(&self, x: f64) -> f64 {
+        self.start + (x - self.left) / self.width.max(1.0) * (self.end - self.start)
+    }
+
+    /// Zooms by `factor` (< 1 zooms in) keeping the time under `anchor_x` in place; the span stays
+    /// within an hour and thirty days.
+    pub fn zoom(self, factor: f64, anchor_x: f64) -> Self {
+        let span = self.end - self.start;
+        let new_span = (span * factor).clamp(MIN_SPAN, MAX_SPAN);
+        let anchor = self.t(anchor_x.clamp(self.left, self.left + self.width));
+        let share = (anchor - self.start) / span.max(1.0);
+        let start = anchor - share * new_span;
+        Self { start, end: start + new_span, ..self }
+    }
+
+    /// Moves the window by `dx` pixels (positive: later).
+    pub fn pan(self, dx: f64) -> Self {
+        let shift = dx / self.width.max(1.0) * (self.end - self.start);
+        Self { start: self.start + shift, end: self.end + shift, ..self }
+    }
+
+    /// A window of `span` seconds ending at `end`, same geometry.
+    pub fn with_span(self, span: f64, end: f64) -> Self {
+        let span = span.clamp(MIN_SPAN, MAX_SPAN);
+        Self { start: end - span, end, ..self }
+    }
+}
+
+/// One rectangle to fill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bar {
+    pub job: u32,
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+}
+
+/// Visits every bar visible in `view`, rows from `row_top` to `row_bottom` (y from the top of the rows).
+#[expect(clippy::too_many_arguments, reason = "the renderer's whole state, passed flat to stay allocation-free")]
+pub fn bars(
+    data: &GanttData,
+    index: &GanttIndex,
+    layout: &RowLayout,
+    expansion: &Expansion,
+    view: &Viewport,
+    now: i64,
+    (row_top, row_bottom): (f64, f64),
+    mut visit: impl FnMut(Bar),
+) {
+    let visible = |row: &Row| row.y + row.height >= row_top && row.y <= row_bottom;
+    let (t0, t1) = (view.start as i64, view.end as i64 + 1);
+    let mut place = |job: u32, row: &Row, inset: f64| {
+        let gantt_job = &data.jobs[job as usize];
+        let end = data.end_of(gantt_job, now);
+        if end < t0 || gantt_job.start > t1 {
+            return;
+        }
+        let x0 = view.x(gantt_job.start as f64).max(view.left - 1.0);
+        let x1 = view.x(end as f64).min(view.left + view.width + 1.0);
+        visit(Bar { job, x: x0, y: row.y + inset, w: (x1 - x0).max(1.0), h: (row.height - 2.0 * inset).max(1.0) });
+    };
+    for (node, jobs) in index.node_jobs.iter().enumerate() {
+        let place_node = &data.racks.nodes[node];
+        if let Some(row_index) = layout.node_row[node] {
+            let row = layout.rows[row_index as usize];
+            if visible(&row) {
+                for &job in jobs {
+                    if data.jobs[job as usize].start > t1 {
+                        break;
+                    }
+                    place(job, &row, 1.0);
+                }
+            }
+            if let Some(first) = layout.gpu_rows[node] {
+                for &(job, mask) in &index.lanes[node] {
+                    for lane in 0..place_node.gpus.clamp(1, 64) {
+                        if mask & (1 << lane) != 0 {
+                            let row = layout.rows[(first + lane) as usize];
+                            if visible(&row) {
+                                place(job, &row, 0.5);
+                            }
+                        }
+                    }
+                }
+            }
+        } else if expansion.collapsed_racks.contains(&place_node.rack) {
+            let row = layout.rows[layout.rack_row[place_node.rack as usize] as usize];
+            if !visible(&row) {
+                continue;
+            }
+            for &job in jobs {
+                let gantt_job = &data.jobs[job as usize];
+                if gantt_job.start > t1 {
+                    break;
+                }
+                // Draw a job once per folded rack: on its first node there.
+                let first_here =
+                    gantt_job.nodes.iter().find(|&&n| data.racks.nodes[n as usize].rack == place_node.rack);
+                if first_here == Some(&(node as u32)) {
+                    place(job, &row, 2.0);
+                }
+            }
+        }
+    }
+}
+
+/// Rectangles to fill, grouped by colour, with bars that touch on the same row merged into one: a
+/// 30-day window's 80,000 bars become a few thousand rectangles.
+#[derive(Debug, Default)]
+pub struct Batches {
+    pub by_colour: Vec<(&'static str, Vec<Rect>)>,
+}
+
+/// x, y, width, height.
+pub type Rect = (f64, f64, f64, f64);
+
+impl Batches {
+    /// Adds `bar` in `colour`, extending the colour's last rectangle when it continues it.
+    pub fn push(&mut self, colour: &'static str, bar: &Bar) {
+        let slot = match self.by_colour.iter().position(|(known, _)| *known == colour) {
+            Some(slot) => slot,
+            None => {
+                self.by_colour.push((colour, Vec::new()));
+                self.by_colour.len() - 1
+            }
+        };
+        let rects = &mut self.by_colour[slot].1;
+        if let Some(last) = rects.last_mut()
+            && last.1 == bar.y
+            && last.3 == bar.h
+            && bar.x <= last.0 + last.2 + 0.5
+            && bar.x >= last.0
+        {
+            last.2 = last.2.max(bar.x + bar.w - last.0);
+            return;
+        }
+        rects.push((bar.x, bar.y, bar.w, bar.h));
+    }
+
+    /// Rectangles in all colours.
+    pub fn len(&self) -> usize {
+        self.by_colour.iter().map(|(_, rects)| rects.len()).sum()
+    }
+
+    /// Whether nothing is to be drawn.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The job under (x, y), if any: the one drawn last there, or the nearest within 3 pixels.
+pub fn job_at(
+    data: &GanttData,
+    index: &GanttIndex,
+    layout: &RowLayout,
+    view: &Viewport,
+    now: i64,
+    (x, y): (f64, f64),
+) -> Option<u32> {
+    let row = layout.rows[layout.row_at(y)?];
+    let candidates: Vec<u32> = match row.kind {
+        RowKind::Node(node) => index.node_jobs[node as usize].clone(),
+        RowKind::Gpu { node, lane } => {
+            index.lanes[node as usize].iter().filter(|(_, mask)| mask & (1 << lane) != 0).map(|&(j, _)| j).collect()
+        }
+        RowKind::Rack(rack) => {
+            if layout.rack_row.get(rack as usize).is_none()
+                || data.racks.racks[rack as usize].nodes.iter().any(|&n| layout.node_row[n as usize].is_some())
+            {
+                return None;
+            }
+            let mut jobs: Vec<u32> = data.racks.racks[rack as usize]
+                .nodes
+                .iter()
+                .flat_map(|&n| index.node_jobs[n as usize].clone())
+                .collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            jobs
+        }
+    };
+    let mut best: Option<(f64, u32)> = None;
+    for job in candidates {
+        let gantt_job = &data.jobs[job as usize];
+        let x0 = view.x(gantt_job.start as f64);
+        let x1 = view.x(data.end_of(gantt_job, now) as f64).max(x0 + 1.0);
+        let distance = if x < x0 {
+            x0 - x
+        } else if x > x1 {
+            x - x1
+        } else {
+            0.0
+        };
+        if distance <= 3.0 && best.is_none_or(|(d, _)| distance <= d) {
+            best = Some((distance, job));
+        }
+    }
+    best.map(|(_, job)| job)
+}
+
+/// Jobs of `row` in start order, for keyboard stepping through bars.
+pub fn row_jobs(data: &GanttData, index: &GanttIndex, row: RowKind) -> Vec<u32> {
+    match row {
+        RowKind::Node(node) => index.node_jobs[node as usize].clone(),
+        RowKind::Gpu { node, lane } => {
+            index.lanes[node as usize].iter().filter(|(_, mask)| mask & (1 << lane) != 0).map(|&(j, _)| j).collect()
+        }
+        RowKind::Rack(rack) => {
+            let mut jobs: Vec<u32> = data.racks.racks[rack as usize]
+                .nodes
+                .iter()
+                .flat_map(|&n| index.node_jobs[n as usize].clone())
+                .collect();
+            jobs.sort_by_key(|&job| (data.jobs[job as usize].start, job));
+            jobs.dedup();
+            jobs
+        }
+    }
+}
+
+/// The label of a row.
+pub fn row_label(racks: &Racks, row: RowKind) -> String {
+    match row {
+        RowKind::Rack(rack) => racks.racks[rack as usize].name.clone(),
+        RowKind::Node(node) => racks.nodes[node as usize].name.clone(),
+        RowKind::Gpu { lane, .. } => format!("gpu{lane}"),
+    }
+}
+
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The whole loaded window as one SVG image (UTC axis), for pages shown without the wasm bundle:
+/// one `<path>` per colour, so 20,000 jobs stay one small document.
+pub fn svg(data: &GanttData, by: ColourBy, width: f64) -> String {
+    use std::fmt::Write as _;
+    let axis_height = 22.0;
+    let expansion = Expansion::default();
+    let layout = layout(&data.racks, &expansion, METRICS);
+    let index = GanttIndex::new(data, data.now);
+    let view =
+        Viewport { start: data.start as f64, end: data.end as f64, left: LABEL_WIDTH, width: width - LABEL_WIDTH };
+    let categories = data.categories(by);
+    let legend_height = 20.0;
+    let height = axis_height + layout.height + legend_height + 4.0;
+    let colours = data.colour_table(by, &categories);
+    let mut batches = Batches::default();
+    bars(data, &index, &layout, &expansion, &view, data.now, (0.0, layout.height), |bar| {
+        batches.push(colours[bar.job as usize], &bar);
+    });
+    let mut paths: BTreeMap<&'static str, String> = BTreeMap::new();
+    for (colour, rects) in &batches.by_colour {
+        let path = paths.entry(colour).or_default();
+        for &(x, y, w, h) in rects {
+            let _ = write!(path, "M{x:.1} {:.1}h{w:.1}v{h:.1}h{:.1}z", y + axis_height, -w);
+        }
+    }
+    let mut out = String::with_capacity(64 * 1024);
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" \
+         font-family=\"sans-serif\" font-size=\"9\"><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>"
+    );
+    for row in &layout.rows {
+        let y = row.y + axis_height;
+        match row.kind {
+            RowKind::Rack(_) => {
+                let _ = write!(
+                    out,
+                    "<rect x=\"0\" y=\"{y}\" width=\"{width}\" height=\"{}\" fill=\"#eef1f5\"/><text x=\"4\" y=\"{:.1}\" font-weight=\"bold\">{}</text>",
+                    row.height,
+                    y + row.height - 4.0,
+                    xml_escape(&row_label(&data.racks, row.kind))
+                );
+            }
+            _ => {
+                let _ = write!(
+                    out,
+                    "<text x=\"8\" y=\"{:.1}\" font-size=\"8\">{}</text>",
+                    y + row.height - 1.0,
+                    xml_escape(&row_label(&data.racks, row.kind))
+                );
+            }
+        }
+    }
+    for (colour, path) in &paths {
+        let _ = write!(out, "<path fill=\"{colour}\" d=\"{path}\"/>");
+    }
+    for tick in axis::ticks(data.start, data.end, view.width, 90.0) {
+        let x = view.left + tick.x;
+        let step = axis::step_for(data.start, data.end, view.width, 90.0);
+        let _ = write!(
+            out,
+            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{axis_height}\" y2=\"{:.1}\" stroke=\"#0002\"/><text x=\"{:.1}\" y=\"14\">{}</text>",
+            axis_height + layout.height,
+            x + 2.0,
+            xml_escape(&timefmt::axis_label(tick.at, 0, step))
+        );
+    }
+    let _ = write!(out, "<text x=\"4\" y=\"14\" font-weight=\"bold\">UTC</text>");
+    let now_x = view.x(data.now as f64);
+    if now_x >= view.left && now_x <= view.left + view.width {
+        let _ = write!(
+            out,
+            "<line x1=\"{now_x:.1}\" x2=\"{now_x:.1}\" y1=\"{axis_height}\" y2=\"{:.1}\" stroke=\"#D55E00\" stroke-width=\"1.5\"/>",
+            axis_height + layout.height
+        );
+    }
+    let mut x = 4.0;
+    let legend_y = axis_height + layout.height + 14.0;
+    for entry in &categories.legend {
+        let _ = write!(
+            out,
+            "<rect x=\"{x}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{} ({})</text>",
+            legend_y - 9.0,
+            entry.colour,
+            x + 13.0,
+            xml_escape(&entry.label),
+            entry.count
+        );
+        x += 20.0 + 6.0 * (entry.label.len() as f64 + entry.count.to_string().len() as f64 + 3.0);
+    }
+    out.push_str("</svg>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::DateTime;
+
+    use super::*;
+    use crate::topology::Topology;
+
+    fn job(id: &str, user: &str, nodes: &str, start: i64, end: Option<i64>, gpus: u64) -> wire::Job {
+        let time = |t: i64| DateTime::from_timestamp(t, 0).expect("valid time");
+        wire::Job {
+            job_id: id.into(),
+            job_id_raw: id.parse().unwrap_or(0),
+            array_job_id: None,
+            array_task_id: None,
+            het_job_id: None,
+            het_job_offset: None,
+            cluster: "c".into(),
+            job_name: format!("name-{id}"),
+            user: user.into(),
+            uid: 1,
+            gid: 1,
+            account: "acct".into(),
+            partition: "gpu".into(),
+            qos: "normal".into(),
+            state: if end.is_some() { "COMPLETED".into() } else { "RUNNING".into() },
+            cancelled_by_uid: None,
+            exit_code: "0:0".into(),
+            derived_exit_code: "0:0".into(),
+            submit: time(start),
+            eligible: None,
+            start: Some(time(start)),
+            end: end.map(time),
+            elapsed: String::new(),
+            elapsed_raw: 0,
+            timelimit: String::new(),
+            timelimit_raw: None,
+            node_list: nodes.into(),
+            alloc_nodes: 1,
+            alloc_cpus: 1,
+            alloc_gpus: gpus,
+            alloc_tres: String::new(),
+            req_tres: String::new(),
+            req_mem: String::new(),
+            comment: None,
+            mean_gpu_util: None,
+            mean_tensor_active: None,
+            blame: None,
+        }
+    }
+
+    fn sample() -> GanttData {
+        let known = hostlist::expand("gpu[001-020]");
+        let racks = Topology::default().resolve("c", &known, 8);
+        let jobs = vec![
+            job("1", "alice", "gpu[001-002]", 1000, Some(2000), 16),
+            job("2", "bob", "gpu001", 1500, None, 4),
+            job("3", "alice", "gpu015", 100, Some(5000), 2),
+            job("4", "carol", "None assigned", 100, Some(200), 0),
+        ];
+        GanttData::assemble("c", (0, 10_000, 3000), racks, &jobs, false)
+    }
+
+    #[test]
+    fn compacts_jobs_onto_node_indices_and_interns_strings() {
+        let data = sample();
+        assert_eq!(data.jobs.len(), 3, "a job without nodes is not placed");
+        assert_eq!(data.jobs[0].nodes, [0, 1]);
+        assert_eq!(data.users, ["alice", "bob"]);
+        assert_eq!(data.jobs[1].end, 0);
+        assert_eq!(data.names[data.jobs[0].name as usize], "name-1");
+        let json = serde_json::to_string(&data).expect("serializes");
+        assert!(
+            json.contains("\"jobs\":[[\"1\",0,0,0,0,0,1000,1000,16,[0,1],0],[\"2\",1,1,0,0,1,1500,-1,4,[0],0]"),
+            "{json}"
+        );
+        let back: GanttData = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn lanes_pack_by_count_without_overlap() {
+        let data = sample();
+        let index = GanttIndex::new(&data, 3000);
+        // gpu001: job 1 takes 8 lanes (16 GPUs over 2 nodes) until 2000, job 2 then takes lanes 0-3.
+        assert_eq!(index.lanes[0], [(0, 0xff), (1, 0x0f)]);
+        assert_eq!(index.node_jobs[14], [2]);
+    }
+
+    #[test]
+    fn rows_follow_racks_and_expansion() {
+        let data = sample();
+        let mut expansion = Expansion::default();
+        let rows = layout(&data.racks, &expansion, METRICS);
+        assert_eq!(rows.rows.len(), 2 + 20);
+        expansion.collapsed_racks.insert(1);
+        expansion.expanded_nodes.insert(0);
+        let rows = layout(&data.racks, &expansion, METRICS);
+        assert_eq!(rows.rows.len(), 1 + 10 + 8 + 1);
+        assert_eq!(rows.node_row[14], None);
+        assert_eq!(rows.gpu_rows[0], Some(2));
+        assert_eq!(rows.row_at(0.0), Some(0));
+        assert_eq!(rows.row_at(METRICS.rack + 0.5), Some(1));
+        assert_eq!(rows.row_at(rows.height + 1.0), None);
+    }
+
+    #[test]
+    fn bars_land_on_their_rows_and_hit_testing_finds_them() {
+        let data = sample();
+        let index = GanttIndex::new(&data, 3000);
+        let mut expansion = Expansion::default();
+        expansion.collapsed_racks.insert(1);
+        let rows = layout(&data.racks, &expansion, METRICS);
+        let view = Viewport { start: 0.0, end: 10_000.0, left: 100.0, width: 1000.0 };
+        let mut drawn = Vec::new();
+        bars(&data, &index, &rows, &expansion, &view, 3000, (0.0, rows.height), |bar| drawn.push(bar));
+        assert_eq!(drawn.len(), 4, "job 1 on two node rows, job 2 on one, job 3 on its folded rack");
+        let running = drawn.iter().find(|bar| bar.job == 1).expect("running job drawn");
+        assert!((running.x - 250.0).abs() < 1e-9 && (running.w - 150.0).abs() < 1e-9, "{running:?}");
+        let y = rows.rows[rows.node_row[0].expect("visible") as usize].y + 4.0;
+        assert_eq!(job_at(&data, &index, &rows, &view, 3000, (270.0, y)), Some(1));
+        assert_eq!(job_at(&data, &index, &rows, &view, 3000, (900.0, y)), None);
+        let rack_y = rows.rows[rows.rack_row[1] as usize].y + 5.0;
+        assert_eq!(job_at(&data, &index, &rows, &view, 3000, (300.0, rack_y)), Some(2));
+    }
+
+    #[test]
+    fn touching_bars_of_one_colour_merge_per_row() {
+        let bar = |x: f64, y: f64, w: f64| Bar { job: 0, x, y, w, h: 7.0 };
+        let mut batches = Batches::default();
+        batches.push("#000", &bar(10.0, 0.0, 5.0));
+        batches.push("#000", &bar(15.2, 0.0, 5.0));
+        batches.push("#fff", &bar(20.0, 0.0, 1.0));
+        batches.push("#000", &bar(30.0, 0.0, 1.0));
+        batches.push("#000", &bar(30.5, 9.0, 1.0));
+        assert_eq!(batches.len(), 4);
+        assert_eq!(batches.by_colour[0].1[0], (10.0, 0.0, 10.2, 7.0));
+    }
+
+    #[test]
+    fn colour_tables_match_per_job_colours() {
+        let data = sample();
+        for by in ColourBy::ALL {
+            let categories = data.categories(by);
+            let table = data.colour_table(by, &categories);
+            assert!((0..data.jobs.len()).all(|i| table[i] == data.colour(i, by, &categories)), "{by:?}");
+        }
+    }
+
+    #[test]
+    fn zoom_keeps_the_anchor_and_the_span_limits() {
+        let view = Viewport { start: 0.0, end: 86_400.0, left: 100.0, width: 1000.0 };
+        let zoomed = view.zoom(0.5, 600.0);
+        assert!((zoomed.t(600.0) - view.t(600.0)).abs() < 1e-6);
+        assert!((zoomed.end - zoomed.start - 43_200.0).abs() < 1e-6);
+        assert!((view.zoom(1e-6, 600.0).end - view.zoom(1e-6, 600.0).start - MIN_SPAN).abs() < 1e-6);
+        assert!((view.zoom(1e6, 600.0).end - view.zoom(1e6, 600.0).start - MAX_SPAN).abs() < 1e-6);
+        let panned = view.pan(100.0);
+        assert!((panned.start - 8640.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn svg_draws_one_path_per_colour() {
+        let data = sample();
+        let svg = svg(&data, ColourBy::User, 1200.0);
+        assert!(svg.starts_with("<svg"));
+        assert_eq!(svg.matches("<path").count(), 2, "alice and bob");
+        assert!(svg.contains("gpu001"));
+    }
+}

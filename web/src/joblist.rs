@@ -1,0 +1,256 @@
+//! The job list's columns, search, ordering and exports. Export writes exactly the rows and columns
+//! the table shows, in the order shown; times are RFC 3339 UTC so a spreadsheet or script reads them.
+
+use serde::{Deserialize, Serialize};
+use slurmlens_wire as wire;
+
+use crate::timefmt;
+
+/// A column of the job list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Column {
+    JobId,
+    Name,
+    User,
+    Account,
+    Partition,
+    State,
+    Start,
+    End,
+    Elapsed,
+    Nodes,
+    Gpus,
+    NodeList,
+    ExitCode,
+    /// Mean GPU utilisation from the archived report.
+    GpuUtil,
+    /// "Was the failure mine?" from the archived report.
+    Blame,
+}
+
+impl Column {
+    /// The table's columns, left to right.
+    pub const ALL: [Column; 15] = [
+        Self::JobId,
+        Self::Name,
+        Self::User,
+        Self::Account,
+        Self::Partition,
+        Self::State,
+        Self::Start,
+        Self::End,
+        Self::Elapsed,
+        Self::Nodes,
+        Self::Gpus,
+        Self::NodeList,
+        Self::ExitCode,
+        Self::GpuUtil,
+        Self::Blame,
+    ];
+
+    /// The CSV header and `sort=` word: the API's field name.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::JobId => "job_id",
+            Self::Name => "job_name",
+            Self::User => "user",
+            Self::Account => "account",
+            Self::Partition => "partition",
+            Self::State => "state",
+            Self::Start => "start",
+            Self::End => "end",
+            Self::Elapsed => "elapsed",
+            Self::Nodes => "alloc_nodes",
+            Self::Gpus => "alloc_gpus",
+            Self::NodeList => "node_list",
+            Self::ExitCode => "exit_code",
+            Self::GpuUtil => "mean_gpu_util",
+            Self::Blame => "blame",
+        }
+    }
+
+    /// The table header.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::JobId => "Job",
+            Self::Name => "Name",
+            Self::User => "User",
+            Self::Account => "Account",
+            Self::Partition => "Partition",
+            Self::State => "State",
+            Self::Start => "Start",
+            Self::End => "End",
+            Self::Elapsed => "Elapsed",
+            Self::Nodes => "Nodes",
+            Self::Gpus => "GPUs",
+            Self::NodeList => "NodeList",
+            Self::ExitCode => "ExitCode",
+            Self::GpuUtil => "GPU util %",
+            Self::Blame => "Failure",
+        }
+    }
+
+    /// Parses a `sort=` word.
+    pub fn parse(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|column| column.key() == word)
+    }
+
+    /// The cell as exported: the API's value, times in RFC 3339 UTC.
+    pub fn text(self, job: &wire::Job) -> String {
+        let time =
+            |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| timefmt::rfc3339(t.timestamp())).unwrap_or_default();
+        match self {
+            Self::JobId => job.job_id.clone(),
+            Self::Name => job.job_name.clone(),
+            Self::User => job.user.clone(),
+            Self::Account => job.account.clone(),
+            Self::Partition => job.partition.clone(),
+            Self::State => job.state.clone(),
+            Self::Start => time(job.start),
+            Self::End => time(job.end),
+            Self::Elapsed => job.elapsed.clone(),
+            Self::Nodes => job.alloc_nodes.to_string(),
+            Self::Gpus => job.alloc_gpus.to_string(),
+            Self::NodeList => job.node_list.clone(),
+            Self::ExitCode => job.exit_code.clone(),
+            Self::GpuUtil => job.mean_gpu_util.map(|util| format!("{util:.1}")).unwrap_or_default(),
+            Self::Blame => job.blame.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Whether this column holds times (shown in the viewer's zone).
+    pub fn is_time(self) -> bool {
+        matches!(self, Self::Start | Self::End)
+    }
+}
+
+/// The `sort=`/`desc=` order of a job list query.
+pub fn order_of(get: &impl Fn(&str) -> Option<String>) -> Option<(Column, bool)> {
+    let column = Column::parse(&get("sort")?)?;
+    Some((column, get("desc").is_some_and(|value| value == "1" || value == "true")))
+}
+
+/// Sorts by `column`; ties keep the API's order (newest submission first).
+pub fn sort(jobs: &mut [wire::Job], column: Column, descending: bool) {
+    use std::cmp::Ordering;
+    let compare = |a: &wire::Job, b: &wire::Job| -> Ordering {
+        match column {
+            Column::JobId => (a.job_id_raw, &a.job_id).cmp(&(b.job_id_raw, &b.job_id)),
+            Column::Start => a.start.cmp(&b.start),
+            Column::End => a.end.cmp(&b.end),
+            Column::Elapsed => a.elapsed_raw.cmp(&b.elapsed_raw),
+            Column::Nodes => a.alloc_nodes.cmp(&b.alloc_nodes),
+            Column::Gpus => a.alloc_gpus.cmp(&b.alloc_gpus),
+            Column::GpuUtil => a.mean_gpu_util.partial_cmp(&b.mean_gpu_util).unwrap_or(Ordering::Equal),
+            other => other.text(a).cmp(&other.text(b)),
+        }
+    };
+    jobs.sort_by(|a, b| if descending { compare(b, a) } else { compare(a, b) });
+}
+
+/// Keeps jobs whose id, name, user, account or node list contains `search` (case-insensitive).
+pub fn search(jobs: Vec<wire::Job>, search: Option<&str>) -> Vec<wire::Job> {
+    let Some(needle) = search.map(str::to_lowercase).filter(|s| !s.is_empty()) else {
+        return jobs;
+    };
+    jobs.into_iter()
+        .filter(|job| {
+            [&job.job_id, &job.job_name, &job.user, &job.account, &job.node_list]
+                .iter()
+                .any(|field| field.to_lowercase().contains(&needle))
+        })
+        .collect()
+}
+
+/// The rows shown for a loaded page: searched, then ordered.
+pub fn shown(jobs: Vec<wire::Job>, search_text: Option<&str>, order: Option<(Column, bool)>) -> Vec<wire::Job> {
+    let mut jobs = search(jobs, search_text);
+    if let Some((column, descending)) = order {
+        sort(&mut jobs, column, descending);
+    }
+    jobs
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text.to_string() }
+}
+
+/// CSV of `jobs`, one header line of API field names, CRLF line ends (RFC 4180).
+pub fn to_csv(jobs: &[wire::Job]) -> String {
+    let mut out = Column::ALL.iter().map(|column| column.key()).collect::<Vec<_>>().join(",");
+    out.push_str("\r\n");
+    for job in jobs {
+        let line = Column::ALL.iter().map(|column| csv_field(&column.text(job))).collect::<Vec<_>>().join(",");
+        out.push_str(&line);
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// JSON of `jobs`: the API's own objects, in the order shown.
+pub fn to_json(jobs: &[wire::Job]) -> String {
+    serde_json::to_string_pretty(jobs).unwrap_or_else(|_| "[]".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u32, user: &str, name: &str, gpus: u64) -> wire::Job {
+        serde_json::from_value(serde_json::json!({
+            "job_id": id.to_string(), "job_id_raw": id, "cluster": "c", "job_name": name, "user": user,
+            "uid": 1, "gid": 1, "account": "ml", "partition": "gpu", "qos": "normal", "state": "COMPLETED",
+            "exit_code": "0:0", "derived_exit_code": "0:0", "submit": "2026-11-30T12:00:00Z",
+            "start": "2026-11-30T12:00:00Z", "elapsed": "00:01:00", "elapsed_raw": 60, "timelimit": "01:00:00",
+            "node_list": "n1", "alloc_nodes": 1, "alloc_cpus": 2, "alloc_gpus": gpus, "alloc_tres": "cpu=2",
+            "req_tres": "cpu=2", "req_mem": "1000M"
+        }))
+        .expect("valid job")
+    }
+
+    #[test]
+    fn sorts_numbers_as_numbers_and_text_as_text() {
+        let mut jobs = vec![job(10, "bob", "x", 8), job(9, "alice", "y", 16), job(100, "carol", "z", 2)];
+        sort(&mut jobs, Column::JobId, false);
+        assert_eq!(jobs.iter().map(|j| j.job_id_raw).collect::<Vec<_>>(), [9, 10, 100]);
+        sort(&mut jobs, Column::Gpus, true);
+        assert_eq!(jobs.iter().map(|j| j.alloc_gpus).collect::<Vec<_>>(), [16, 8, 2]);
+        sort(&mut jobs, Column::User, false);
+        assert_eq!(jobs[0].user, "alice");
+    }
+
+    #[test]
+    fn orders_parse_from_sort_and_desc() {
+        let get = |name: &str| match name {
+            "sort" => Some("alloc_gpus".to_string()),
+            "desc" => Some("1".to_string()),
+            _ => None,
+        };
+        assert_eq!(order_of(&get), Some((Column::Gpus, true)));
+        assert_eq!(order_of(&|_: &str| None), None);
+    }
+
+    #[test]
+    fn search_matches_ids_names_users_and_nodes() {
+        let jobs = vec![job(1, "alice", "train", 1), job(2, "bob", "eval", 1)];
+        assert_eq!(search(jobs.clone(), Some("TRAIN")).len(), 1);
+        assert_eq!(search(jobs.clone(), Some("n1")).len(), 2);
+        assert_eq!(search(jobs, None).len(), 2);
+    }
+
+    #[test]
+    fn csv_quotes_what_needs_quoting() {
+        let csv = to_csv(&[job(1, "alice", "a,\"b\"", 1)]);
+        let mut lines = csv.split("\r\n");
+        assert_eq!(
+            lines.next(),
+            Some(
+                "job_id,job_name,user,account,partition,state,start,end,elapsed,alloc_nodes,alloc_gpus,node_list,exit_code,mean_gpu_util,blame"
+            )
+        );
+        assert_eq!(
+            lines.next(),
+            Some("1,\"a,\"\"b\"\"\",alice,ml,gpu,COMPLETED,2026-11-30T12:00:00Z,,00:01:00,1,1,n1,0:0,,")
+        );
+    }
+}

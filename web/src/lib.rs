@@ -1,0 +1,41 @@
+//! slurmlens web front end: leptos pages rendered by the slurmlens server and hydrated in the browser.
+//!
+//! The layout code (`axis`, `hostlist`, `topology`, `gantt`, `grid`, `joblist`, `palette`, `query`,
+//! `timefmt`) is plain Rust, tested natively. `app` and `pages` are the leptos views; `canvas` draws the
+//! Gantt in the browser; `api` loads data (in process on the server, over HTTP in the browser);
+//! `server` (feature `ssr`) is the trait the server implements and the router it merges.
+
+#![recursion_limit = "256"]
+
+pub mod api;
+pub mod app;
+pub mod axis;
+pub mod canvas;
+pub mod charts;
+pub mod gantt;
+pub mod grid;
+pub mod hostlist;
+pub mod joblist;
+pub mod pages;
+pub mod palette;
+pub mod query;
+#[cfg(feature = "ssr")]
+pub mod server;
+pub mod timefmt;
+pub mod topology;
+
+/// The browser entry point: hydrates the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[allow(unsafe_code, reason = "wasm_bindgen exports the entry point with #[no_mangle]")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    if let Some(window) = web_sys::window() {
+        // Tells the static-chart fallback script that the bundle loaded.
+        let _ = js_sys::Reflect::set(&window, &"__slurmlensHydrated".into(), &true.into());
+        if let Some(performance) = window.performance() {
+            let _ = js_sys::Reflect::set(&window, &"__slurmlensHydrateStart".into(), &performance.now().into());
+        }
+    }
+    leptos::mount::hydrate_body(app::App);
+}

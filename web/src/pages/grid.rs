@@ -1,0 +1,447 @@
+//! `/grid`: racks → servers → GPUs at one moment, each GPU coloured by the job holding it (or its
+//! user, account, partition, state); GPUs of jobs the viewer may not see are a grey "busy" hatch,
+//! unnamed. A scrubber picks the moment; hover or focus names the job; a click opens it. Server-rendered in full, so it reads without the wasm bundle (the form then
+//! takes the moment as UTC).
+
+use leptos::ev;
+use leptos::prelude::*;
+use leptos_router::NavigateOptions;
+use leptos_router::hooks::{use_navigate, use_query_map};
+
+use crate::api::{Loader, now};
+use crate::app::{Time, display_time};
+use crate::grid::{BUSY_TITLE, GridSnapshot, NO_DATA};
+use crate::pages::LoadError;
+use crate::palette::{BUSY, BUSY_SOLID, ColourBy, FREE};
+use crate::query::{GRID_METRICS, GridQuery, encode, form_time, percent_encode};
+use crate::timefmt;
+
+/// How far back the scrubber reaches.
+const SCRUB_DAYS: i64 = 30;
+
+/// The grid page.
+#[component]
+pub fn GridPage() -> impl IntoView {
+    let query_map = use_query_map();
+    let query = Memo::new(move |_| query_map.with(|map| GridQuery::from_lookup(|name| map.get(name))));
+    let loader = Loader::from_context();
+    let snapshot = Resource::new(move || query.get(), move |query| loader.grid(query));
+    let navigate = use_navigate();
+    let initial = query.get_untracked();
+    let page_now = now() / 60 * 60;
+    let shown_at = initial.at.unwrap_or(page_now);
+    let scrub = RwSignal::new(shown_at);
+    let hovered: RwSignal<Option<String>> = RwSignal::new(None);
+
+    let go = {
+        let navigate = navigate.clone();
+        move |at: i64, colour: ColourBy| {
+            let current = query.get_untracked();
+            let next = GridQuery { cluster: current.cluster, at: Some(at), colour, metric: current.metric };
+            navigate(
+                &format!("/grid?{}", next.to_query()),
+                NavigateOptions { replace: true, scroll: false, ..NavigateOptions::default() },
+            );
+        }
+    };
+    let debounce = StoredValue::new(0u64);
+    let on_scrub_input = {
+        let go = go.clone();
+        move |event: ev::Event| {
+            let Ok(at) = event_target_value(&event).parse::<i64>() else {
+                return;
+            };
+            scrub.set(at);
+            let ticket = debounce.get_value() + 1;
+            debounce.set_value(ticket);
+            let go = go.clone();
+            set_timeout(
+                move || {
+                    // The page may be gone by now: `try_*` answers None instead of panicking.
+                    if debounce.try_get_value() == Some(ticket)
+                        && let Some(query) = query.try_get_untracked()
+                    {
+                        go(at, query.colour);
+                    }
+                },
+                std::time::Duration::from_millis(150),
+            );
+        }
+    };
+    let on_colour = {
+        let go = go.clone();
+        move |event: ev::Event| go(scrub.get_untracked(), ColourBy::parse(&event_target_value(&event)))
+    };
+    let on_metric = {
+        let navigate = navigate.clone();
+        move |event: ev::Event| {
+            let value = event_target_value(&event);
+            let current = query.get_untracked();
+            let next =
+                GridQuery { at: Some(scrub.get_untracked()), metric: (!value.is_empty()).then_some(value), ..current };
+            navigate(
+                &format!("/grid?{}", next.to_query()),
+                NavigateOptions { replace: true, scroll: false, ..NavigateOptions::default() },
+            );
+        }
+    };
+    let on_submit = {
+        let go = go.clone();
+        move |event: ev::SubmitEvent| {
+            event.prevent_default();
+            let Some(form) = event.target().and_then(|t| wasm_bindgen::JsCast::dyn_into::<web_sys::Element>(t).ok())
+            else {
+                return;
+            };
+            let value = form
+                .query_selector("input[name=at]")
+                .ok()
+                .flatten()
+                .and_then(|element| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlInputElement>(element).ok())
+                .map(|input| input.value())
+                .unwrap_or_default();
+            if let Some(at) = crate::query::parse_time(&value) {
+                scrub.set(at);
+                go(at, query.get_untracked().colour);
+            }
+        }
+    };
+    let step = {
+        let go = go.clone();
+        move |seconds: i64| {
+            let at = (scrub.get_untracked() + seconds).min(now());
+            scrub.set(at);
+            go(at, query.get_untracked().colour);
+        }
+    };
+    let (step_back_hour, step_back_minute, step_minute, step_hour) =
+        (step.clone(), step.clone(), step.clone(), step.clone());
+
+    view! {
+        <section class="page grid-page">
+            <h1 class="visually-hidden">"GPUs by rack and server"</h1>
+            <form class="filters scrubber" method="get" action="/grid" on:submit=on_submit data-testid="grid-form">
+                {initial.cluster.clone().map(|cluster| view! { <input type="hidden" name="cluster" value=cluster /> })}
+                <label class="wide">
+                    "Moment "
+                    <strong data-testid="grid-moment">{move || display_time(scrub.get())}</strong>
+                    <input
+                        type="range"
+                        name="scrub"
+                        data-testid="grid-scrubber"
+                        aria-label="moment shown"
+                        min=(page_now - SCRUB_DAYS * 86_400).to_string()
+                        max=page_now.to_string()
+                        step="60"
+                        value=shown_at.to_string()
+                        on:input=on_scrub_input
+                    />
+                </label>
+                <span class="steps">
+                    <button type="button" data-testid="grid-back-hour" on:click=move |_| step_back_hour(-3600)>"−1 h"</button>
+                    <button type="button" data-testid="grid-back-minute" on:click=move |_| step_back_minute(-60)>"−1 min"</button>
+                    <button type="button" data-testid="grid-forward-minute" on:click=move |_| step_minute(60)>"+1 min"</button>
+                    <button type="button" data-testid="grid-forward-hour" on:click=move |_| step_hour(3600)>"+1 h"</button>
+                </span>
+                <label>
+                    "At (UTC)"
+                    <input type="datetime-local" name="at" data-testid="grid-at" value=form_time(shown_at) prop:value=move || form_time(scrub.get()) />
+                </label>
+                <label>
+                    "Colour by"
+                    <select name="colour" data-testid="grid-colour" on:change=on_colour>
+                        {ColourBy::ALL
+                            .into_iter()
+                            .map(|choice| view! { <option value=choice.as_str() selected=choice == initial.colour>{choice.as_str()}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label>
+                    "GPU metric"
+                    <select name="metric" data-testid="grid-metric" on:change=on_metric>
+                        <option value="" selected=initial.metric.is_none()>"— (colour by job)"</option>
+                        {GRID_METRICS
+                            .into_iter()
+                            .map(|(key, label)| view! { <option value=key selected=initial.metric.as_deref() == Some(key)>{label}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                <button type="submit" data-testid="grid-go">"Show"</button>
+            </form>
+            <Transition fallback=|| view! { <p class="status">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match snapshot.await {
+                        Ok(grid) => view! { <GridView grid colour=query.get_untracked().colour hovered /> }.into_any(),
+                        Err(error) => view! { <LoadError error /> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
+    }
+}
+
+/// One snapshot drawn as racks side by side, servers top to bottom, GPUs left to right.
+#[component]
+fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<String>>) -> impl IntoView {
+    let categories = grid.categories(colour);
+    let (used, total) = grid.usage();
+    // A metric that answered colours the GPU cells; otherwise they keep their jobs' colours.
+    let metric = grid.metric.clone().filter(|metric| metric.status == "ok");
+    let cluster = grid.cluster.clone();
+    let job_href =
+        move |job_id: &str| format!("/jobs/{}?{}", percent_encode(job_id), encode(&[("cluster", cluster.clone())]));
+    let describe = |job: u32| {
+        let job = &grid.jobs[job as usize];
+        format!(
+            "job {} ({}, {}, {}) {} since {}",
+            job.job_id,
+            job.user,
+            job.account,
+            job.partition,
+            job.state,
+            timefmt::utc_long(job.start)
+        )
+    };
+    let racks = grid
+        .racks
+        .racks
+        .iter()
+        .map(|rack| {
+            let nodes = rack
+                .nodes
+                .iter()
+                .map(|&node| {
+                    let place = &grid.racks.nodes[node as usize];
+                    let cells = &grid.nodes[node as usize];
+                    let node_jobs: Vec<String> = cells.jobs.iter().map(|&(job, _)| grid.jobs[job as usize].job_id.clone()).collect();
+                    // One colour per job on the node, and one for other tenants' GPUs.
+                    let mut holders: Vec<&'static str> =
+                        cells.jobs.iter().map(|&(job, _)| grid.colour(Some(job), colour, &categories)).collect();
+                    if !cells.busy.is_empty() {
+                        holders.push(BUSY_SOLID);
+                    }
+                    let node_colour = match holders.as_slice() {
+                        [] => FREE.to_string(),
+                        [_] if cells.jobs.is_empty() => BUSY.to_string(),
+                        [only] => only.to_string(),
+                        several => {
+                            let stops: Vec<String> = several
+                                .iter()
+                                .enumerate()
+                                .map(|(i, c)| {
+                                    let share = 100.0 / several.len() as f64;
+                                    format!("{c} {:.1}% {:.1}%", share * i as f64, share * (i + 1) as f64)
+                                })
+                                .collect();
+                            format!("linear-gradient(90deg, {})", stops.join(", "))
+                        }
+                    };
+                    let node_title = if cells.jobs.is_empty() && cells.busy.is_empty() {
+                        format!("{}: idle", place.name)
+                    } else {
+                        let mut held: Vec<String> = cells
+                            .jobs
+                            .iter()
+                            .map(|&(job, gpus)| format!("{} ({gpus} GPU{})", describe(job), if gpus == 1 { "" } else { "s" }))
+                            .collect();
+                        if !cells.busy.is_empty() {
+                            let busy = cells.busy.len();
+                            held.push(format!("{busy} GPU{} {BUSY_TITLE}", if busy == 1 { "" } else { "s" }));
+                        }
+                        format!("{}: {}", place.name, held.join("; "))
+                    };
+                    let gpu_cells = cells
+                        .gpus
+                        .iter()
+                        .enumerate()
+                        .map(|(gpu, holder)| {
+                            // Another tenant's GPU: hatched, never linked, never a reading.
+                            let busy = cells.busy.contains(&(gpu as u16));
+                            let (background, reading) = match &metric {
+                                _ if busy => (BUSY, String::new()),
+                                Some(metric) => {
+                                    (metric.colour(node as usize, gpu), format!(" · {}", metric.describe(node as usize, gpu)))
+                                }
+                                None => (grid.colour(*holder, colour, &categories), String::new()),
+                            };
+                            match holder.filter(|_| !busy) {
+                                Some(job) => {
+                                    let job_id = grid.jobs[job as usize].job_id.clone();
+                                    let title = format!("{} GPU {gpu}: {}{reading}", place.name, describe(job));
+                                    let info = title.clone();
+                                    let info_focus = title.clone();
+                                    view! {
+                                        <a
+                                            class="gpu held"
+                                            href=job_href(&job_id)
+                                            data-testid="gpu-cell"
+                                            data-node=place.name.clone()
+                                            data-gpu=gpu.to_string()
+                                            data-job=job_id
+                                            style=format!("background:{background}")
+                                            title=title
+                                            aria-label=info.clone()
+                                            on:mouseenter=move |_| hovered.set(Some(info.clone()))
+                                            on:focus=move |_| hovered.set(Some(info_focus.clone()))
+                                        ></a>
+                                    }
+                                    .into_any()
+                                }
+                                _ => {
+                                    let (class, title) = if busy {
+                                        ("gpu busy", format!("{} GPU {gpu}: {BUSY_TITLE}", place.name))
+                                    } else {
+                                        ("gpu", format!("{} GPU {gpu}: free{reading}", place.name))
+                                    };
+                                    view! {
+                                        <span
+                                            class=class
+                                            data-testid="gpu-cell"
+                                            data-node=place.name.clone()
+                                            data-gpu=gpu.to_string()
+                                            data-job=""
+                                            data-busy=busy.then_some("true")
+                                            style=format!("background:{background}")
+                                            title=title
+                                        ></span>
+                                    }
+                                    .into_any()
+                                }
+                            }
+                        })
+                        .collect_view();
+                    let overflow = (cells.overflow > 0).then(|| {
+                        view! { <span class="overflow" title="GPUs held beyond the node's known count">{format!("+{}", cells.overflow)}</span> }
+                    });
+                    let gpu_count: u64 = cells.jobs.iter().map(|&(_, gpus)| gpus).sum::<u64>() + cells.busy.len() as u64;
+                    let title_for_hover = node_title.clone();
+                    view! {
+                        <li class="node" data-testid="node-cell" data-node=place.name.clone() data-jobs=node_jobs.join(",")>
+                            <span
+                                class="server"
+                                style=format!("background:{node_colour}")
+                                title=node_title
+                                on:mouseenter=move |_| hovered.set(Some(title_for_hover.clone()))
+                            >
+                                {place.name.clone()}
+                            </span>
+                            <span class="gpus">{gpu_cells}{overflow}</span>
+                            <span class="count" title="GPUs held on this node">{format!("{gpu_count}/{}", place.gpus)}</span>
+                        </li>
+                    }
+                })
+                .collect_view();
+            view! {
+                <section class="rack" data-testid="rack" aria-label=format!("rack {}", rack.name)>
+                    <h2>{rack.name.clone()}</h2>
+                    <ol>{nodes}</ol>
+                </section>
+            }
+        })
+        .collect_view();
+    let legend = if let Some(metric) = &metric {
+        let steps = (0..10)
+            .map(|step| {
+                let value = metric.max * (step as f64 + 0.5) / 10.0;
+                let swatch = if metric.key == "xid" {
+                    if step == 0 { FREE } else { "#D55E00" }
+                } else {
+                    crate::charts::viridis(value, metric.max).1
+                };
+                view! { <span class="swatch" style=format!("background:{swatch}")></span> }
+            })
+            .collect_view();
+        let range = if metric.key == "xid" {
+            "no error → XID set".to_string()
+        } else {
+            format!("0 → {}", crate::charts::human(metric.max, &metric.unit))
+        };
+        view! {
+            <li data-testid="grid-metric-legend">{steps}" "{format!("{}: {range}", metric.key)}</li>
+            <li><span class="swatch" style=format!("background:{NO_DATA}")></span>"no data"</li>
+        }
+        .into_any()
+    } else if colour == ColourBy::Job {
+        grid.jobs
+            .iter()
+            .enumerate()
+            .map(|(index, job)| {
+                let swatch = grid.colour(Some(index as u32), colour, &categories);
+                view! {
+                    <li>
+                        <span class="swatch" style=format!("background:{swatch}")></span>
+                        {format!("{} {} · {} GPU{}", job.job_id, job.user, job.alloc_gpus, if job.alloc_gpus == 1 { "" } else { "s" })}
+                    </li>
+                }
+            })
+            .collect_view()
+            .into_any()
+    } else {
+        categories
+            .legend
+            .iter()
+            .map(|entry| {
+                view! {
+                    <li>
+                        <span class="swatch" style=format!("background:{}", entry.colour)></span>
+                        {format!("{} ({} GPUs)", entry.label, entry.count)}
+                    </li>
+                }
+            })
+            .collect_view()
+            .into_any()
+    };
+    view! {
+        <p class="status" data-testid="grid-summary" data-at=grid.at.to_string()>
+            {match grid.busy_count() {
+                0 => format!("{used} of {total} GPUs held by {} jobs at ", grid.jobs.len()),
+                busy => format!(
+                    "{used} of {total} GPUs held: {} by {} jobs you may see, {busy} by other tenants' jobs (busy), at ",
+                    used - busy,
+                    grid.jobs.len()
+                ),
+            }}
+            <Time at=grid.at />
+            {format!(
+                ". GPU counts per node: {}. {}",
+                if grid.racks.gpus_source == "topology" { "topology file" } else { "inferred from allocations" },
+                if grid.recorded_jobs == 0 {
+                    "No GPU indices were recorded for these jobs (slurmdbd keeps counts only), so cells fill in job start order.".to_string()
+                } else {
+                    format!(
+                        "{} of {} jobs sit at the GPU indices the Slurm plugin recorded; the others fill free cells in start order.",
+                        grid.recorded_jobs,
+                        grid.jobs.len()
+                    )
+                },
+            )}
+        </p>
+        {grid.metric.as_ref().filter(|metric| metric.status != "ok").map(|metric| view! {
+            <p class="status warning" data-testid="grid-metric-status">
+                {format!("{} unavailable: {}; GPUs are coloured by job.", metric.key, metric.message.clone().unwrap_or_default())}
+            </p>
+        })}
+        <p class="info" data-testid="grid-info" aria-live="polite">
+            {move || hovered.get().unwrap_or_else(|| "Hover or focus a GPU for its job.".into())}
+        </p>
+        <div class="grid-layout">
+            <div class="racks">{racks}</div>
+            <aside class="legend-box">
+                <h2>{format!("Legend: {}", metric.as_ref().map_or(colour.as_str(), |metric| metric.key.as_str()))}</h2>
+                <ul class="legend" data-testid="grid-legend">
+                    <li>
+                        <span class="swatch" style=format!("background:{FREE}")></span>
+                        "free"
+                    </li>
+                    {(grid.busy_count() > 0).then(|| view! {
+                        <li data-testid="grid-busy-legend" title=BUSY_TITLE>
+                            <span class="swatch" style=format!("background:{BUSY}")></span>
+                            "busy (another tenant's job)"
+                        </li>
+                    })}
+                    {legend}
+                </ul>
+            </aside>
+        </div>
+    }
+}

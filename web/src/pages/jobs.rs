@@ -1,0 +1,190 @@
+//! `/jobs`: the job list. Filters and the window go to the API; search and column order apply to the
+//! loaded rows; CSV and JSON export write exactly the rows shown, in the order shown (in the browser
+//! from the rows on screen; without the wasm bundle the same links ask the server for the same rows).
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use slurmlens_wire as wire;
+
+use crate::api::{Loader, now};
+use crate::app::Time;
+use crate::joblist::{self, Column, order_of};
+use crate::pages::{FilterField, LoadError};
+use crate::palette::state_colour;
+use crate::query::{ListQuery, encode, form_time, percent_encode};
+
+/// The job list page.
+#[component]
+pub fn JobsPage() -> impl IntoView {
+    let query_map = use_query_map();
+    let list = Memo::new(move |_| query_map.with(|map| ListQuery::from_lookup(|name| map.get(name))));
+    let order = Memo::new(move |_| query_map.with(|map| order_of(&|name| map.get(name))));
+    let fetch_key = Memo::new(move |_| ListQuery { search: None, ..list.get() });
+    let loader = Loader::from_context();
+    let jobs = Resource::new(move || fetch_key.get(), move |query| loader.jobs(query.api_query(now())));
+    let shown: StoredValue<Vec<wire::Job>> = StoredValue::new(Vec::new());
+    let initial = list.get_untracked();
+    let window_end = initial.end.unwrap_or(now());
+    let window_start = initial.start.unwrap_or(window_end - 86_400);
+
+    let export = move |format: &'static str| {
+        move |event: leptos::ev::MouseEvent| {
+            event.prevent_default();
+            let rows = shown.get_value();
+            let (text, mime) = match format {
+                "csv" => (joblist::to_csv(&rows), "text/csv"),
+                _ => (joblist::to_json(&rows), "application/json"),
+            };
+            download(&format!("jobs.{format}"), mime, &text);
+        }
+    };
+
+    view! {
+        <section class="page jobs-page">
+            <h1>"Jobs"</h1>
+            <form class="filters" method="get" action="/jobs" data-testid="jobs-filters">
+                {initial.cluster.clone().map(|cluster| view! { <input type="hidden" name="cluster" value=cluster /> })}
+                <label>
+                    "From (UTC)"
+                    <input type="datetime-local" name="start" value=form_time(window_start) data-testid="filter-start" />
+                </label>
+                <label>
+                    "To (UTC)"
+                    <input type="datetime-local" name="end" value=form_time(window_end) data-testid="filter-end" />
+                </label>
+                <FilterField label="User" name="user" value=initial.filters.user.clone() />
+                <FilterField label="Account" name="account" value=initial.filters.account.clone() />
+                <FilterField label="Partition" name="partition" value=initial.filters.partition.clone() />
+                <FilterField label="State" name="state" value=initial.filters.state.clone() placeholder="FAILED,TIMEOUT" />
+                <FilterField label="Search" name="q" value=initial.search.clone() placeholder="id, name, node" />
+                <button type="submit" data-testid="jobs-apply">"Apply"</button>
+            </form>
+            <Transition fallback=|| view! { <p class="status">"Loading…"</p> }>
+                {move || {
+                    let order = order.get();
+                    let query = list.get();
+                    Suspend::new(async move {
+                        match jobs.await {
+                            Ok(page) => {
+                                let more = page.next_cursor.is_some();
+                                let rows = joblist::shown(page.items, query.search.as_deref(), order);
+                                shown.set_value(rows.clone());
+                                let sort_words: Vec<(&str, String)> = order
+                                    .map(|(column, descending)| {
+                                        vec![("sort", column.key().to_string()), ("desc", if descending { "1" } else { "0" }.to_string())]
+                                    })
+                                    .unwrap_or_default();
+                                let csv_href = format!("/web/v1/jobs.csv?{}", query.to_query(&sort_words));
+                                let json_href = format!("/web/v1/jobs.json?{}", query.to_query(&sort_words));
+                                view! {
+                                    <div class="toolbar">
+                                        <span class="status" data-testid="jobs-count">
+                                            {format!("{} jobs shown{}", rows.len(), if more { " (the newest submissions; narrow the window for more)" } else { "" })}
+                                        </span>
+                                        <a class="button" href=csv_href download="jobs.csv" data-testid="export-csv" on:click=export("csv")>"Export CSV"</a>
+                                        <a class="button" href=json_href download="jobs.json" data-testid="export-json" on:click=export("json")>"Export JSON"</a>
+                                    </div>
+                                    <JobTable rows query order />
+                                }
+                                .into_any()
+                            }
+                            Err(error) => view! { <LoadError error /> }.into_any(),
+                        }
+                    })
+                }}
+            </Transition>
+        </section>
+    }
+}
+
+/// The table, with sortable headers (links, so they work without the wasm bundle too).
+#[component]
+fn JobTable(rows: Vec<wire::Job>, query: ListQuery, order: Option<(Column, bool)>) -> impl IntoView {
+    let headers = Column::ALL
+        .into_iter()
+        .map(|column| {
+            let (sorted, descending) = match order {
+                Some((by, descending)) if by == column => (true, descending),
+                _ => (false, false),
+            };
+            let next_desc = sorted && !descending;
+            let href = format!(
+                "/jobs?{}",
+                query.to_query(&[
+                    ("sort", column.key().to_string()),
+                    ("desc", if next_desc { "1" } else { "0" }.to_string())
+                ])
+            );
+            let aria = if sorted { if descending { "descending" } else { "ascending" } } else { "none" };
+            let marker = if sorted { if descending { " ▼" } else { " ▲" } } else { "" };
+            view! {
+                <th scope="col" aria-sort=aria>
+                    <a href=href data-testid=format!("sort-{}", column.key())>{column.title()}{marker}</a>
+                </th>
+            }
+        })
+        .collect_view();
+    let cluster = query.cluster.clone();
+    let body = rows
+        .into_iter()
+        .map(|job| {
+            let suffix = cluster.as_ref().map(|c| format!("?{}", encode(&[("cluster", c.clone())]))).unwrap_or_default();
+            let href = format!("/jobs/{}{suffix}", percent_encode(&job.job_id));
+            let cells = Column::ALL
+                .into_iter()
+                .map(|column| {
+                    let content = match column {
+                        Column::JobId => view! { <a href=href.clone()>{job.job_id.clone()}</a> }.into_any(),
+                        Column::Start => job.start.map(|t| view! { <Time at=t.timestamp() /> }.into_any()).unwrap_or_else(|| ().into_any()),
+                        Column::End => job.end.map(|t| view! { <Time at=t.timestamp() /> }.into_any()).unwrap_or_else(|| ().into_any()),
+                        Column::State => view! {
+                            <span class="state" style=format!("border-color:{}", state_colour(&job.state))>{job.state.clone()}</span>
+                        }
+                        .into_any(),
+                        other => other.text(&job).into_any(),
+                    };
+                    view! { <td data-column=column.key()>{content}</td> }
+                })
+                .collect_view();
+            view! { <tr data-testid="job-row" data-job=job.job_id.clone()>{cells}</tr> }
+        })
+        .collect_view();
+    view! {
+        <div class="table-wrap">
+            <table class="jobs" data-testid="jobs-table">
+                <thead><tr>{headers}</tr></thead>
+                <tbody>{body}</tbody>
+            </table>
+        </div>
+    }
+}
+
+/// Saves `text` as a file named `name` (browser only).
+fn download(name: &str, mime: &str, text: &str) {
+    use wasm_bindgen::JsCast;
+    let Some(document) = web_sys::window().and_then(|w| w.document()) else {
+        return;
+    };
+    let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type(mime);
+    let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options) else {
+        return;
+    };
+    let Ok(url) = web_sys::Url::create_object_url_with_blob(&blob) else {
+        return;
+    };
+    if let Some(anchor) =
+        document.create_element("a").ok().and_then(|e| e.dyn_into::<web_sys::HtmlAnchorElement>().ok())
+    {
+        anchor.set_href(&url);
+        anchor.set_download(name);
+        if let Some(body) = document.body() {
+            let _ = body.append_child(&anchor);
+            anchor.click();
+            anchor.remove();
+        }
+    }
+    let revoke = url.clone();
+    set_timeout(move || drop(web_sys::Url::revoke_object_url(&revoke)), std::time::Duration::from_secs(30));
+}

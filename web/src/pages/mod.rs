@@ -1,0 +1,48 @@
+//! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`) and job (`/jobs/<id>`).
+
+pub mod gantt;
+pub mod grid;
+pub mod job;
+pub mod jobs;
+
+use leptos::prelude::*;
+
+use crate::api::DataError;
+
+/// A failed load, shown in place of the page's content.
+#[component]
+pub fn LoadError(error: DataError) -> impl IntoView {
+    let text = match error.status {
+        401 => format!("Sign in to see jobs: {}", error.message),
+        404 => format!("Not found: {}", error.message),
+        503 | 0 => format!("Data source unavailable: {}", error.message),
+        _ => error.message,
+    };
+    view! {
+        <p class="error" role="alert" data-testid="load-error">
+            {text}
+        </p>
+    }
+}
+
+/// A labelled text field of a filter form.
+#[component]
+pub fn FilterField(
+    label: &'static str,
+    name: &'static str,
+    value: Option<String>,
+    #[prop(optional)] placeholder: &'static str,
+) -> impl IntoView {
+    view! {
+        <label>
+            {label}
+            <input
+                type="text"
+                name=name
+                value=value.unwrap_or_default()
+                placeholder=placeholder
+                data-testid=format!("filter-{name}")
+            />
+        </label>
+    }
+}

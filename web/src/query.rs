@@ -1,0 +1,327 @@
+//! The pages' query strings, parsed once: which cluster, window and filters a page shows. The same
+//! values build the REST query (`/api/v1/jobs?…`) and the page's own links.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::palette::ColourBy;
+
+/// `/api/v1/jobs` parameters, as the web pages use them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQuery {
+    pub cluster: Option<String>,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub filters: Filters,
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+/// The job filters every page shares; comma-separated lists as the API takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filters {
+    pub user: Option<String>,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub state: Option<String>,
+}
+
+impl Filters {
+    /// Reads the filters from a query-string lookup.
+    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Self {
+        Self { user: get("user"), account: get("account"), partition: get("partition"), state: get("state") }
+    }
+
+    /// (name, value) pairs for the set filters.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        [("user", &self.user), ("account", &self.account), ("partition", &self.partition), ("state", &self.state)]
+            .into_iter()
+            .filter_map(|(name, value)| value.clone().map(|value| (name, value)))
+            .collect()
+    }
+}
+
+impl JobQuery {
+    /// (name, value) pairs for `/api/v1/jobs`.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        if let Some(cluster) = &self.cluster {
+            pairs.push(("cluster".into(), cluster.clone()));
+        }
+        if let Some(start) = self.start {
+            pairs.push(("start".into(), start.to_string()));
+        }
+        if let Some(end) = self.end {
+            pairs.push(("end".into(), end.to_string()));
+        }
+        pairs.extend(self.filters.pairs().into_iter().map(|(name, value)| (name.to_string(), value)));
+        if let Some(limit) = self.limit {
+            pairs.push(("limit".into(), limit.to_string()));
+        }
+        if let Some(cursor) = &self.cursor {
+            pairs.push(("cursor".into(), cursor.clone()));
+        }
+        pairs
+    }
+}
+
+/// What the Gantt page shows: a window (`start`/`end`, default the last day) and how bars are coloured.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GanttQuery {
+    pub cluster: Option<String>,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub colour: ColourBy,
+    pub filters: Filters,
+}
+
+/// What the grid shows: the moment `at` (default now).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GridQuery {
+    pub cluster: Option<String>,
+    pub at: Option<i64>,
+    pub colour: ColourBy,
+    /// A GPU metric (`gpu_util`, `tensor_active`, `fb_used`, `power`, `temperature`, `xid`) that colours
+    /// the GPU cells instead of their jobs.
+    pub metric: Option<String>,
+}
+
+/// The metrics the grid can colour GPUs by, with their labels.
+pub const GRID_METRICS: [(&str, &str); 8] = [
+    ("gpu_util", "GPU utilisation"),
+    ("sm_active", "SM activity"),
+    ("tensor_active", "tensor activity"),
+    ("dram_active", "memory bandwidth"),
+    ("fb_used", "memory used"),
+    ("power", "power"),
+    ("temperature", "temperature"),
+    ("xid", "XID errors"),
+];
+
+/// What the job list shows: a window, filters, a search text and an order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListQuery {
+    pub cluster: Option<String>,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub filters: Filters,
+    /// Substring searched in job id, name, user, account and nodes.
+    pub search: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// Rows the job list loads at most.
+pub const LIST_LIMIT: u32 = 1000;
+
+/// Parses a time parameter: Unix seconds, RFC 3339, or `YYYY-MM-DDTHH:MM[:SS]` read as UTC (what a
+/// `datetime-local` form field sends; the label says UTC).
+pub fn parse_time(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if let Ok(epoch) = text.parse::<i64>() {
+        return Some(epoch);
+    }
+    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
+        return Some(time.timestamp());
+    }
+    ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"]
+        .iter()
+        .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
+        .map(|naive| naive.and_utc().timestamp())
+}
+
+/// `2026-11-29T12:00` (UTC) for a `datetime-local` field's value.
+pub fn form_time(epoch: i64) -> String {
+    DateTime::<Utc>::from_timestamp(epoch, 0).map(|t| t.format("%Y-%m-%dT%H:%M").to_string()).unwrap_or_default()
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+impl GanttQuery {
+    /// From a query-string lookup.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| non_empty(get(name));
+        Self {
+            cluster: get("cluster"),
+            start: get("start").as_deref().and_then(parse_time),
+            end: get("end").as_deref().and_then(parse_time),
+            colour: get("colour").map(|word| ColourBy::parse(&word)).unwrap_or_default(),
+            filters: Filters::from_lookup(&get),
+        }
+    }
+
+    /// The window, defaulting to the day before `now`; at most thirty days, at least an hour.
+    pub fn window(&self, now: i64) -> (i64, i64) {
+        let end = self.end.unwrap_or(now);
+        let start = self.start.unwrap_or(end - 86_400);
+        let start = start.clamp(end - crate::gantt::MAX_SPAN as i64, end - crate::gantt::MIN_SPAN as i64);
+        (start, end)
+    }
+
+    /// The query string (without `?`).
+    pub fn to_query(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        if let Some(cluster) = &self.cluster {
+            pairs.push(("cluster", cluster.clone()));
+        }
+        if let Some(start) = self.start {
+            pairs.push(("start", start.to_string()));
+        }
+        if let Some(end) = self.end {
+            pairs.push(("end", end.to_string()));
+        }
+        if self.colour != ColourBy::default() {
+            pairs.push(("colour", self.colour.as_str().into()));
+        }
+        pairs.extend(self.filters.pairs());
+        encode(&pairs)
+    }
+}
+
+impl GridQuery {
+    /// From a query-string lookup.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| non_empty(get(name));
+        Self {
+            cluster: get("cluster"),
+            at: get("at").as_deref().and_then(parse_time),
+            colour: get("colour").map(|word| ColourBy::parse(&word)).unwrap_or(ColourBy::Job),
+            metric: get("metric").filter(|metric| GRID_METRICS.iter().any(|(key, _)| key == metric)),
+        }
+    }
+
+    /// The query string (without `?`).
+    pub fn to_query(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        if let Some(cluster) = &self.cluster {
+            pairs.push(("cluster", cluster.clone()));
+        }
+        if let Some(at) = self.at {
+            pairs.push(("at", at.to_string()));
+        }
+        pairs.push(("colour", self.colour.as_str().into()));
+        if let Some(metric) = &self.metric {
+            pairs.push(("metric", metric.clone()));
+        }
+        encode(&pairs)
+    }
+}
+
+impl ListQuery {
+    /// From a query-string lookup.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| non_empty(get(name));
+        Self {
+            cluster: get("cluster"),
+            start: get("start").as_deref().and_then(parse_time),
+            end: get("end").as_deref().and_then(parse_time),
+            filters: Filters::from_lookup(&get),
+            search: get("q"),
+            limit: get("limit").and_then(|text| text.parse().ok()).map(|limit: u32| limit.clamp(1, 5000)),
+        }
+    }
+
+    /// The REST query for this list, its window resolved against `now` (default: the last day).
+    pub fn api_query(&self, now: i64) -> JobQuery {
+        let end = self.end.unwrap_or(now);
+        JobQuery {
+            cluster: self.cluster.clone(),
+            start: Some(self.start.unwrap_or(end - 86_400)),
+            end: Some(end),
+            filters: self.filters.clone(),
+            limit: Some(self.limit.unwrap_or(LIST_LIMIT)),
+            cursor: None,
+        }
+    }
+
+    /// The query string (without `?`), plus `extra` pairs.
+    pub fn to_query(&self, extra: &[(&str, String)]) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        if let Some(cluster) = &self.cluster {
+            pairs.push(("cluster", cluster.clone()));
+        }
+        if let Some(start) = self.start {
+            pairs.push(("start", start.to_string()));
+        }
+        if let Some(end) = self.end {
+            pairs.push(("end", end.to_string()));
+        }
+        pairs.extend(self.filters.pairs());
+        if let Some(search) = &self.search {
+            pairs.push(("q", search.clone()));
+        }
+        if let Some(limit) = self.limit {
+            pairs.push(("limit", limit.to_string()));
+        }
+        pairs.extend(extra.iter().cloned());
+        encode(&pairs)
+    }
+}
+
+/// `a=1&b=x%20y`.
+pub fn encode(pairs: &[(&str, String)]) -> String {
+    pairs.iter().map(|(name, value)| format!("{name}={}", percent_encode(value))).collect::<Vec<_>>().join("&")
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986) and commas (list separators).
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b',' => out.push(byte as char),
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn parses_times_in_every_form_the_pages_send() {
+        assert_eq!(parse_time("1796040000"), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30T12:00:00Z"), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30T21:00:00+09:00"), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30T12:00"), Some(1_796_040_000));
+        assert_eq!(parse_time("soon"), None);
+        assert_eq!(form_time(1_796_040_000), "2026-11-30T12:00");
+    }
+
+    #[test]
+    fn gantt_windows_default_to_a_day_and_stay_within_limits() {
+        let query = GanttQuery::from_lookup(lookup(&[("user", "alice"), ("colour", "state"), ("account", " ")]));
+        assert_eq!(query.window(100_000), (13_600, 100_000));
+        assert_eq!(query.colour, ColourBy::State);
+        assert_eq!(query.filters.account, None);
+        let wide = GanttQuery { start: Some(0), end: Some(90 * 86_400), ..GanttQuery::default() };
+        assert_eq!(wide.window(0), (60 * 86_400, 90 * 86_400));
+        assert_eq!(query.to_query(), "colour=state&user=alice");
+    }
+
+    #[test]
+    fn list_queries_become_api_queries() {
+        let query = ListQuery::from_lookup(lookup(&[("cluster", "sakura"), ("state", "FAILED,TIMEOUT"), ("q", "a b")]));
+        let api = query.api_query(1000);
+        assert_eq!(
+            api.pairs(),
+            [
+                ("cluster".to_string(), "sakura".to_string()),
+                ("start".into(), "-85400".into()),
+                ("end".into(), "1000".into()),
+                ("state".into(), "FAILED,TIMEOUT".into()),
+                ("limit".into(), "1000".into()),
+            ]
+        );
+        assert_eq!(query.to_query(&[]), "cluster=sakura&state=FAILED,TIMEOUT&q=a%20b");
+    }
+}

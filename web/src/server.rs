@@ -1,0 +1,435 @@
+//! The server side of the pages (feature `ssr`): the data the pages need, as a trait the slurmlens
+//! server implements over its own state, and the axum routes that render them. The web crate never
+//! depends on the server crate; the server depends on this one and plugs its data in.
+//!
+//! Routes: `/`, `/jobs`, `/jobs/{id}`, `/grid` (server-rendered leptos pages), `/web/v1/*` (page-shaped
+//! JSON, CSV and SVG built from the same data), `/web/style.css`, and `/pkg/*` (the wasm bundle, from
+//! the site root when one is configured; without it the pages stay readable, just not interactive).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use leptos::prelude::*;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use slurmlens_wire as wire;
+
+use crate::api::{DataError, JobView};
+use crate::app::{App, shell};
+use crate::gantt::{self, GanttData, per_node_gpus};
+use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
+use crate::hostlist;
+use crate::joblist::{self, Column, order_of};
+use crate::query::{GanttQuery, GridQuery, JobQuery, ListQuery};
+use crate::topology::{Racks, Topology, infer_gpus_per_node};
+
+/// A boxed future borrowing the data source, as the trait's methods return (keeps it object-safe).
+pub type DataFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DataError>> + Send + 'a>>;
+
+/// What the pages read, with the API's own semantics (the viewer comes from `headers`, so a page shows
+/// exactly what the REST API would show the same request).
+pub trait WebData: Send + Sync + 'static {
+    /// Clusters served, the default first.
+    fn clusters(&self) -> Vec<String>;
+    /// `GET /api/v1/jobs` with `query`.
+    fn jobs<'a>(&'a self, headers: &'a HeaderMap, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>>;
+    /// `GET /api/v1/jobs/{job_id}`; a job the viewer may not see is a 404.
+    fn job<'a>(
+        &'a self,
+        headers: &'a HeaderMap,
+        cluster: Option<&'a str>,
+        job_id: &'a str,
+    ) -> DataFuture<'a, wire::JobDetail>;
+    /// `GET /api/v1/nodes`.
+    fn nodes<'a>(&'a self, headers: &'a HeaderMap, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>>;
+    /// `GET /api/v1/jobs/{job_id}/report?points=` [`crate::charts::PAGE_POINTS`]; `None` where there
+    /// is no report.
+    fn report<'a>(
+        &'a self,
+        _headers: &'a HeaderMap,
+        _cluster: Option<&'a str>,
+        _job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::JobReport>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// `GET /api/v1/gpus/held?at=`: the GPU indices the Slurm plugin recorded for jobs running then.
+    fn held_gpus<'a>(
+        &'a self,
+        _headers: &'a HeaderMap,
+        _cluster: Option<&'a str>,
+        _at: i64,
+    ) -> DataFuture<'a, Vec<wire::HeldGpu>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// `GET /api/v1/gpus/busy?at=`: per node, GPUs held by jobs the viewer may not see (counts only).
+    fn busy_gpus<'a>(
+        &'a self,
+        _headers: &'a HeaderMap,
+        _cluster: Option<&'a str>,
+        _at: i64,
+    ) -> DataFuture<'a, Vec<wire::BusyGpus>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// `GET /api/v1/gpus/values?metric=&at=`; `None` where there is no metrics source at all.
+    fn gpu_values<'a>(
+        &'a self,
+        _headers: &'a HeaderMap,
+        _cluster: Option<&'a str>,
+        _metric: &'a str,
+        _at: i64,
+    ) -> DataFuture<'a, Option<wire::GpuValues>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// How the pages are served.
+#[derive(Debug, Clone, Default)]
+pub struct WebOptions {
+    /// The folder `web/build.sh` fills (`pkg/slurmlens_web.js`, `pkg/slurmlens_web_bg.wasm`). Without
+    /// one the pages are served without their wasm bundle.
+    pub site_root: Option<PathBuf>,
+    pub topology: Topology,
+}
+
+/// What a page render can reach: the data source and the topology.
+#[derive(Clone)]
+pub struct WebContext {
+    data: Arc<dyn WebData>,
+    topology: Arc<Topology>,
+}
+
+impl WebContext {
+    /// The data source.
+    pub fn data(&self) -> &dyn WebData {
+        self.data.as_ref()
+    }
+
+    /// The clusters served, the default first.
+    pub fn clusters(&self) -> Vec<String> {
+        self.data.clusters()
+    }
+
+    fn cluster_or_default(&self, cluster: Option<&str>) -> Result<String, DataError> {
+        let clusters = self.clusters();
+        match cluster {
+            Some(name) if clusters.iter().any(|known| known == name) => Ok(name.to_string()),
+            Some(name) => Err(DataError::invalid(format!("unknown cluster `{name}`; known: {}", clusters.join(", ")))),
+            None => clusters.first().cloned().ok_or_else(|| DataError::unavailable("no cluster is configured")),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct WebState {
+    leptos: LeptosOptions,
+    context: WebContext,
+}
+
+impl axum::extract::FromRef<WebState> for LeptosOptions {
+    fn from_ref(state: &WebState) -> Self {
+        state.leptos.clone()
+    }
+}
+
+/// The pages' router, to merge into the server's.
+pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
+    let site_root =
+        options.site_root.as_ref().map(|root| root.to_string_lossy().into_owned()).unwrap_or_else(|| ".".into());
+    let leptos = LeptosOptions::builder().output_name("slurmlens_web").site_root(site_root).site_pkg_dir("pkg").build();
+    let context = WebContext { data, topology: Arc::new(options.topology) };
+    let state = WebState { leptos: leptos.clone(), context: context.clone() };
+    // Generating the route list renders the app once; concurrent generations in one process (tests
+    // build many routers at once) can leave a render waiting forever, so it is made once per process.
+    static PATHS: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> = std::sync::OnceLock::new();
+    let paths = PATHS.get_or_init(|| generate_route_list(App)).clone();
+    let mut router = Router::new()
+        .leptos_routes_with_context(
+            &state,
+            paths,
+            move || provide_context(context.clone()),
+            move || shell(leptos.clone()),
+        )
+        .route("/web/v1/clusters", get(clusters_json))
+        .route("/web/v1/gantt", get(gantt_json))
+        .route("/web/v1/gantt.svg", get(gantt_svg))
+        .route("/web/v1/grid", get(grid_json))
+        .route("/web/v1/jobs.csv", get(jobs_csv))
+        .route("/web/v1/jobs.json", get(jobs_export_json))
+        .route("/web/style.css", get(stylesheet))
+        .with_state(state)
+        .layer(tower_http::compression::CompressionLayer::new());
+    if let Some(root) = options.site_root {
+        router =
+            router.nest_service("/pkg", tower_http::services::ServeDir::new(root.join("pkg")).precompressed_gzip());
+    }
+    router
+}
+
+/// Most jobs one Gantt window loads (a safety cap; past it the newest submissions are kept, and said so).
+pub const MAX_GANTT_JOBS: usize = 400_000;
+/// Windows wider than this drop jobs too short to see: shorter than 1/4000 of the window (11 min at 30 d).
+pub const THIN_ABOVE_SECONDS: i64 = 7 * 86_400;
+/// Page size used when collecting a window (the API's maximum).
+const PAGE: u32 = 5000;
+
+/// Every job of `query`'s window, page after page, up to `cap`; `true` when more were left.
+async fn collect_jobs(
+    context: &WebContext,
+    headers: &HeaderMap,
+    mut query: JobQuery,
+    cap: usize,
+) -> Result<(Vec<wire::Job>, bool), DataError> {
+    query.limit = Some(PAGE);
+    let mut jobs = Vec::new();
+    loop {
+        let page = context.data.jobs(headers, &query).await?;
+        jobs.extend(page.items.into_iter().filter(|job| job.start.is_some()));
+        match page.next_cursor {
+            Some(cursor) if jobs.len() < cap => query.cursor = Some(cursor),
+            Some(_) => return Ok((jobs, true)),
+            None => return Ok((jobs, false)),
+        }
+    }
+}
+
+/// Racks for `cluster` from the topology, naming every node the node list or the jobs name.
+fn racks_for(context: &WebContext, cluster: &str, nodes: &[wire::Node], jobs: &[wire::Job], seen_gpus: u64) -> Racks {
+    let mut names: Vec<String> = nodes.iter().map(|node| node.node.clone()).collect();
+    names.extend(gantt::job_nodes(jobs));
+    let most = nodes.iter().map(|node| node.alloc_gpus).max().unwrap_or(0).max(seen_gpus);
+    context.topology.resolve(cluster, &names, infer_gpus_per_node(most))
+}
+
+fn most_gpus_per_node(jobs: &[wire::Job]) -> u64 {
+    jobs.iter().map(|job| per_node_gpus(job.alloc_gpus, job.alloc_nodes.max(1) as usize)).max().unwrap_or(0)
+}
+
+/// The Gantt's data for `query`'s window.
+pub async fn gantt_data(context: &WebContext, headers: &HeaderMap, query: &GanttQuery) -> Result<GanttData, DataError> {
+    let cluster = context.cluster_or_default(query.cluster.as_deref())?;
+    let now = chrono::Utc::now().timestamp();
+    let (start, end) = query.window(now);
+    let nodes = context.data.nodes(headers, Some(&cluster)).await?;
+    let job_query = JobQuery { cluster: Some(cluster.clone()), filters: query.filters.clone(), ..JobQuery::default() };
+    // One keyset scan, page after page: slicing the window into concurrent queries was measured
+    // slower (each slice pays the window query's tail scan).
+    let job_query = JobQuery { start: Some(start), end: Some(end), ..job_query };
+    let (mut jobs, truncated) = collect_jobs(context, headers, job_query, MAX_GANTT_JOBS).await?;
+    let min_duration = if end - start > THIN_ABOVE_SECONDS { (end - start) / 4000 } else { 0 };
+    let before = jobs.len();
+    if min_duration > 0 {
+        jobs.retain(|job| {
+            let job_start = job.start.map_or(0, |t| t.timestamp());
+            job.end.map_or(now, |t| t.timestamp()) - job_start >= min_duration
+        });
+    }
+    let racks = racks_for(context, &cluster, &nodes, &jobs, most_gpus_per_node(&jobs));
+    let mut data = GanttData::assemble(&cluster, (start, end, now), racks, &jobs, truncated);
+    data.min_duration = min_duration;
+    data.hidden_short = (before - jobs.len()) as u64;
+    Ok(data)
+}
+
+/// The grid at `query.at` (default now). Multi-node jobs' per-node GPUs come from their details.
+pub async fn grid_snapshot(
+    context: &WebContext,
+    headers: &HeaderMap,
+    query: &GridQuery,
+) -> Result<GridSnapshot, DataError> {
+    let cluster = context.cluster_or_default(query.cluster.as_deref())?;
+    let at = query.at.unwrap_or_else(|| chrono::Utc::now().timestamp());
+    let job_query =
+        JobQuery { cluster: Some(cluster.clone()), start: Some(at), end: Some(at + 1), ..JobQuery::default() };
+    // Independent reads go out together: nodes, the jobs running at `at`, the GPU indices recorded
+    // for them, the GPUs other tenants' jobs hold (counts), and the metric readings.
+    let (nodes, collected, held, busy, values) = futures::join!(
+        context.data.nodes(headers, Some(&cluster)),
+        collect_jobs(context, headers, job_query, 50_000),
+        context.data.held_gpus(headers, Some(&cluster), at),
+        context.data.busy_gpus(headers, Some(&cluster), at),
+        async {
+            match &query.metric {
+                Some(metric) => Some(context.data.gpu_values(headers, Some(&cluster), metric, at).await),
+                None => None,
+            }
+        },
+    );
+    let nodes = nodes?;
+    let (mut jobs, _) = collected?;
+    jobs.retain(|job| running_at(job, at));
+    let multi_node: Vec<&wire::Job> = jobs.iter().filter(|job| job.alloc_nodes > 1).collect();
+    let details =
+        futures::future::join_all(multi_node.iter().map(|job| context.data.job(headers, Some(&cluster), &job.job_id)))
+            .await;
+    let mut node_gpus = NodeGpus::new();
+    for detail in details.into_iter().flatten() {
+        let per_node = detail.nodes.iter().map(|node| (node.node.clone(), node.gpus)).collect::<BTreeMap<_, _>>();
+        node_gpus.insert(detail.job.job_id.clone(), per_node);
+    }
+    let seen = node_gpus.values().flat_map(|nodes| nodes.values().flatten().copied()).max().unwrap_or(0);
+    // Without the counts (the source failed) other tenants' GPUs look free, as before they existed.
+    let busy: BusyCounts = busy.unwrap_or_default().into_iter().map(|busy| (busy.node, busy.gpus)).collect();
+    // A node shared with other tenants holds the viewer's GPUs and the busy ones together.
+    let shared = busy
+        .iter()
+        .map(|(node, busy)| {
+            let visible: u64 = jobs
+                .iter()
+                .filter(|job| hostlist::expand(&job.node_list).iter().any(|host| host == node))
+                .map(|job| per_node_gpus(job.alloc_gpus, job.alloc_nodes.max(1) as usize))
+                .sum();
+            busy + visible
+        })
+        .max()
+        .unwrap_or(0);
+    let racks = racks_for(context, &cluster, &nodes, &jobs, most_gpus_per_node(&jobs).max(seen).max(shared));
+    // Recorded indices place GPUs exactly; without them (no store, no plugin) cells fill in order.
+    let mut recorded = RecordedGpus::new();
+    // (The data source logs a failure; the grid then shows counts only.)
+    for gpu in held.unwrap_or_default() {
+        recorded.entry(gpu.job_id).or_default().entry(gpu.node).or_default().push(gpu.gpu);
+    }
+    let mut grid = GridSnapshot::assemble(&cluster, at, racks, &jobs, &node_gpus, &recorded, &busy);
+    if let (Some(metric), Some(values)) = (&query.metric, values) {
+        // A metric source that fails leaves the cells coloured by job, with the reason shown.
+        grid.metric = match values {
+            Ok(Some(values)) => Some(GridMetric::new(&grid.racks, &values)),
+            Ok(None) => None,
+            Err(error) => Some(GridMetric {
+                key: metric.clone(),
+                status: "unavailable".into(),
+                message: Some(error.message),
+                ..GridMetric::default()
+            }),
+        };
+    }
+    Ok(grid)
+}
+
+/// A job page's data.
+pub async fn job_view(
+    context: &WebContext,
+    headers: &HeaderMap,
+    cluster: Option<&str>,
+    job_id: &str,
+) -> Result<JobView, DataError> {
+    let detail = context.data.job(headers, cluster, job_id).await?;
+    // A report that fails degrades the page to "not available", it does not break it.
+    let report = context.data.report(headers, cluster, job_id).await.ok().flatten();
+    Ok(JobView::new(detail, report))
+}
+
+/// The job list's rows for `query`, as the page shows them.
+pub async fn list_rows(
+    context: &WebContext,
+    headers: &HeaderMap,
+    query: &ListQuery,
+    order: Option<(Column, bool)>,
+) -> Result<Vec<wire::Job>, DataError> {
+    let page = context.data.jobs(headers, &query.api_query(chrono::Utc::now().timestamp())).await?;
+    Ok(joblist::shown(page.items, query.search.as_deref(), order))
+}
+
+impl IntoResponse for DataError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = match status.as_u16() {
+            400 => "invalid_parameter",
+            404 => "not_found",
+            503 => "source_unavailable",
+            _ => "internal",
+        };
+        let envelope = wire::ErrorEnvelope {
+            error: wire::ErrorBody { code: code.into(), message: self.message, parameter: None },
+        };
+        (status, axum::Json(envelope)).into_response()
+    }
+}
+
+type Pairs = Query<Vec<(String, String)>>;
+
+fn lookup(pairs: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
+    move |name| pairs.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone())
+}
+
+async fn clusters_json(State(state): State<WebState>) -> axum::Json<Vec<String>> {
+    axum::Json(state.context.clusters())
+}
+
+async fn gantt_json(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+    let query = GanttQuery::from_lookup(lookup(&pairs));
+    match gantt_data(&state.context, &headers, &query).await {
+        // Briefly cacheable, so the page's preload of its first window is reused by its first fetch.
+        Ok(data) => {
+            let mut response = axum::Json(data).into_response();
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=30"));
+            response
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn gantt_svg(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+    let query = GanttQuery::from_lookup(lookup(&pairs));
+    let width = lookup(&pairs)("width").and_then(|w| w.parse::<f64>().ok()).unwrap_or(1200.0).clamp(400.0, 4000.0);
+    match gantt_data(&state.context, &headers, &query).await {
+        Ok(data) => no_store(
+            ([(header::CONTENT_TYPE, "image/svg+xml")], gantt::svg(&data, query.colour, width)).into_response(),
+        ),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn grid_json(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+    let query = GridQuery::from_lookup(lookup(&pairs));
+    match grid_snapshot(&state.context, &headers, &query).await {
+        Ok(grid) => no_store(axum::Json(grid).into_response()),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn jobs_csv(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+    let get = lookup(&pairs);
+    let query = ListQuery::from_lookup(&get);
+    match list_rows(&state.context, &headers, &query, order_of(&get)).await {
+        Ok(rows) => download(joblist::to_csv(&rows), "text/csv; charset=utf-8", "jobs.csv"),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn jobs_export_json(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+    let get = lookup(&pairs);
+    let query = ListQuery::from_lookup(&get);
+    match list_rows(&state.context, &headers, &query, order_of(&get)).await {
+        Ok(rows) => download(joblist::to_json(&rows), "application/json", "jobs.json"),
+        Err(error) => error.into_response(),
+    }
+}
+
+fn download(body: String, content_type: &'static str, name: &str) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+        response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
+    }
+    no_store(response)
+}
+
+fn no_store(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn stylesheet() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=300")],
+        crate::app::STYLESHEET,
+    )
+        .into_response()
+}

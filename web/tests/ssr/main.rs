@@ -1,0 +1,253 @@
+//! Server-side rendering of the pages through the router the server mounts, with an in-memory
+//! [`WebData`] (the web crate's only seam: the real one is the server's API handlers, tested in the
+//! server's integration tests and the browser tests).
+
+use std::sync::{Arc, LazyLock};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use slurmlens_web::api::DataError;
+use slurmlens_web::query::JobQuery;
+use slurmlens_web::server::{DataFuture, WebData, WebOptions, routes};
+use slurmlens_wire as wire;
+use tower::ServiceExt;
+
+struct Fixture {
+    jobs: Vec<wire::Job>,
+}
+
+fn job(id: u32, user: &str, nodes: &str, start: &str, end: Option<&str>, gpus: u64) -> wire::Job {
+    let mut value = serde_json::json!({
+        "job_id": id.to_string(), "job_id_raw": id, "cluster": "lab", "job_name": format!("job-{id}"),
+        "user": user, "uid": 1001, "gid": 1001, "account": "ml", "partition": "gpu", "qos": "normal",
+        "state": if end.is_some() { "COMPLETED" } else { "RUNNING" }, "exit_code": "0:0",
+        "derived_exit_code": "0:0", "submit": start, "start": start, "elapsed": "01:00:00",
+        "elapsed_raw": 3600, "timelimit": "02:00:00", "node_list": nodes, "alloc_nodes": 1, "alloc_cpus": 4,
+        "alloc_gpus": gpus, "alloc_tres": "cpu=4,gres/gpu=2", "req_tres": "cpu=4", "req_mem": "1000M"
+    });
+    if let Some(end) = end {
+        value["end"] = serde_json::json!(end);
+    }
+    serde_json::from_value(value).expect("valid job")
+}
+
+/// The signed-in user of a request, as the server's access configuration names the header.
+fn viewer(headers: &HeaderMap) -> Option<String> {
+    headers.get("x-remote-user").and_then(|value| value.to_str().ok()).map(str::to_string)
+}
+
+impl WebData for Fixture {
+    fn clusters(&self) -> Vec<String> {
+        vec!["lab".into()]
+    }
+
+    /// Everyone's jobs without a signed-in user (staff-like); a named user's own jobs only.
+    fn jobs<'a>(&'a self, headers: &'a HeaderMap, _: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
+        Box::pin(async move {
+            let viewer = viewer(headers);
+            let items =
+                self.jobs.iter().filter(|job| viewer.as_deref().is_none_or(|name| job.user == name)).cloned().collect();
+            Ok(wire::Page { items, next_cursor: None })
+        })
+    }
+
+    fn job<'a>(&'a self, _: &'a HeaderMap, _: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail> {
+        Box::pin(async move {
+            let job =
+                self.jobs.iter().find(|job| job.job_id == job_id).ok_or_else(|| DataError::not_found("no such job"))?;
+            Ok(wire::JobDetail {
+                job: job.clone(),
+                work_dir: "/home".into(),
+                submit_line: "sbatch x.sh".into(),
+                nodes: vec![wire::NodeAllocation {
+                    node: job.node_list.clone(),
+                    gpus: Some(job.alloc_gpus),
+                    gpus_source: "single_node".into(),
+                }],
+                steps: Vec::new(),
+            })
+        })
+    }
+
+    fn gpu_values<'a>(
+        &'a self,
+        _: &'a HeaderMap,
+        _: Option<&'a str>,
+        metric: &'a str,
+        at: i64,
+    ) -> DataFuture<'a, Option<wire::GpuValues>> {
+        Box::pin(async move {
+            let value = |node: &str, gpu: u16, value: f64| wire::GpuValue { node: node.into(), gpu, value };
+            Ok(Some(wire::GpuValues {
+                metric: metric.to_string(),
+                unit: "%".into(),
+                at: chrono::DateTime::from_timestamp(at, 0).expect("time"),
+                status: "ok".into(),
+                message: None,
+                values: vec![value("n1", 0, 97.0), value("n1", 1, 3.0)],
+            }))
+        })
+    }
+
+    /// Counts of the running jobs the viewer may not see, per node, as the server's scoped source gives.
+    fn busy_gpus<'a>(
+        &'a self,
+        headers: &'a HeaderMap,
+        _: Option<&'a str>,
+        at: i64,
+    ) -> DataFuture<'a, Vec<wire::BusyGpus>> {
+        Box::pin(async move {
+            let Some(viewer) = viewer(headers) else { return Ok(Vec::new()) };
+            let mut busy: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+            for job in self.jobs.iter().filter(|job| job.user != viewer) {
+                let running = job.start.is_some_and(|start| start.timestamp() <= at)
+                    && job.end.is_none_or(|end| end.timestamp() > at);
+                if running {
+                    *busy.entry(job.node_list.clone()).or_default() += job.alloc_gpus;
+                }
+            }
+            Ok(busy.into_iter().map(|(node, gpus)| wire::BusyGpus { node, gpus }).collect())
+        })
+    }
+
+    fn nodes<'a>(&'a self, _: &'a HeaderMap, _: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>> {
+        Box::pin(async move {
+            Ok((1..=4)
+                .map(|n| wire::Node {
+                    node: format!("n{n}"),
+                    state: "IDLE".into(),
+                    reason: None,
+                    reason_since: None,
+                    running_jobs: 0,
+                    alloc_gpus: 0,
+                })
+                .collect())
+        })
+    }
+}
+
+fn app() -> axum::Router {
+    let jobs = vec![
+        job(7, "alice", "n1", "2026-11-29T10:00:00Z", Some("2026-11-29T11:00:00Z"), 2),
+        job(8, "bob", "n2", "2026-11-29T10:30:00Z", None, 4),
+    ];
+    routes(Arc::new(Fixture { jobs }), WebOptions::default())
+}
+
+/// One runtime for every test of this binary: leptos' executor is global to the process, so tests that
+/// each brought their own runtime could, in parallel, wait forever on a runtime a finished test dropped.
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime")
+});
+
+fn get(path: &str) -> (StatusCode, String) {
+    get_as(None, path)
+}
+
+fn get_as(user: Option<&str>, path: &str) -> (StatusCode, String) {
+    RUNTIME.block_on(async {
+        let mut request = Request::get(path);
+        if let Some(user) = user {
+            request = request.header("X-Remote-User", user);
+        }
+        let request = request.body(Body::empty()).expect("request");
+        let response = app().oneshot(request).await.expect("answer");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 10 << 20).await.expect("body");
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    })
+}
+
+#[test]
+fn the_job_list_is_complete_html_before_any_script_runs() {
+    let (status, html) = get("/jobs?cluster=lab");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(html.matches("data-testid=\"job-row\"").count(), 2, "{html}");
+    assert!(html.contains("job-7") && html.contains(">bob<"));
+    assert!(html.contains("/pkg/slurmlens_web_bg.wasm"), "the hydration script is linked");
+}
+
+#[test]
+fn a_job_page_shows_the_facts_and_a_missing_job_is_a_404() {
+    let (status, html) = get("/jobs/7?cluster=lab");
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("data-fact=\"NodeList\">n1<"), "{html}");
+    assert!(html.contains("report not available yet"));
+    let (status, html) = get("/jobs/99?cluster=lab");
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(html.contains("load-error"));
+}
+
+#[test]
+fn the_grid_names_the_job_on_each_gpu_at_the_moment_asked() {
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-29T10:45:00Z").expect("time").timestamp();
+    let (status, html) = get(&format!("/grid?cluster=lab&at={at}"));
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(html.matches("data-testid=\"gpu-cell\"").count(), 16, "4 nodes × 4 GPUs (inferred)");
+    assert_eq!(html.matches("data-job=\"7\"").count(), 2, "job 7 holds two GPUs of n1");
+    assert_eq!(html.matches("data-job=\"8\"").count(), 4, "job 8 holds n2's four GPUs");
+}
+
+#[test]
+fn exports_and_the_static_gantt_come_from_the_same_rows() {
+    let (status, csv) = get("/web/v1/jobs.csv?cluster=lab&sort=alloc_gpus&desc=1");
+    assert_eq!(status, StatusCode::OK);
+    let ids: Vec<&str> = csv.lines().skip(1).map(|line| line.split(',').next().unwrap_or("")).collect();
+    assert_eq!(ids, ["8", "7"]);
+    let (status, svg) = get("/web/v1/gantt.svg?cluster=lab&start=1796032800&end=1796040000");
+    assert_eq!(status, StatusCode::OK);
+    assert!(svg.starts_with("<svg") && svg.contains("n1"), "{svg}");
+    let (status, body) = get("/web/v1/gantt?cluster=nowhere");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("unknown cluster"));
+}
+
+#[test]
+fn the_grid_colours_gpus_by_a_metric_and_marks_gpus_without_readings() {
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-29T10:45:00Z").expect("time").timestamp();
+    let (status, html) = get(&format!("/grid?cluster=lab&at={at}&metric=gpu_util"));
+    assert_eq!(status, StatusCode::OK);
+    let cell = |node: &str, gpu: u16| {
+        let marker = format!("data-node=\"{node}\" data-gpu=\"{gpu}\"");
+        let from = html.find(&marker).unwrap_or_else(|| panic!("no cell {node}/{gpu} in {html}"));
+        html[from..from + 400].to_string()
+    };
+    assert!(cell("n1", 0).contains("background:#FDE725"), "97 % is the top of viridis: {}", cell("n1", 0));
+    assert!(cell("n1", 1).contains("background:#440154"), "3 % is the bottom: {}", cell("n1", 1));
+    assert!(cell("n2", 0).contains("background:#DDDDDD"), "no reading: {}", cell("n2", 0));
+    assert!(cell("n1", 0).contains("gpu_util 97 %"), "the reading is named: {}", cell("n1", 0));
+    assert!(html.contains("data-testid=\"grid-metric-legend\""));
+}
+
+#[test]
+fn a_tenant_sees_other_tenants_gpus_as_busy_cells_that_name_no_one() {
+    // Issue 6: alice's job 7 holds two GPUs of n1 at this moment; bob sees them busy, unnamed.
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-29T10:45:00Z").expect("time").timestamp();
+    for path in [format!("/grid?cluster=lab&at={at}"), format!("/grid?cluster=lab&at={at}&metric=gpu_util")] {
+        let (status, html) = get_as(Some("bob"), &path);
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(html.matches("data-job=\"8\"").count(), 4, "bob's own job keeps its cells: {html}");
+        assert_eq!(html.matches("data-busy=\"true\"").count(), 2, "alice's two GPUs are busy: {html}");
+        assert!(
+            html.contains("n1 GPU 0: busy: another tenant&#x27;s job")
+                || html.contains("n1 GPU 0: busy: another tenant's job")
+        );
+        assert!(html.contains("data-testid=\"grid-busy-legend\""), "the legend explains the hatch");
+        // Neither the markup nor the hydration data names alice or her job.
+        for leak in ["alice", "job-7", "data-job=\"7\"", "/jobs/7", "job 7", "\"job_id\":\"7\""] {
+            assert!(!html.contains(leak), "`{leak}` leaked into bob's grid ({path}): {html}");
+        }
+        // A busy cell never carries a reading, even where the source has one.
+        let from = html.find("data-node=\"n1\" data-gpu=\"0\"").expect("cell n1/0");
+        assert!(!html[from..from + 400].contains("gpu_util"), "{}", &html[from..from + 400]);
+    }
+    let (status, json) = get_as(Some("bob"), &format!("/web/v1/grid?cluster=lab&at={at}"));
+    assert_eq!(status, StatusCode::OK);
+    assert!(!json.contains("alice") && !json.contains("job-7"), "{json}");
+    let grid: slurmlens_web::grid::GridSnapshot = serde_json::from_str(&json).expect("grid JSON");
+    assert_eq!(grid.nodes[0].busy, [0, 1]);
+    assert_eq!(grid.jobs.iter().map(|job| job.job_id.as_str()).collect::<Vec<_>>(), ["8"]);
+    // Without a signed-in user the fixture answers like staff: alice's job by name, nothing busy.
+    let (_, html) = get(&format!("/grid?cluster=lab&at={at}"));
+    assert!(html.contains("data-job=\"7\"") && !html.contains("data-busy"));
+}
