@@ -337,8 +337,13 @@ test('an_xid_killed_job_is_the_infrastructures_and_its_page_shows_the_evidence_a
 });
 
 test('a_program_crash_with_xid_31_is_the_applications', async (page) => {
+  // Segfaults first (signal 11, or srun's 139 = 128 + SIGSEGV): a program crash on a GPU is where an
+  // illegal-address XID 31 is to be found, and the window holds hundreds of other FAILED jobs.
+  const segfault = (job) => /^(11|139):0$|:11$/.test(job.exit_code);
+  const failed = await recent('FAILED', 4);
+  const candidates = [...failed.filter(segfault), ...failed.filter((job) => !segfault(job))];
   let found = null;
-  for (const job of (await recent('FAILED', 4)).slice(0, 60)) {
+  for (const job of candidates.slice(0, 60)) {
     const r = await report(job.job_id);
     if (r.failure?.evidence.some((e) => e.source === 'xid' && e.detail.startsWith('XID 31'))) { found = { job, r }; break; }
   }
