@@ -14,6 +14,7 @@ use crate::domain::blame::{self, Ending, Evidence, Strength};
 use crate::domain::gpu::GpuRef;
 use crate::domain::ids::JobSelector;
 use crate::domain::job::JobRecord;
+use crate::domain::node_signals::{self, IoSource, NodeFacts};
 use crate::domain::promql::{LabelName, Matcher, MetricName, Selector};
 use crate::domain::report::{self, AttributedGpu, AttributionEvidence, GpuFacts, HeldJob, Summary};
 use crate::domain::scope::ViewerScope;
@@ -142,6 +143,11 @@ fn gpu_of(series: &Series, catalog: &SeriesCatalog) -> Option<GpuRef> {
     let node = catalog.gpu_host_labels.iter().find_map(|label| series.labels.get(label.as_str()))?;
     let index = series.labels.get(catalog.gpu_index_label.as_str())?.parse().ok()?;
     Some(GpuRef { node: node.clone(), index })
+}
+
+/// The node of a node-level series, from the first of `labels` it carries.
+fn node_of_any(series: &Series, labels: &[&LabelName]) -> Option<String> {
+    labels.iter().find_map(|label| node_of(series, label))
 }
 
 /// The node of an RDMA series (`instance="gpu001:9879"` → `gpu001`).
@@ -367,6 +373,7 @@ impl Reporter {
             failure: None,
             bursts: Vec::new(),
             traces: None,
+            io: None,
             job,
         };
         let ending = Ending {
@@ -632,7 +639,7 @@ impl Reporter {
     /// buckets), plus an instant query over the sliver before the first bucket. Then the idle share at
     /// scrape resolution, memory capacity and energy from the samples at the window's ends, XID codes
     /// seen, and the RDMA counters per node.
-    fn plan(&self, nodes: &[String], indices: &[u16], tiles: &Tiles, faults: &FaultScope) -> Vec<Planned> {
+    fn plan(&self, job_id: u32, nodes: &[String], indices: &[u16], tiles: &Tiles, faults: &FaultScope) -> Vec<Planned> {
         let catalog = &self.settings.catalog;
         let Tiles { window_s, step_s, remainder_s, .. } = *tiles;
         let planned = |what, range, query| Planned { what, range, at: None, query };
@@ -698,6 +705,15 @@ impl Reporter {
             };
             plan.push(planned(Wanted::NodeTimeline(spec.key.clone(), spec.scale), true, range));
             plan.push(planned(Wanted::NodeMean(spec.key.clone(), spec.scale), false, mean));
+        }
+        // The node beside its GPUs (node_exporter, ipmi_exporter) and the job's Lustre I/O.
+        for signal in node_signals::node_queries(&catalog.node, nodes, step_s, window_s) {
+            plan.push(planned(Wanted::NodeTimeline(signal.key.to_string(), 1.0), true, signal.range));
+            plan.push(planned(Wanted::NodeMean(signal.key.to_string(), 1.0), false, signal.mean));
+        }
+        for io in node_signals::io_queries(&catalog.lustre, job_id, nodes, step_s, window_s) {
+            plan.push(planned(Wanted::Io(io.key, io.source, false), true, io.range));
+            plan.push(planned(Wanted::Io(io.key, io.source, true), false, io.mean));
         }
         let on_nodes = |metric: &MetricName| Selector {
             metric: metric.clone(),
@@ -862,7 +878,7 @@ impl Reporter {
             recorded.iter().map(|(gpu, _)| gpu.index).collect::<BTreeSet<_>>().into_iter().collect();
         let util = catalog.gpu_metrics.first().map(|spec| spec.name.clone()).unwrap_or_else(|| catalog.xid.clone());
         let lookups: Vec<String> = self.gpu_selectors(&util, &nodes, &[]).iter().map(Selector::to_string).collect();
-        let plan = self.plan(&nodes, &indices, &tiles, faults);
+        let plan = self.plan(record.identity.id_job, &nodes, &indices, &tiles, faults);
         let (found, answers) = futures::join!(
             join_all(lookups.iter().map(|selector| vm.series(selector, start, end))),
             join_all(plan.iter().map(|planned| async move {
@@ -902,11 +918,23 @@ impl Reporter {
         let mut network: BTreeMap<String, NodeData> = BTreeMap::new();
         let mut fault_evidence: Vec<Evidence> = Vec::new();
         let mut bursts: BurstReadings = BTreeMap::new();
+        let mut io: IoReadings = BTreeMap::new();
+        let node_labels =
+            [&catalog.rdma_host_label, &catalog.node.host_label, &catalog.node.power_host_label, &catalog.lustre.host_label];
         for (planned, answer) in plan.iter().zip(answers) {
             for series in answer? {
                 match &planned.what {
                     Wanted::Fault(kind) => {
                         fault_evidence.extend(self.fault_evidence(*kind, &series, step_s));
+                        continue;
+                    }
+                    Wanted::Io(key, source, mean) => {
+                        let entry = io.entry((*source, key)).or_default();
+                        if *mean {
+                            entry.1 = series.points.last().map(|&(_, v)| v);
+                        } else {
+                            entry.0 = series.points.clone();
+                        }
                         continue;
                     }
                     Wanted::BurstPeak(direction) | Wanted::BurstSeconds(direction) => {
@@ -923,7 +951,7 @@ impl Reporter {
                     _ => {}
                 }
                 if let Wanted::NodeTimeline(key, scale) | Wanted::NodeMean(key, scale) = &planned.what {
-                    let Some(node) = node_of(&series, &catalog.rdma_host_label) else { continue };
+                    let Some(node) = node_of_any(&series, &node_labels) else { continue };
                     let entry = network.entry(node).or_default();
                     if matches!(planned.what, Wanted::NodeTimeline(..)) {
                         entry
@@ -977,6 +1005,7 @@ impl Reporter {
                     }
                     Wanted::NodeTimeline(..)
                     | Wanted::NodeMean(..)
+                    | Wanted::Io(..)
                     | Wanted::Fault(_)
                     | Wanted::BurstPeak(_)
                     | Wanted::BurstSeconds(_) => {}
@@ -995,7 +1024,13 @@ impl Reporter {
         if data.values().any(|entry| !entry.xid.is_empty()) {
             self.xid_timelines(vm, &nodes, &indices, &tiles, &mut data).await?;
         }
-        Ok(Gathered { faults: fault_evidence, bursts, attributed, data, network, step_s, window_s })
+        // The job held its nodes whole when it was given every GPU that reports on them.
+        let whole_nodes = !nodes.is_empty()
+            && nodes.iter().all(|node| {
+                let present = evidence.present.get(node).map_or(0, BTreeSet::len);
+                present > 0 && attributed.iter().filter(|a| &a.gpu.node == node).count() >= present
+            });
+        Ok(Gathered { faults: fault_evidence, bursts, attributed, data, network, io, whole_nodes, step_s, window_s })
     }
 
     fn fill(
@@ -1007,7 +1042,7 @@ impl Reporter {
         points: usize,
     ) {
         let catalog = &self.settings.catalog;
-        let Gathered { attributed, data, network, step_s, window_s, .. } = gathered;
+        let Gathered { attributed, data, network, io, whole_nodes, step_s, window_s, .. } = gathered;
         let hours = window_s as f64 / 3600.0;
         let mut facts = Vec::new();
         let mut energy_mj = 0.0;
@@ -1105,38 +1140,41 @@ impl Reporter {
                 xid_events,
             });
         }
+        // RDMA first, then the node beside its GPUs; a signal whose exporter is not scraped is absent.
+        let node_keys: Vec<(String, String)> = catalog
+            .rdma_metrics
+            .iter()
+            .map(|spec| (spec.key.clone(), spec.unit.clone()))
+            .chain(
+                node_signals::node_queries(&catalog.node, &[], 1, 1)
+                    .into_iter()
+                    .map(|signal| (signal.key.to_string(), signal.unit.to_string())),
+            )
+            .collect();
         for node in record.nodes.hosts() {
             let Some(entry) = network.get(node) else { continue };
-            let summary = catalog
-                .rdma_metrics
+            let summary = node_keys
                 .iter()
-                .filter_map(|spec| {
-                    let mean = *entry.means.get(&spec.key)?;
-                    let max =
-                        entry.timelines.get(&spec.key).map_or(mean, |t| t.iter().map(|&(_, v)| v).fold(mean, f64::max));
-                    Some(wire::MetricSummary {
-                        metric: spec.key.clone(),
-                        unit: spec.unit.clone(),
-                        mean,
-                        max,
-                        samples: 0,
-                    })
+                .filter_map(|(key, unit)| {
+                    let mean = *entry.means.get(key)?;
+                    let max = entry.timelines.get(key).map_or(mean, |t| t.iter().map(|&(_, v)| v).fold(mean, f64::max));
+                    Some(wire::MetricSummary { metric: key.clone(), unit: unit.clone(), mean, max, samples: 0 })
                 })
                 .collect();
-            let series = catalog
-                .rdma_metrics
+            let series = node_keys
                 .iter()
-                .filter_map(|spec| {
-                    let timeline = entry.timelines.get(&spec.key)?;
+                .filter_map(|(key, unit)| {
+                    let timeline = entry.timelines.get(key)?;
                     Some(wire::MetricSeries {
-                        metric: spec.key.clone(),
-                        unit: spec.unit.clone(),
+                        metric: key.clone(),
+                        unit: unit.clone(),
                         points: report::downsample(timeline, points),
                     })
                 })
                 .collect();
             report.nodes.push(wire::NodeNetworkReport { node: node.clone(), summary, series });
         }
+        report.io = io_report(&io, window_s, points);
         let with_data = report.gpus.iter().filter(|gpu| !gpu.summary.is_empty()).count();
         let mean_of = |key: &str| -> Option<f64> {
             let values: Vec<f64> = facts
@@ -1157,7 +1195,12 @@ impl Reporter {
             memory_capacity_mib: capacity,
             mean_gpu_util: mean_of("gpu_util"),
             mean_tensor_active: mean_of("tensor_active"),
+            node_power_w: None,
+            node_energy_kwh: None,
         };
+        let node_facts = self.node_facts(report, &network, record.nodes.hosts(), whole_nodes, hours);
+        report.totals.node_power_w = node_facts.node_power_w;
+        report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
         report.verdicts = report::verdicts(&facts)
             .into_iter()
             .map(|finding| wire::Verdict {
@@ -1167,6 +1210,12 @@ impl Reporter {
                 evidence: finding.evidence,
             })
             .collect();
+        report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(|finding| wire::Verdict {
+            kind: finding.kind.to_string(),
+            severity: finding.severity.to_string(),
+            message: finding.message,
+            evidence: finding.evidence,
+        }));
         if attributed.iter().any(|a| a.uncertain) {
             report.verdicts.push(wire::Verdict {
                 kind: "attribution_uncertain".into(),
@@ -1191,6 +1240,104 @@ impl Reporter {
         report.window_end = Some(end);
         report.metrics = wire::MetricsStatus { status: status.into(), message, step_s };
     }
+}
+
+impl Reporter {
+    /// What the node findings look at, from the report's GPUs and the node signals gathered.
+    fn node_facts(
+        &self,
+        report: &wire::JobReport,
+        network: &BTreeMap<String, NodeData>,
+        job_nodes: &[String],
+        whole_nodes: bool,
+        hours: f64,
+    ) -> NodeFacts {
+        let nodes: Vec<&NodeData> = job_nodes.iter().filter_map(|node| network.get(node)).collect();
+        let mean_over_nodes = |key: &str| -> Option<f64> {
+            let values: Vec<f64> = nodes.iter().filter_map(|entry| entry.means.get(key).copied()).collect();
+            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        };
+        let sum_over_nodes = |key: &str| -> Option<f64> {
+            let values: Vec<f64> = nodes.iter().filter_map(|entry| entry.means.get(key).copied()).collect();
+            (!values.is_empty()).then(|| values.iter().sum())
+        };
+        let gpu_mean = |key: &str| -> Vec<f64> {
+            report
+                .gpus
+                .iter()
+                .filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == key).map(|s| s.mean))
+                .collect()
+        };
+        let gpu_power = gpu_mean("power");
+        // The steps in which the job's GPUs idled, against the nodes' iowait in the same steps.
+        let mut util_by_step: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+        for gpu in &report.gpus {
+            for series in gpu.series.iter().filter(|s| s.metric == "gpu_util") {
+                for &(at, value) in &series.points {
+                    let entry = util_by_step.entry(at).or_default();
+                    entry.0 += value;
+                    entry.1 += 1.0;
+                }
+            }
+        }
+        let util: Vec<(i64, f64)> = util_by_step.into_iter().map(|(at, (sum, n))| (at, sum / n)).collect();
+        let mut iowait_by_step: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+        for entry in &nodes {
+            for &(at, value) in entry.timelines.get("cpu_iowait").map(Vec::as_slice).unwrap_or_default() {
+                let step = iowait_by_step.entry(at).or_default();
+                step.0 += value;
+                step.1 += 1.0;
+            }
+        }
+        let iowait: Vec<(i64, f64)> = iowait_by_step.into_iter().map(|(at, (sum, n))| (at, sum / n)).collect();
+        let gpu_hours = report.totals.gpu_hours;
+        NodeFacts {
+            gpu_idle_share: (gpu_hours > 0.0 && hours > 0.0).then(|| report.totals.idle_gpu_hours / gpu_hours),
+            gpu_power_w: (!gpu_power.is_empty()).then(|| gpu_power.iter().sum()),
+            node_power_w: sum_over_nodes("node_power"),
+            whole_nodes,
+            cpu_iowait_pct: mean_over_nodes("cpu_iowait"),
+            io_pressure_pct: mean_over_nodes("io_pressure"),
+            iowait_gpu_idle_vs_busy: node_signals::split_by_gpu_idle(&util, &iowait, report::IDLE_UTIL_PCT),
+            lustre_read_bytes_per_s: report.io.as_ref().and_then(|io| {
+                let read = io.summary.iter().find(|s| s.metric == "lustre_read")?.mean;
+                let source = if io.source == IoSource::JobStats.name() { IoSource::JobStats } else { IoSource::Nodes };
+                Some((read, source))
+            }),
+            memory_pressure_pct: mean_over_nodes("memory_pressure"),
+        }
+    }
+}
+
+/// The job's Lustre I/O: its own job statistics where the file system keeps them, else the clients of
+/// its nodes; `None` when neither is scraped.
+fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option<wire::IoReport> {
+    let source = [IoSource::JobStats, IoSource::Nodes]
+        .into_iter()
+        .find(|source| io.iter().any(|((from, _), (timeline, mean))| from == source && (mean.is_some() || !timeline.is_empty())))?;
+    let mut summary = Vec::new();
+    let mut series = Vec::new();
+    let mut totals = (0.0, 0.0);
+    for key in node_signals::IO_KEYS {
+        let Some((timeline, mean)) = io.get(&(source, key)) else { continue };
+        let unit = if key.ends_with("_ops") { "/s" } else { "B/s" };
+        let mean = mean.unwrap_or(0.0);
+        let max = timeline.iter().map(|&(_, v)| v).fold(mean, f64::max);
+        summary.push(wire::MetricSummary { metric: key.to_string(), unit: unit.into(), mean, max, samples: 0 });
+        if !timeline.is_empty() {
+            series.push(wire::MetricSeries {
+                metric: key.to_string(),
+                unit: unit.into(),
+                points: report::downsample(timeline, points),
+            });
+        }
+        match key {
+            "lustre_read" => totals.0 = mean * window_s as f64,
+            "lustre_write" => totals.1 = mean * window_s as f64,
+            _ => {}
+        }
+    }
+    Some(wire::IoReport { source: source.name().into(), read_bytes: totals.0, write_bytes: totals.1, summary, series })
 }
 
 /// The classification of a badly ended job from the evidence gathered, the XID errors on its GPUs and
@@ -1281,10 +1428,12 @@ enum Wanted {
     EnergyAtStart,
     /// The highest XID code of each GPU over the window, where one was set.
     XidSeen,
-    /// A node's RDMA counter per step (key, scale).
+    /// A node's RDMA counter or node signal per step (key, scale).
     NodeTimeline(String, f64),
-    /// A node's RDMA counter over the window (key, scale).
+    /// The same over the window (key, scale).
     NodeMean(String, f64),
+    /// The job's Lustre I/O (key, source, over the window rather than per step).
+    Io(&'static str, IoSource, bool),
     /// Steps in which a fault counter rose or a fault gauge was set: evidence for gap 2.
     Fault(FaultKind),
     /// A node's highest 100 ms rate over the window (direction).
@@ -1379,9 +1528,14 @@ struct Gathered {
     attributed: Vec<AttributedGpu>,
     data: BTreeMap<GpuRef, GpuData>,
     network: BTreeMap<String, NodeData>,
+    io: IoReadings,
+    whole_nodes: bool,
     step_s: u64,
     window_s: u64,
 }
+
+/// (source, key) → (timeline, mean over the window) of the job's Lustre I/O.
+type IoReadings = BTreeMap<(IoSource, &'static str), (Vec<(i64, f64)>, Option<f64>)>;
 
 /// Archives the reports of jobs that ended recently and have none yet. Every replica may run it: the
 /// archive is keyed by job record and written idempotently.

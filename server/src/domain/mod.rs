@@ -8,6 +8,7 @@ pub mod gpu;
 pub mod hostlist;
 pub mod ids;
 pub mod job;
+pub mod node_signals;
 pub mod promql;
 pub mod report;
 pub mod scope;

@@ -123,6 +123,11 @@ pub enum Matcher {
     AnyOf(LabelName, Vec<String>),
     /// Matches any of the hosts, with or without a `:port` suffix (a scrape target's `instance`).
     AnyHost(LabelName, Vec<String>),
+    /// Matches none of the values (rendered as an escaped `!~"a|b"`).
+    NoneOf(LabelName, Vec<String>),
+    /// Matches a Slurm job id as Lustre's `jobid_var`/`jobid_name` writes it: the id alone, or the id
+    /// followed by a separator and more (`1234`, `1234.alice`, `1234@n001`), never `12345`.
+    JobId(LabelName, u32),
 }
 
 /// `metric{matchers}`.
@@ -149,6 +154,11 @@ impl fmt::Display for Selector {
                     let alternatives = hosts.iter().map(|v| escape_regex(v)).collect::<Vec<_>>().join("|");
                     write!(f, "{label}=~\"{}\"", escape_value(&format!("({alternatives})(:[0-9]+)?")))?;
                 }
+                Matcher::NoneOf(label, values) => {
+                    let alternatives = values.iter().map(|v| escape_regex(v)).collect::<Vec<_>>().join("|");
+                    write!(f, "{label}!~\"{}\"", escape_value(&alternatives))?;
+                }
+                Matcher::JobId(label, id) => write!(f, "{label}=~\"{}\"", escape_value(&format!("{id}([.@:_-].*)?")))?,
             }
         }
         f.write_str("}")
@@ -161,6 +171,21 @@ mod tests {
 
     fn label(name: &str) -> LabelName {
         name.parse().expect("valid label")
+    }
+
+    #[test]
+    fn excluded_values_and_job_ids_render_as_anchored_regexes() {
+        let selector = Selector {
+            metric: "node_network_receive_bytes_total".parse().expect("valid"),
+            matchers: vec![Matcher::NoneOf(label("device"), vec!["lo".into(), "veth.x".into()])],
+        };
+        assert_eq!(selector.to_string(), r#"node_network_receive_bytes_total{device!~"lo|veth\\.x"}"#);
+        let selector = Selector {
+            metric: "lustre_job_read_bytes_total".parse().expect("valid"),
+            matchers: vec![Matcher::JobId(label("jobid"), 1234)],
+        };
+        // PromQL anchors regexes: 12345 does not match, 1234.alice does.
+        assert_eq!(selector.to_string(), r#"lustre_job_read_bytes_total{jobid=~"1234([.@:_-].*)?"}"#);
     }
 
     #[test]

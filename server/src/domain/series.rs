@@ -1,5 +1,6 @@
-//! The series catalogue: which metrics and labels real exporters emit (dcgm-exporter, rdma_exporter),
-//! with the defaults of `shared/reference/datasources.md` and per-site overrides from the config.
+//! The series catalogue: which metrics and labels real exporters emit (dcgm-exporter, rdma_exporter,
+//! node_exporter, ipmi_exporter, the Lustre exporter), with the defaults of
+//! `shared/reference/datasources.md` and per-site overrides from the config.
 
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +57,90 @@ pub struct SeriesCatalog {
     pub faults: FaultSeries,
     /// Short-interval peak rates exported by a node agent next to the counters (gap 3).
     pub bursts: BurstSeries,
+    /// The node beside its GPUs: node_exporter (CPU, memory, pressure, network) and ipmi_exporter (power).
+    pub node: NodeSeries,
+    /// Lustre I/O: per job from the servers' job statistics, or per node from the clients.
+    pub lustre: LustreSeries,
+}
+
+/// node_exporter's and ipmi_exporter's series, as those exporters name them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSeries {
+    /// Label carrying the node on node_exporter series (`instance="gpu001:9100"` is accepted).
+    pub host_label: LabelName,
+    /// CPU seconds per `cpu` and `mode` (counter).
+    pub cpu_seconds: MetricName,
+    pub cpu_mode_label: LabelName,
+    pub memory_total: MetricName,
+    pub memory_available: MetricName,
+    /// Pressure stall information: seconds some task waited on memory / on I/O (counters).
+    pub memory_pressure: MetricName,
+    pub io_pressure: MetricName,
+    pub network_receive: MetricName,
+    pub network_transmit: MetricName,
+    pub network_device_label: LabelName,
+    /// Interfaces left out of the node's network traffic (loopback, container bridges).
+    pub network_devices_ignored: Vec<String>,
+    /// ipmi_exporter's DCMI power reading of the whole node, in watts (gauge).
+    pub power: MetricName,
+    /// Label carrying the node on ipmi_exporter series: sites that scrape BMCs remotely relabel the
+    /// target to the node's name.
+    pub power_host_label: LabelName,
+}
+
+impl Default for NodeSeries {
+    fn default() -> Self {
+        Self {
+            host_label: label("instance"),
+            cpu_seconds: name("node_cpu_seconds_total"),
+            cpu_mode_label: label("mode"),
+            memory_total: name("node_memory_MemTotal_bytes"),
+            memory_available: name("node_memory_MemAvailable_bytes"),
+            memory_pressure: name("node_pressure_memory_waiting_seconds_total"),
+            io_pressure: name("node_pressure_io_waiting_seconds_total"),
+            network_receive: name("node_network_receive_bytes_total"),
+            network_transmit: name("node_network_transmit_bytes_total"),
+            network_device_label: label("device"),
+            network_devices_ignored: vec!["lo".into()],
+            power: name("ipmi_dcmi_power_consumption_watts"),
+            power_host_label: label("instance"),
+        }
+    }
+}
+
+/// The Lustre exporter's series (HPE `lustre_exporter` names): job statistics on the OSTs, keyed by
+/// the `jobid` Lustre takes from `jobid_var=SLURM_JOB_ID`, and the clients' own totals per node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LustreSeries {
+    pub job_read_bytes: MetricName,
+    pub job_write_bytes: MetricName,
+    /// Read and write operations per job (the job_stats `samples`).
+    pub job_read_ops: MetricName,
+    pub job_write_ops: MetricName,
+    pub job_label: LabelName,
+    /// Bytes read and written by the node's client (`component="client"`), all jobs of the node together.
+    pub client_read_bytes: MetricName,
+    pub client_write_bytes: MetricName,
+    pub component_label: LabelName,
+    pub host_label: LabelName,
+}
+
+impl Default for LustreSeries {
+    fn default() -> Self {
+        Self {
+            job_read_bytes: name("lustre_job_read_bytes_total"),
+            job_write_bytes: name("lustre_job_write_bytes_total"),
+            job_read_ops: name("lustre_job_read_samples_total"),
+            job_write_ops: name("lustre_job_write_samples_total"),
+            job_label: label("jobid"),
+            client_read_bytes: name("lustre_read_bytes_total"),
+            client_write_bytes: name("lustre_write_bytes_total"),
+            component_label: label("component"),
+            host_label: label("instance"),
+        }
+    }
 }
 
 /// Series that reveal infrastructure faults during a job.
@@ -181,6 +266,8 @@ impl Default for SeriesCatalog {
             ],
             faults: FaultSeries::default(),
             bursts: BurstSeries::default(),
+            node: NodeSeries::default(),
+            lustre: LustreSeries::default(),
         }
     }
 }

@@ -224,6 +224,24 @@ pub struct JobReport {
     /// Where the traced GPU time went (gap 1), when trace summaries were sent for the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traces: Option<JobTraces>,
+    /// The job's Lustre I/O, when the file system's exporter is scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoReport>,
+}
+
+/// A job's file-system I/O (Lustre exporter).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct IoReport {
+    /// `jobstats`: the file system's statistics of this job alone (Lustre `jobid_var`); `nodes`: the
+    /// Lustre clients of the job's nodes, which include any other job running there.
+    pub source: String,
+    /// Bytes read and written over the window.
+    pub read_bytes: f64,
+    pub write_bytes: f64,
+    /// `lustre_read`, `lustre_write` (B/s) and, from job statistics, `lustre_read_ops`, `lustre_write_ops` (/s).
+    pub summary: Vec<MetricSummary>,
+    pub series: Vec<MetricSeries>,
 }
 
 /// Why a job ended badly, as far as the evidence goes.
@@ -339,7 +357,9 @@ pub struct XidEvent {
     pub message: Option<String>,
 }
 
-/// RDMA traffic and congestion of one node during the job.
+/// One node during the job: RDMA traffic and congestion (rdma_exporter), and the node beside its GPUs:
+/// `cpu_busy`, `cpu_iowait`, `memory_used`, `memory_pressure`, `io_pressure`, `net_rx`, `net_tx`
+/// (node_exporter) and `node_power` (ipmi_exporter), each where its exporter is scraped.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeNetworkReport {
@@ -364,6 +384,11 @@ pub struct ReportTotals {
     pub mean_gpu_util: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_tensor_active: Option<f64>,
+    /// Mean power of the job's nodes together (W), from their BMCs, and its energy over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_power_w: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_energy_kwh: Option<f64>,
 }
 
 /// A finding with the evidence that triggered it.
