@@ -919,8 +919,12 @@ impl Reporter {
         let mut fault_evidence: Vec<Evidence> = Vec::new();
         let mut bursts: BurstReadings = BTreeMap::new();
         let mut io: IoReadings = BTreeMap::new();
-        let node_labels =
-            [&catalog.rdma_host_label, &catalog.node.host_label, &catalog.node.power_host_label, &catalog.lustre.host_label];
+        let node_labels = [
+            &catalog.rdma_host_label,
+            &catalog.node.host_label,
+            &catalog.node.power_host_label,
+            &catalog.lustre.host_label,
+        ];
         for (planned, answer) in plan.iter().zip(answers) {
             for series in answer? {
                 match &planned.what {
@@ -1262,11 +1266,7 @@ impl Reporter {
             (!values.is_empty()).then(|| values.iter().sum())
         };
         let gpu_mean = |key: &str| -> Vec<f64> {
-            report
-                .gpus
-                .iter()
-                .filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == key).map(|s| s.mean))
-                .collect()
+            report.gpus.iter().filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == key).map(|s| s.mean)).collect()
         };
         let gpu_power = gpu_mean("power");
         // The steps in which the job's GPUs idled, against the nodes' iowait in the same steps.
@@ -1312,9 +1312,9 @@ impl Reporter {
 /// The job's Lustre I/O: its own job statistics where the file system keeps them, else the clients of
 /// its nodes; `None` when neither is scraped.
 fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option<wire::IoReport> {
-    let source = [IoSource::JobStats, IoSource::Nodes]
-        .into_iter()
-        .find(|source| io.iter().any(|((from, _), (timeline, mean))| from == source && (mean.is_some() || !timeline.is_empty())))?;
+    let source = [IoSource::JobStats, IoSource::Nodes].into_iter().find(|source| {
+        io.iter().any(|((from, _), (timeline, mean))| from == source && (mean.is_some() || !timeline.is_empty()))
+    })?;
     let mut summary = Vec::new();
     let mut series = Vec::new();
     let mut totals = (0.0, 0.0);

@@ -53,7 +53,9 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
             "B",
             host,
             Box::new(move |r| {
-                format!("sum by ({host}) (avg_over_time({total}[{r}s])) - sum by ({host}) (avg_over_time({available}[{r}s]))")
+                format!(
+                    "sum by ({host}) (avg_over_time({total}[{r}s])) - sum by ({host}) (avg_over_time({available}[{r}s]))"
+                )
             }),
         ),
         ("memory_pressure", "%", host, {
@@ -196,7 +198,8 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
             evidence.push(format!("CPU iowait {iowait:.1} % on the job's nodes"));
         }
         if let Some((idle_phase, busy_phase)) = facts.iowait_gpu_idle_vs_busy {
-            evidence.push(format!("iowait {idle_phase:.1} % while the GPUs idled, {busy_phase:.1} % while they worked"));
+            evidence
+                .push(format!("iowait {idle_phase:.1} % while the GPUs idled, {busy_phase:.1} % while they worked"));
         }
         if let Some(pressure) = facts.io_pressure_pct {
             evidence.push(format!("I/O pressure {pressure:.1} % (time some task stalled on I/O)"));
@@ -310,7 +313,12 @@ mod tests {
 
     #[test]
     fn node_power_share_is_said_only_for_whole_nodes() {
-        let facts = NodeFacts { gpu_power_w: Some(4000.0), node_power_w: Some(5000.0), whole_nodes: true, ..Default::default() };
+        let facts = NodeFacts {
+            gpu_power_w: Some(4000.0),
+            node_power_w: Some(5000.0),
+            whole_nodes: true,
+            ..Default::default()
+        };
         let found = findings(&facts);
         assert_eq!(found[0].kind, "node_power");
         assert!(found[0].message.contains("80 %"), "{}", found[0].message);

@@ -5,6 +5,7 @@ mod access;
 mod api_errors;
 mod failure;
 mod jobs_listing;
+mod node_signals;
 mod plugin;
 mod report;
 mod sacct_parity;
