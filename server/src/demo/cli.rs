@@ -114,7 +114,7 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
                 },
             );
             println!(
-                "telemetry for {cluster}: {} jobs, {} GPU records, {} samples ({} ping-mesh, {} burst on {} nodes) in {:.1} s; \
+                "telemetry for {cluster}: {} jobs, {} GPU records, {} samples ({} ping-mesh, {} burst on {} nodes, {} node and Lustre) in {:.1} s; \
                  killed by XID 79: {}; application crashes (XID 31): {}; lossy ToR pair: {lossy}; \
                  trace summaries: {} rows for {}",
                 stats.jobs,
@@ -123,6 +123,7 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
                 stats.pingmesh_samples,
                 stats.burst_samples,
                 stats.burst_nodes,
+                stats.node_samples,
                 started.elapsed().as_secs_f64(),
                 ids(&stats.xid_jobs),
                 ids(&stats.app_crash_jobs),

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod history;
+pub mod nodes;
 pub mod telemetry;
 pub mod traces;
 

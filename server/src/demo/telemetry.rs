@@ -943,6 +943,8 @@ pub struct TelemetryStats {
     pub burst_samples: usize,
     /// Nodes with the burst agent.
     pub burst_nodes: usize,
+    /// node_exporter, ipmi_exporter and Lustre samples.
+    pub node_samples: usize,
     /// Jobs whose GPUs show XID 79 (they died with their node).
     pub xid_jobs: Vec<u32>,
     /// FAILED jobs whose GPU shows XID 31 (SIGSEGV on an illegal address: the application's fault).
@@ -1141,9 +1143,11 @@ pub async fn seed_cluster(
     let (samples, burst_samples) =
         import_workloads(vm, &nodes, gpus_per_node, &workloads, &burst_agents, from_s, now_s - 1, step_s, 11).await?;
     stats.burst_samples = burst_samples;
+    stats.node_samples =
+        super::nodes::import_node_series(vm, &nodes, gpus_per_node, &workloads, from_s, now_s - 1, 17).await?;
     let paths = ping_paths(&rack_names);
     stats.pingmesh_samples = import_pingmesh(vm, &paths, stats.lossy.as_ref(), from_s, now_s - 1, 13).await?;
-    stats.samples = samples + stats.pingmesh_samples;
+    stats.samples = samples + stats.pingmesh_samples + stats.node_samples;
     if let Some(store) = store {
         let traced = traced_gpus(&workloads, now_s);
         stats.traced_jobs =
