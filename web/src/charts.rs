@@ -323,7 +323,8 @@ pub fn gpu_timeline(report: &wire::JobReport, metric: &str) -> Option<String> {
     timeline(&span, metric, &unit, &series)
 }
 
-/// RDMA per node for one counter (`rdma_rx` in, `rdma_tx` out, congestion counters).
+/// RDMA or a node signal per node for one key (`rdma_rx` in, `rdma_tx` out, congestion counters,
+/// `cpu_iowait`, `node_power`, …).
 pub fn network_timeline(report: &wire::JobReport, metric: &str) -> Option<String> {
     let span = Span::of(report)?;
     let rows: Vec<(String, &wire::MetricSeries)> = report
@@ -337,10 +338,37 @@ pub fn network_timeline(report: &wire::JobReport, metric: &str) -> Option<String
     timeline(&span, metric, &unit, &series)
 }
 
+/// The job's Lustre reads and writes over time, from its job statistics or its nodes' clients.
+pub fn io_timeline(report: &wire::JobReport) -> Option<String> {
+    let span = Span::of(report)?;
+    let io = report.io.as_ref()?;
+    let series: Vec<(String, &[(i64, f64)])> = ["lustre_read", "lustre_write"]
+        .into_iter()
+        .filter_map(|key| {
+            let series = io.series.iter().find(|s| s.metric == key)?;
+            Some((key.trim_start_matches("lustre_").to_string(), series.points.as_slice()))
+        })
+        .collect();
+    if series.is_empty() {
+        return None;
+    }
+    timeline(&span, "Lustre I/O", "B/s", &series)
+}
+
+/// The node signals a report page draws, with their titles.
+pub const NODE_CHARTS: [(&str, &str); 6] = [
+    ("cpu_busy", "CPU busy per node (node_exporter)"),
+    ("cpu_iowait", "CPU iowait per node: waiting on I/O"),
+    ("io_pressure", "I/O pressure per node: time some task stalled on I/O"),
+    ("memory_used", "host memory used per node"),
+    ("net_rx", "network in per node (Ethernet/IPoIB, storage traffic)"),
+    ("node_power", "node power per node (BMC, ipmi_exporter)"),
+];
+
 /// One drawn chart of a report page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chart {
-    /// `heat-map`, `timeline` or `network`.
+    /// `heat-map`, `timeline`, `network`, `node` or `io`.
     pub kind: String,
     pub title: String,
     pub svg: String,
@@ -375,6 +403,13 @@ pub fn for_report(report: &wire::JobReport) -> Vec<Chart> {
     ] {
         charts.extend(chart("network", title.to_string(), network_timeline(report, metric)));
     }
+    for (metric, title) in NODE_CHARTS {
+        charts.extend(chart("node", title.to_string(), network_timeline(report, metric)));
+    }
+    if let Some(io) = &report.io {
+        let whose = if io.source == "jobstats" { "the job's own (Lustre job statistics)" } else { "its nodes' clients, all jobs there" };
+        charts.extend(chart("io", format!("Lustre reads and writes: {whose}"), io_timeline(report)));
+    }
     charts
 }
 
@@ -385,6 +420,9 @@ pub fn without_series(mut report: wire::JobReport) -> wire::JobReport {
     }
     for node in &mut report.nodes {
         node.series.clear();
+    }
+    if let Some(io) = &mut report.io {
+        io.series.clear();
     }
     report
 }
@@ -512,6 +550,31 @@ mod tests {
         assert_eq!(svg.matches(r##"fill="#440154""##).count(), 4 + 1, "4 idle runs + the legend swatch");
         assert_eq!(svg.matches(r#"class="xid""#).count(), 1, "the XID of gpu001/1");
         assert!(heat_map(&report(4, &points), "power").is_none());
+    }
+
+    #[test]
+    fn node_signals_and_lustre_io_get_charts_of_their_own() {
+        let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, 40.0)).collect();
+        let mut with_nodes = report(2, &points);
+        with_nodes.nodes = serde_json::from_value(serde_json::json!([{
+            "node": "gpu001",
+            "summary": [{"metric": "cpu_iowait", "unit": "%", "mean": 20.0, "max": 31.0, "samples": 0}],
+            "series": [{"metric": "cpu_iowait", "unit": "%", "points": points},
+                       {"metric": "node_power", "unit": "W", "points": points}]
+        }]))
+        .expect("nodes");
+        with_nodes.io = serde_json::from_value(serde_json::json!({
+            "source": "jobstats", "read_bytes": 1e12, "write_bytes": 1e9, "summary": [],
+            "series": [{"metric": "lustre_read", "unit": "B/s", "points": points}]
+        }))
+        .expect("io");
+        let charts = for_report(&with_nodes);
+        let kinds: Vec<(&str, &str)> = charts.iter().map(|c| (c.kind.as_str(), c.title.as_str())).collect();
+        assert_eq!(kinds.iter().filter(|(kind, _)| *kind == "node").count(), 2, "{kinds:?}");
+        assert!(kinds.iter().any(|(kind, title)| *kind == "io" && title.contains("job statistics")), "{kinds:?}");
+        assert!(for_report(&report(2, &points)).iter().all(|c| c.kind != "node" && c.kind != "io"), "none without data");
+        let stripped = without_series(with_nodes);
+        assert!(stripped.io.is_some_and(|io| io.series.is_empty()));
     }
 
     #[test]

@@ -234,6 +234,9 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
     if let Some(energy) = totals.energy_kwh {
         total_text.push(format!("{energy:.2} kWh"));
     }
+    if let (Some(power), Some(energy)) = (totals.node_power_w, totals.node_energy_kwh) {
+        total_text.push(format!("nodes {} mean, {energy:.2} kWh (BMC)", charts::human(power, "W")));
+    }
     let verdicts = report
         .verdicts
         .iter()
@@ -276,6 +279,8 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
         <div class="verdicts">{verdicts}</div>
         {report.traces.clone().map(|traces| view! { <TimeShares traces /> })}
         {(!report.bursts.is_empty()).then(|| view! { <BurstTable bursts=report.bursts.clone() /> })}
+        <NodeTable nodes=report.nodes.clone() />
+        {report.io.clone().map(|io| view! { <IoLine io /> })}
         {(!report.gpus.is_empty()).then(|| view! {
             <table class="compact" data-testid="report-gpus">
                 <thead><tr><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"Attribution"</th><th scope="col">"Mean/peak"</th><th scope="col">"XID"</th></tr></thead>
@@ -377,6 +382,64 @@ fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
                 <tbody>{collectives}</tbody>
             </table>
         </section>
+    }
+}
+
+/// The node beside its GPUs: mean and peak of each node signal, one row per node. Absent when no
+/// node exporter is scraped.
+#[component]
+fn NodeTable(nodes: Vec<wire::NodeNetworkReport>) -> impl IntoView {
+    let keys = ["cpu_busy", "cpu_iowait", "io_pressure", "memory_used", "memory_pressure", "net_rx", "node_power"];
+    let cell = |node: &wire::NodeNetworkReport, key: &str| {
+        node.summary.iter().find(|s| s.metric == key).map_or_else(
+            || "–".to_string(),
+            |s| format!("{} / {}", charts::human(s.mean, &s.unit), charts::human(s.max, &s.unit)),
+        )
+    };
+    let rows: Vec<_> = nodes
+        .iter()
+        .filter(|node| node.summary.iter().any(|s| keys.contains(&s.metric.as_str())))
+        .map(|node| {
+            let cells = keys.iter().map(|key| view! { <td>{cell(node, key)}</td> }).collect_view();
+            view! { <tr data-testid="report-node" data-node=node.node.clone()><td>{node.node.clone()}</td>{cells}</tr> }
+        })
+        .collect();
+    (!rows.is_empty()).then(|| {
+        view! {
+            <section class="node-signals" data-testid="report-nodes">
+                <h3>"Nodes (mean / peak)"</h3>
+                <table class="compact">
+                    <thead><tr>
+                        <th scope="col">"Node"</th><th scope="col">"CPU busy"</th><th scope="col">"iowait"</th>
+                        <th scope="col">"I/O pressure"</th><th scope="col">"Memory"</th><th scope="col">"Mem. pressure"</th>
+                        <th scope="col">"Net in"</th><th scope="col">"Power"</th>
+                    </tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </section>
+        }
+    })
+}
+
+/// The job's Lustre I/O in one line: where the figures come from, bytes and mean rates.
+#[component]
+fn IoLine(io: wire::IoReport) -> impl IntoView {
+    let rate = |key: &str, unit: &str| {
+        io.summary.iter().find(|s| s.metric == key).map(|s| format!("{} mean", charts::human(s.mean, unit)))
+    };
+    let mut parts = vec![
+        format!("read {}", charts::human(io.read_bytes, "B")),
+        format!("written {}", charts::human(io.write_bytes, "B")),
+    ];
+    parts.extend(rate("lustre_read", "B/s").map(|r| format!("reads {r}")));
+    parts.extend(rate("lustre_read_ops", "ops/s"));
+    let source = if io.source == "jobstats" {
+        "Lustre job statistics (this job alone)"
+    } else {
+        "Lustre clients of the job's nodes (with any other job on them)"
+    };
+    view! {
+        <p data-testid="report-io" data-source=io.source.clone()>{format!("File system: {} — {source}", parts.join(" · "))}</p>
     }
 }
 
