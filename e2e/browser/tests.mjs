@@ -354,6 +354,35 @@ test('a_program_crash_with_xid_31_is_the_applications', async (page) => {
   return page;
 });
 
+test('an_input_bound_job_shows_its_nodes_waiting_on_lustre', async (page) => {
+  // The demo's data loaders (ResNet, YOLO, …) read from Lustre while their GPUs wait: iowait on the
+  // nodes (node_exporter), reads in Lustre's job statistics, and the node's power from its BMC.
+  const loader = /resnet|yolo|coco|augment|preprocess|unet|tokenizer/i;
+  const candidates = (await recent('COMPLETED', 8)).filter((job) => loader.test(job.job_name));
+  let found = null;
+  for (const job of candidates.slice(0, 40)) {
+    const r = await report(job.job_id);
+    if (r.verdicts.some((v) => v.kind === 'io_bound')) { found = { job, r }; break; }
+  }
+  assert(found, `an input-bound 8-GPU job of the last two days reads as io_bound (${candidates.length} candidates)`);
+  const { job, r } = found;
+  assertEqual(r.io?.source, 'jobstats', 'its Lustre figures are its own job statistics');
+  assert(r.io.read_bytes > 1e9, `it read from Lustre (${r.io.read_bytes} B)`);
+  const iowait = r.nodes.map((n) => n.summary.find((s) => s.metric === 'cpu_iowait')?.mean);
+  assert(iowait.every((v) => v > 5), `its nodes wait on I/O: ${iowait}`);
+  assert(r.totals.node_power_w > 1000, `node power from the BMC: ${r.totals.node_power_w}`);
+  await page.goto(`${base}/jobs/${job.job_id}?cluster=sakura`);
+  await hydrated(page);
+  const rows = await page.$$eval('[data-testid=report-node]', (trs) => trs.map((tr) => tr.dataset.node));
+  assertEqual(rows, r.nodes.map((n) => n.node), 'a row per node of the report');
+  assertEqual(await page.getAttribute('[data-testid=report-io]', 'data-source'), 'jobstats', 'the I/O line says whose');
+  const kinds = await page.$$eval('[data-testid=report-chart]', (figs) => figs.map((f) => f.dataset.chart));
+  assert(kinds.includes('node') && kinds.includes('io'), `node and I/O charts drawn: ${kinds}`);
+  assert(await page.$('[data-testid=verdict][data-kind=io_bound]'), 'the verdict is on the page');
+  await page.$eval('[data-testid=report-nodes]', (el) => el.scrollIntoView());
+  return page;
+});
+
 test('grid_colours_gpus_by_utilisation_as_the_api_reads_them', async (page) => {
   const at = now() - 6 * 3600;
   const values = await api(base, `/api/v1/gpus/values?cluster=sakura&metric=gpu_util&at=${at}`);
