@@ -8,6 +8,8 @@ mod jobs_listing;
 mod plugin;
 mod report;
 mod sacct_parity;
+mod signals;
+mod standins;
 mod support;
 mod tenancy;
 mod traces;
