@@ -445,7 +445,10 @@ mod tests {
             jail.set_env("SLURMLENS_PYROSCOPE__URL", "http://pyroscope:4040");
             let config = Config::load(None).map_err(|e| e.to_string())?;
             assert_eq!(config.victorialogs.as_ref().map(|logs| logs.node_field.as_str()), Some("host"));
-            assert_eq!(config.pyroscope.as_ref().map(|p| p.profile_type.id()), Some("process_cpu:cpu:nanoseconds:cpu:nanoseconds"));
+            assert_eq!(
+                config.pyroscope.as_ref().map(|p| p.profile_type.id()),
+                Some("process_cpu:cpu:nanoseconds:cpu:nanoseconds")
+            );
             jail.set_env("SLURMLENS_VICTORIALOGS__NODE_FIELD", "host:in(x)");
             assert!(Config::load(None).is_err(), "a node field that is not a field name");
             jail.set_env("SLURMLENS_VICTORIALOGS__NODE_FIELD", "host.name");

@@ -94,7 +94,11 @@ impl Signals {
             .map(|config| {
                 let timeout = std::time::Duration::from_millis(config.timeout_ms);
                 VictoriaLogs::new(&config.url, timeout, config.node_field.clone())
-                    .map(|client| LogSource { client, filter: config.filter.clone(), max_lines: config.max_lines.max(1) })
+                    .map(|client| LogSource {
+                        client,
+                        filter: config.filter.clone(),
+                        max_lines: config.max_lines.max(1),
+                    })
                     .map_err(|e| e.to_string())
             })
             .transpose()?;

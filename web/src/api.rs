@@ -69,8 +69,22 @@ impl JobView {
         Self { detail, report: report.map(crate::charts::without_series), charts, logs: None, profile: None }
     }
 
-    /// With the job's logs and profile.
-    pub fn with_signals(self, logs: Option<wire::JobLogs>, profile: Option<wire::JobProfile>) -> Self {
+    /// With the job's logs and profile; the important log lines are marked on the report's timelines.
+    pub fn with_signals(mut self, logs: Option<wire::JobLogs>, profile: Option<wire::JobProfile>) -> Self {
+        if let (Some(report), Some(logs)) = (&self.report, &logs)
+            && let Some(span) = crate::charts::Span::of(report)
+        {
+            let moments: Vec<(i64, String)> = logs
+                .important
+                .iter()
+                .map(|line| {
+                    let what = line.xid.map_or_else(|| line.kind.replace('_', " "), |code| format!("XID {code}"));
+                    let node = line.node.as_deref().unwrap_or("?");
+                    (line.time.timestamp(), format!("{what} on {node} at {}", line.time.format("%H:%M:%S UTC")))
+                })
+                .collect();
+            crate::charts::mark_moments(&mut self.charts, &span, &moments);
+        }
         Self { logs, profile, ..self }
     }
 }

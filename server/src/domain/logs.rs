@@ -188,15 +188,21 @@ mod tests {
     #[test]
     fn classifies_nccl_errors_and_timeouts() {
         assert_eq!(
-            kind("node01:48213:48901 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<53212> with error 12, opcode 0, len 0, vendor err 129 (Recv)"),
+            kind(
+                "node01:48213:48901 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<53212> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
+            ),
             Some("nccl_error")
         );
         assert_eq!(
-            kind("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, NCCL version 2.21.5 ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."),
+            kind(
+                "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, NCCL version 2.21.5 ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."
+            ),
             Some("nccl_error")
         );
         assert_eq!(
-            kind("[rank3]:[E1201 08:41:07.123456 48213 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600023 milliseconds before timing out."),
+            kind(
+                "[rank3]:[E1201 08:41:07.123456 48213 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600023 milliseconds before timing out."
+            ),
             Some("nccl_timeout")
         );
     }
@@ -204,15 +210,21 @@ mod tests {
     #[test]
     fn classifies_oom_kills_and_link_downs() {
         assert_eq!(
-            kind("kernel: Out of memory: Killed process 48213 (python) total-vm:812345678kB, anon-rss:512345678kB, file-rss:0kB, shmem-rss:0kB, UID:1001 pgtables:1234kB oom_score_adj:0"),
+            kind(
+                "kernel: Out of memory: Killed process 48213 (python) total-vm:812345678kB, anon-rss:512345678kB, file-rss:0kB, shmem-rss:0kB, UID:1001 pgtables:1234kB oom_score_adj:0"
+            ),
             Some("oom_kill")
         );
         assert_eq!(
-            kind("kernel: oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=step_0,mems_allowed=0-1,oom_memcg=/slurm/uid_1001/job_1234,task_memcg=/slurm/uid_1001/job_1234/step_0/task_0,task=python,pid=48213,uid=1001"),
+            kind(
+                "kernel: oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=step_0,mems_allowed=0-1,oom_memcg=/slurm/uid_1001/job_1234,task_memcg=/slurm/uid_1001/job_1234/step_0/task_0,task=python,pid=48213,uid=1001"
+            ),
             Some("oom_kill")
         );
         assert_eq!(
-            kind("slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed."),
+            kind(
+                "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed."
+            ),
             Some("oom_kill")
         );
         assert_eq!(kind("kernel: mlx5_core 0000:3b:00.0: Link down"), Some("link_down"));
@@ -223,7 +235,10 @@ mod tests {
     #[test]
     fn slurm_lines_count_only_for_this_job_exactly() {
         assert_eq!(kind("slurmstepd: error: *** JOB 1234 ON n1 CANCELLED AT 2026-12-01T09:12:44 ***"), Some("slurm"));
-        assert_eq!(kind("slurmd[2211]: launch task StepId=1234.0 request from UID:1001 GID:1001 HOST:10.0.0.1 PORT:52311"), Some("slurm"));
+        assert_eq!(
+            kind("slurmd[2211]: launch task StepId=1234.0 request from UID:1001 GID:1001 HOST:10.0.0.1 PORT:52311"),
+            Some("slurm")
+        );
         assert_eq!(kind("slurmd[2211]: _run_prolog: prolog with lock for job 1234 ran for 0 seconds"), Some("slurm"));
         assert_eq!(kind("slurmstepd[9000]: [1234.0] done with job"), Some("slurm"));
         assert_eq!(kind("slurmd[2211]: Job JobId=1234 ended"), Some("slurm"));
@@ -232,7 +247,9 @@ mod tests {
         assert_eq!(kind("slurmd[2211]: JobId=41234 ended"), None);
         assert_eq!(kind("slurmd[2211]: CPU frequency setting not configured for this node"), None);
         assert_eq!(
-            kind("slurmstepd: error: Detected 1 oom_kill event in StepId=999.0. Some of the step tasks have been OOM Killed."),
+            kind(
+                "slurmstepd: error: Detected 1 oom_kill event in StepId=999.0. Some of the step tasks have been OOM Killed."
+            ),
             None,
             "another job sharing the node"
         );

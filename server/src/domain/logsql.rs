@@ -224,7 +224,8 @@ mod tests {
 
     #[test]
     fn free_text_holds_words_and_refuses_what_could_change_the_query() {
-        for good in ["NCCL WARN", "Xid 79", "GPU has fallen off the bus.", "[1234.0]", "node-01 rank=3", "ошибка"] {
+        for good in ["NCCL WARN", "Xid 79", "GPU has fallen off the bus.", "[1234.0]", "node-01 rank=3", "ошибка"]
+        {
             assert_eq!(good.parse::<ContainsText>().map(|text| text.0), Ok(good.to_string()));
         }
         for bad in [

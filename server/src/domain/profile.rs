@@ -153,14 +153,12 @@ pub fn decode(flamebearer: &Flamebearer) -> Result<Vec<Bar>, String> {
             let as_u64 = |value: i64, what: &str| {
                 u64::try_from(value).map_err(|_| format!("level {level}: negative {what} {value}"))
             };
-            let start = end
-                .checked_add(as_u64(offset, "offset")?)
-                .ok_or_else(|| format!("level {level}: offsets overflow"))?;
+            let start =
+                end.checked_add(as_u64(offset, "offset")?).ok_or_else(|| format!("level {level}: offsets overflow"))?;
             let total = as_u64(total, "total")?;
-            let name = usize::try_from(name)
-                .ok()
-                .and_then(|index| flamebearer.names.get(index))
-                .ok_or_else(|| format!("level {level}: name index {name} outside the {} names", flamebearer.names.len()))?;
+            let name = usize::try_from(name).ok().and_then(|index| flamebearer.names.get(index)).ok_or_else(|| {
+                format!("level {level}: name index {name} outside the {} names", flamebearer.names.len())
+            })?;
             bars.push(Bar {
                 level: level as u32,
                 start,
@@ -253,7 +251,10 @@ mod tests {
 
     #[test]
     fn profile_types_come_from_the_allowlist_only() {
-        assert_eq!("cpu".parse::<ProfileType>().map(ProfileType::id), Ok("process_cpu:cpu:nanoseconds:cpu:nanoseconds"));
+        assert_eq!(
+            "cpu".parse::<ProfileType>().map(ProfileType::id),
+            Ok("process_cpu:cpu:nanoseconds:cpu:nanoseconds")
+        );
         assert_eq!(
             "memory:inuse_space:bytes:space:bytes".parse::<ProfileType>().map(ProfileType::id),
             Ok("memory:inuse_space:bytes:space:bytes")

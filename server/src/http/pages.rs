@@ -110,8 +110,13 @@ impl WebData for Pages {
     ) -> DataFuture<'a, Option<wire::JobLogs>> {
         Box::pin(async move {
             let pairs = cluster_pairs(cluster);
-            match signals::job_logs(State(self.state.clone()), headers.clone(), Path(job_id.to_string()), Ok(Query(pairs)))
-                .await
+            match signals::job_logs(
+                State(self.state.clone()),
+                headers.clone(),
+                Path(job_id.to_string()),
+                Ok(Query(pairs)),
+            )
+            .await
             {
                 Ok(Json(logs)) => Ok(Some(logs)),
                 Err(ApiError::NotFound(_)) => Ok(None),
@@ -128,8 +133,12 @@ impl WebData for Pages {
     ) -> DataFuture<'a, Option<wire::JobProfile>> {
         Box::pin(async move {
             let pairs = cluster_pairs(cluster);
-            let answer =
-                signals::job_profile(State(self.state.clone()), headers.clone(), Path(job_id.to_string()), Ok(Query(pairs)));
+            let answer = signals::job_profile(
+                State(self.state.clone()),
+                headers.clone(),
+                Path(job_id.to_string()),
+                Ok(Query(pairs)),
+            );
             match answer.await {
                 Ok(Json(profile)) => Ok(Some(profile)),
                 Err(ApiError::NotFound(_)) => Ok(None),

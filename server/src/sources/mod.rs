@@ -3,5 +3,5 @@
 
 pub mod pyroscope;
 pub mod slurmdbd;
-pub mod victoriametrics;
 pub mod victorialogs;
+pub mod victoriametrics;

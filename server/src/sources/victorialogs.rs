@@ -84,7 +84,7 @@ impl VictoriaLogs {
         for line in body.lines().filter(|line| !line.trim().is_empty()) {
             entries.push(self.entry(line)?);
         }
-        entries.sort_by(|a, b| a.time.cmp(&b.time));
+        entries.sort_by_key(|entry| entry.time);
         let truncated = entries.len() >= limit;
         Ok(LogAnswer { entries, truncated })
     }

@@ -28,7 +28,8 @@ async fn two_node_job() -> u32 {
         pool.close().await;
         return job_id;
     }
-    let out = slurm("sbatch", &["--parsable", "--uid=alice", "--gid=alice", "-N2", "-o", "/dev/null", "--wrap", "true"]);
+    let out =
+        slurm("sbatch", &["--parsable", "--uid=alice", "--gid=alice", "-N2", "-o", "/dev/null", "--wrap", "true"]);
     let job_id: u32 = out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id");
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -68,7 +69,11 @@ fn profile_config(url: &str, timeout_ms: u64) -> PyroscopeConfig {
     }
 }
 
-async fn app_with(logs: Option<VictoriaLogsConfig>, profiles: Option<PyroscopeConfig>, anonymous: AnonymousAccess) -> TestApp {
+async fn app_with(
+    logs: Option<VictoriaLogsConfig>,
+    profiles: Option<PyroscopeConfig>,
+    anonymous: AnonymousAccess,
+) -> TestApp {
     let config = Config { victorialogs: logs, pyroscope: profiles, ..test_config(anonymous) };
     spawn_app(config).await
 }
@@ -116,14 +121,28 @@ fn recorded_lines(job_id: u32, nodes: &[String], start: DateTime<Utc>) -> Vec<se
             second,
             "kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=48213, name=python, GPU has fallen off the bus.".into(),
         ),
-        entry(64, first, "python[48213]: node01:48213:48901 [3] NCCL WARN NET/IB : Got completion from peer with error 12".into()),
-        entry(65, first, format!("slurmstepd[9000]: error: *** JOB {job_id}5 ON {first} CANCELLED AT 2026-12-01T09:12:44 ***")),
-        entry(66, first, format!("slurmstepd[9000]: error: *** JOB {job_id} ON {first} CANCELLED AT 2026-12-01T09:12:44 ***")),
+        entry(
+            64,
+            first,
+            "python[48213]: node01:48213:48901 [3] NCCL WARN NET/IB : Got completion from peer with error 12".into(),
+        ),
+        entry(
+            65,
+            first,
+            format!("slurmstepd[9000]: error: *** JOB {job_id}5 ON {first} CANCELLED AT 2026-12-01T09:12:44 ***"),
+        ),
+        entry(
+            66,
+            first,
+            format!("slurmstepd[9000]: error: *** JOB {job_id} ON {first} CANCELLED AT 2026-12-01T09:12:44 ***"),
+        ),
     ]
 }
 
+/// The queries VictoriaLogs received, the window's lines first (the important ones' query is that one
+/// narrowed, so longer; the two are sent at once, in no set order).
 fn logs_queries(stand_in: &StandIn) -> Vec<(String, String, String, String)> {
-    stand_in
+    let mut queries: Vec<(String, String, String, String)> = stand_in
         .received()
         .into_iter()
         .map(|received| {
@@ -131,7 +150,9 @@ fn logs_queries(stand_in: &StandIn) -> Vec<(String, String, String, String)> {
             let param = |name: &str| received.params.get(name).cloned().unwrap_or_default();
             (param("query"), param("start"), param("end"), param("limit"))
         })
-        .collect()
+        .collect();
+    queries.sort_by_key(|query| query.0.len());
+    queries
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -143,7 +164,9 @@ async fn logs_of_a_job_are_its_nodes_and_window_with_the_important_lines_first()
     let nodes = nodes_of(&detail);
     assert_eq!(nodes.len(), 2, "a two-node job");
     let (start, end) = window(&detail);
-    let stand_in = standins::victorialogs(&recorded_lines(job_id, &nodes, detail.job.start.expect("started")), Duration::ZERO).await;
+    let stand_in =
+        standins::victorialogs(&recorded_lines(job_id, &nodes, detail.job.start.expect("started")), Duration::ZERO)
+            .await;
     let app = app_with(Some(logs_config(&stand_in.base_url, 2000)), None, AnonymousAccess::Staff).await;
 
     let response = app.get(&format!("/api/v1/jobs/{job_id}/logs?cluster=lab")).await;
@@ -156,7 +179,10 @@ async fn logs_of_a_job_are_its_nodes_and_window_with_the_important_lines_first()
     assert_eq!(queries[0].0, scope, "exactly the job's window and nodes");
     assert!(queries[1].0.starts_with(&format!("{scope} (")), "{}", queries[1].0);
     for (_, sent_start, sent_end, limit) in &queries {
-        assert_eq!((sent_start.as_str(), sent_end.as_str(), limit.as_str()), (rfc3339(start).as_str(), rfc3339(end).as_str(), "500"));
+        assert_eq!(
+            (sent_start.as_str(), sent_end.as_str(), limit.as_str()),
+            (rfc3339(start).as_str(), rfc3339(end).as_str(), "500")
+        );
     }
     assert_eq!(logs.query.as_deref(), Some(scope.as_str()), "the query is shown as sent");
     assert_eq!(logs.lines.len(), 6);
@@ -260,7 +286,9 @@ async fn another_tenants_job_logs_and_profile_are_not_found() {
         AnonymousAccess::Nobody,
     )
     .await;
-    for path in [format!("/api/v1/jobs/{job_id}/logs?cluster=lab"), format!("/api/v1/jobs/{job_id}/profile?cluster=lab")] {
+    for path in
+        [format!("/api/v1/jobs/{job_id}/logs?cluster=lab"), format!("/api/v1/jobs/{job_id}/profile?cluster=lab")]
+    {
         let response = app.get_as("mallory", &path).await;
         assert_eq!(response.status(), 404, "{path}");
         let envelope: ErrorEnvelope = response.json().await.expect("the error envelope");
@@ -366,7 +394,8 @@ async fn profile_of_a_job_is_its_cgroup_on_its_nodes_with_top_functions() {
     let by_total: Vec<(&str, u64)> = profile.top_total.iter().map(|f| (f.name.as_str(), f.total_value)).collect();
     assert_eq!(by_total, [("runtime.main", 988), ("main.work", 985), ("main.slowFunction", 771)]);
     assert!((profile.top_total[0].total_share - 1.0).abs() < 1e-9);
-    let fast = profile.flame.iter().filter(|bar| bar.name == "main.fastFunction").map(|bar| (bar.level, bar.start, bar.value));
+    let fast =
+        profile.flame.iter().filter(|bar| bar.name == "main.fastFunction").map(|bar| (bar.level, bar.start, bar.value));
     assert_eq!(fast.collect::<Vec<_>>(), [(2, 0, 214), (3, 216, 1)], "delta-encoded offsets decoded");
 
     // Another profile type from the allowlist and one node.
@@ -376,7 +405,10 @@ async fn profile_of_a_job_is_its_cgroup_on_its_nodes_with_top_functions() {
     let sent = stand_in.received()[0].params.get("query").cloned().unwrap_or_default();
     assert_eq!(
         sent,
-        format!("memory:alloc_space:bytes:space:bytes{{hostname=~\"{}\",cgroup_path=~\".*/job_{job_id}(/.*)?\"}}", nodes[1])
+        format!(
+            "memory:alloc_space:bytes:space:bytes{{hostname=~\"{}\",cgroup_path=~\".*/job_{job_id}(/.*)?\"}}",
+            nodes[1]
+        )
     );
 
     let page = app.get(&format!("/jobs/{job_id}?cluster=lab")).await.text().await.expect("page");

@@ -62,7 +62,10 @@ fn record(state: &Canned, path: &str, params: BTreeMap<String, String>) {
 
 /// VictoriaLogs' `/select/logsql/query`: the recorded entries as JSON lines, the latest `limit` of them
 /// (as VictoriaLogs keeps the newest when a limit cuts), after `delay`.
-async fn logsql_query(State(state): State<Canned>, Query(params): Query<BTreeMap<String, String>>) -> impl IntoResponse {
+async fn logsql_query(
+    State(state): State<Canned>,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> impl IntoResponse {
     record(&state, "/select/logsql/query", params.clone());
     tokio::time::sleep(state.delay).await;
     if !params.contains_key("query") {
@@ -83,7 +86,11 @@ async fn pyroscope_render(
     record(&state, "/pyroscope/render", params.clone());
     tokio::time::sleep(state.delay).await;
     if params.get("format").map(String::as_str) != Some("json") || !params.contains_key("query") {
-        return (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "text/plain")], "query and format=json needed".into());
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "query and format=json needed".into(),
+        );
     }
     (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], state.body.as_ref().clone())
 }
