@@ -31,6 +31,12 @@ pub struct Config {
     pub database: Option<DatabaseConfig>,
     #[serde(default)]
     pub victoriametrics: Option<VictoriaMetricsConfig>,
+    /// The site's VictoriaLogs (logs of a job's nodes in its window); none: "not configured".
+    #[serde(default)]
+    pub victorialogs: Option<VictoriaLogsConfig>,
+    /// The site's Grafana Pyroscope (eBPF CPU profiles of a job's cgroup); none: "not configured".
+    #[serde(default)]
+    pub pyroscope: Option<PyroscopeConfig>,
     pub access: AccessConfig,
     /// Metric names and labels of this site's exporters (defaults: dcgm-exporter, rdma_exporter).
     #[serde(default)]
@@ -112,6 +118,75 @@ pub struct VictoriaMetricsConfig {
 
 fn default_vm_timeout_ms() -> u64 {
     5000
+}
+
+/// VictoriaLogs, queried with LogsQL the server builds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VictoriaLogsConfig {
+    /// VictoriaLogs' root: `http://vlogs:9428`.
+    pub url: String,
+    /// Upper bound of one request; past it the logs section says "unavailable".
+    #[serde(default = "default_signal_timeout_ms")]
+    pub timeout_ms: u64,
+    /// The log field naming the node a line came from (`host`; sites use `hostname` or `host.name` too).
+    #[serde(default = "default_node_field")]
+    pub node_field: crate::domain::logsql::FieldName,
+    /// A LogsQL filter every query adds, written by the site (`_stream:{job="syslog"}`); none: all logs.
+    #[serde(default)]
+    pub filter: Option<String>,
+    /// Most lines one answer holds (a request's `limit` is at most this).
+    #[serde(default = "default_max_lines")]
+    pub max_lines: u32,
+}
+
+/// Grafana Pyroscope, fed by Grafana Alloy's `pyroscope.ebpf` with Slurm's cgroup as a label.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PyroscopeConfig {
+    /// Pyroscope's root: `http://pyroscope:4040`.
+    pub url: String,
+    #[serde(default = "default_signal_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Profile type when a request names none.
+    #[serde(default)]
+    pub profile_type: crate::domain::profile::ProfileType,
+    /// Label holding the node's name (Alloy relabels it from the host; `hostname` by default).
+    #[serde(default = "default_host_label")]
+    pub host_label: crate::domain::promql::LabelName,
+    /// Label holding the process's cgroup path (relabelled from `__meta_process_cgroup_path`).
+    #[serde(default = "default_cgroup_label")]
+    pub cgroup_label: crate::domain::promql::LabelName,
+    /// `service_name` the site's Alloy gives Slurm jobs' profiles; none: any.
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// Most functions Pyroscope keeps in the flame graph (`max-nodes`).
+    #[serde(default = "default_max_nodes")]
+    pub max_nodes: u32,
+}
+
+fn default_signal_timeout_ms() -> u64 {
+    3000
+}
+
+fn default_node_field() -> crate::domain::logsql::FieldName {
+    crate::domain::logsql::FieldName::from_static("host")
+}
+
+fn default_max_lines() -> u32 {
+    1000
+}
+
+fn default_host_label() -> crate::domain::promql::LabelName {
+    crate::domain::promql::LabelName::from_static("hostname")
+}
+
+fn default_cgroup_label() -> crate::domain::promql::LabelName {
+    crate::domain::promql::LabelName::from_static("cgroup_path")
+}
+
+fn default_max_nodes() -> u32 {
+    1024
 }
 
 /// Who is asking, and who sees everything. Identities come from a bearer token (`slt_…`, see
@@ -229,6 +304,8 @@ impl Default for Config {
             },
             database: None,
             victoriametrics: None,
+            victorialogs: None,
+            pyroscope: None,
             access: AccessConfig::default(),
             metrics: SeriesCatalog::default(),
             report: ReportConfig::default(),
@@ -322,6 +399,11 @@ mod tests {
             assert_eq!(config.access.staff_groups, ["hpc-staff"]);
             assert!(config.access.trusted_proxies.iter().any(|net| net.contains([127, 0, 0, 1].into())));
             assert_eq!(config.access.tokens.per_minute, 600);
+            let logs = config.victorialogs.as_ref().expect("[victorialogs]");
+            assert_eq!((logs.node_field.as_str(), logs.max_lines), ("host", 1000));
+            let profiles = config.pyroscope.as_ref().expect("[pyroscope]");
+            assert_eq!(profiles.profile_type.id(), "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+            assert_eq!((profiles.host_label.as_str(), profiles.cgroup_label.as_str()), ("hostname", "cgroup_path"));
             Ok(())
         });
     }
@@ -351,6 +433,30 @@ mod tests {
             jail.set_env("SLURMLENS_CLUSTERS", "lab");
             jail.create_file("bad.toml", "listen_addr = \"x\"\n")?;
             assert!(Config::load(Some(Path::new("bad.toml"))).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn log_fields_labels_and_profile_types_are_validated_at_load() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SLURMLENS_VICTORIALOGS__URL", "http://vlogs:9428");
+            jail.set_env("SLURMLENS_PYROSCOPE__URL", "http://pyroscope:4040");
+            let config = Config::load(None).map_err(|e| e.to_string())?;
+            assert_eq!(config.victorialogs.as_ref().map(|logs| logs.node_field.as_str()), Some("host"));
+            assert_eq!(
+                config.pyroscope.as_ref().map(|p| p.profile_type.id()),
+                Some("process_cpu:cpu:nanoseconds:cpu:nanoseconds")
+            );
+            jail.set_env("SLURMLENS_VICTORIALOGS__NODE_FIELD", "host:in(x)");
+            assert!(Config::load(None).is_err(), "a node field that is not a field name");
+            jail.set_env("SLURMLENS_VICTORIALOGS__NODE_FIELD", "host.name");
+            jail.set_env("SLURMLENS_PYROSCOPE__PROFILE_TYPE", "goroutine");
+            assert!(Config::load(None).is_err(), "a profile type outside the allowlist");
+            jail.set_env("SLURMLENS_PYROSCOPE__PROFILE_TYPE", "cpu");
+            jail.set_env("SLURMLENS_PYROSCOPE__CGROUP_LABEL", "cgroup path");
+            assert!(Config::load(None).is_err(), "a label that is not a label name");
             Ok(())
         });
     }

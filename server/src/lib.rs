@@ -11,6 +11,7 @@ pub mod domain;
 pub mod http;
 pub mod reports;
 pub mod serve;
+pub mod signals;
 pub mod sources;
 pub mod store;
 pub mod terminal;

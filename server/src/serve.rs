@@ -36,7 +36,10 @@ pub fn app_state(config: &Config) -> anyhow::Result<AppState> {
     let ingest = IngestSecrets::from_config(&config.ingest, &config.clusters).map_err(anyhow::Error::msg)?;
     let state = AppState::new(readers, config.access.clone(), store, reporter)
         .context("at least one cluster must be configured")?;
-    Ok(state.with_ingest(ingest).with_web(web_options(config)?))
+    let signals = crate::signals::Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())
+        .map_err(anyhow::Error::msg)
+        .context("configuring the VictoriaLogs and Pyroscope clients")?;
+    Ok(state.with_ingest(ingest).with_web(web_options(config)?).with_signals(signals))
 }
 
 /// The site's rack layout from `topology` (none: racks from node names).

@@ -54,13 +54,38 @@ pub struct JobView {
     pub report: Option<wire::JobReport>,
     #[serde(default)]
     pub charts: Vec<crate::charts::Chart>,
+    /// The job's log lines (`/api/v1/jobs/{id}/logs`); `None` where they could not be asked.
+    #[serde(default)]
+    pub logs: Option<wire::JobLogs>,
+    /// The job's CPU profile (`/api/v1/jobs/{id}/profile`); `None` where it could not be asked.
+    #[serde(default)]
+    pub profile: Option<wire::JobProfile>,
 }
 
 impl JobView {
     /// The page's data from a job and its report: the report's charts drawn, its series dropped.
     pub fn new(detail: wire::JobDetail, report: Option<wire::JobReport>) -> Self {
         let charts = report.as_ref().map(crate::charts::for_report).unwrap_or_default();
-        Self { detail, report: report.map(crate::charts::without_series), charts }
+        Self { detail, report: report.map(crate::charts::without_series), charts, logs: None, profile: None }
+    }
+
+    /// With the job's logs and profile; the important log lines are marked on the report's timelines.
+    pub fn with_signals(mut self, logs: Option<wire::JobLogs>, profile: Option<wire::JobProfile>) -> Self {
+        if let (Some(report), Some(logs)) = (&self.report, &logs)
+            && let Some(span) = crate::charts::Span::of(report)
+        {
+            let moments: Vec<(i64, String)> = logs
+                .important
+                .iter()
+                .map(|line| {
+                    let what = line.xid.map_or_else(|| line.kind.replace('_', " "), |code| format!("XID {code}"));
+                    let node = line.node.as_deref().unwrap_or("?");
+                    (line.time.timestamp(), format!("{what} on {node} at {}", line.time.format("%H:%M:%S UTC")))
+                })
+                .collect();
+            crate::charts::mark_moments(&mut self.charts, &span, &moments);
+        }
+        Self { logs, profile, ..self }
     }
 }
 
@@ -193,9 +218,12 @@ impl Loader {
             let points = crate::charts::PAGE_POINTS;
             let report =
                 fetch_json::<wire::JobReport>(format!("/api/v1/jobs/{id}/report{suffix}{joiner}points={points}"));
+            let logs = fetch_json::<wire::JobLogs>(format!("/api/v1/jobs/{id}/logs{suffix}"));
+            let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
             async move {
                 let detail = detail.await?;
-                Ok(JobView::new(detail, report.await.ok()))
+                let view = JobView::new(detail, report.await.ok());
+                Ok(view.with_signals(logs.await.ok(), profile.await.ok()))
             }
         }
     }

@@ -228,7 +228,7 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
         return None;
     }
     let max = scale_max(unit, series.iter().flat_map(|(_, p)| p.iter().map(|&(_, v)| v))).max(f64::MIN_POSITIVE);
-    let plot_height = 120.0;
+    let plot_height = TIMELINE_PLOT;
     let bottom = TOP + plot_height;
     let y = |value: f64| bottom - (value / max).clamp(0.0, 1.0) * plot_height;
     let height = bottom + AXIS + 20.0;
@@ -413,6 +413,33 @@ pub fn for_report(report: &wire::JobReport) -> Vec<Chart> {
     charts
 }
 
+/// Height of a timeline's plot area.
+const TIMELINE_PLOT: f64 = 120.0;
+
+/// Marks moments (the job's important log lines: an XID, an NCCL timeout…) on the report's timelines:
+/// a dashed vertical line each, titled with what happened. Moments outside the span are left out.
+pub fn mark_moments(charts: &mut [Chart], span: &Span, moments: &[(i64, String)]) {
+    let marks: String = moments
+        .iter()
+        .filter(|(at, _)| (span.start..=span.end).contains(at))
+        .map(|(at, label)| {
+            format!(
+                r##"<path class="log-mark" d="M{:.1} {TOP:.1}v{TIMELINE_PLOT:.1}" stroke="#CC3311" stroke-width="1.5" stroke-dasharray="4 3"><title>{}</title></path>"##,
+                span.x(*at),
+                escape(label)
+            )
+        })
+        .collect();
+    if marks.is_empty() {
+        return;
+    }
+    for chart in charts.iter_mut().filter(|chart| chart.kind == "timeline" || chart.kind == "network") {
+        if let Some(end) = chart.svg.rfind("</svg>") {
+            chart.svg.insert_str(end, &marks);
+        }
+    }
+}
+
 /// Drops a report's series once its charts are drawn: the page carries the drawings, not the points.
 pub fn without_series(mut report: wire::JobReport) -> wire::JobReport {
     for gpu in &mut report.gpus {
@@ -539,6 +566,23 @@ mod tests {
     }
 
     const T0: i64 = 1_796_032_800; // 2026-11-29T10:00:00Z
+
+    #[test]
+    fn important_log_lines_are_marked_on_timelines_only() {
+        let span = Span { start: 1000, end: 2000, step: 10 };
+        let mut charts = vec![
+            Chart { kind: "heat-map".into(), title: "h".into(), svg: "<svg></svg>".into() },
+            Chart { kind: "timeline".into(), title: "t".into(), svg: "<svg></svg>".into() },
+            Chart { kind: "network".into(), title: "n".into(), svg: "<svg></svg>".into() },
+        ];
+        let moments = vec![(1500, "XID 79 on <n1>".to_string()), (5000, "after the window".to_string())];
+        mark_moments(&mut charts, &span, &moments);
+        assert!(!charts[0].svg.contains("log-mark"));
+        for chart in &charts[1..] {
+            assert_eq!(chart.svg.matches(r#"class="log-mark""#).count(), 1, "{}", chart.svg);
+            assert!(chart.svg.contains("XID 79 on &lt;n1&gt;") && chart.svg.ends_with("</svg>"));
+        }
+    }
 
     #[test]
     fn heat_map_has_a_row_per_gpu_merges_runs_and_marks_xids() {

@@ -59,6 +59,24 @@ pub trait WebData: Send + Sync + 'static {
     ) -> DataFuture<'a, Option<wire::JobReport>> {
         Box::pin(async { Ok(None) })
     }
+    /// `GET /api/v1/jobs/{job_id}/logs`; `None` where the job has none to show.
+    fn logs<'a>(
+        &'a self,
+        _headers: &'a HeaderMap,
+        _cluster: Option<&'a str>,
+        _job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::JobLogs>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// `GET /api/v1/jobs/{job_id}/profile`; `None` where the job has none to show.
+    fn profile<'a>(
+        &'a self,
+        _headers: &'a HeaderMap,
+        _cluster: Option<&'a str>,
+        _job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::JobProfile>> {
+        Box::pin(async { Ok(None) })
+    }
     /// `GET /api/v1/gpus/held?at=`: the GPU indices the Slurm plugin recorded for jobs running then.
     fn held_gpus<'a>(
         &'a self,
@@ -321,9 +339,14 @@ pub async fn job_view(
     job_id: &str,
 ) -> Result<JobView, DataError> {
     let detail = context.data.job(headers, cluster, job_id).await?;
-    // A report that fails degrades the page to "not available", it does not break it.
-    let report = context.data.report(headers, cluster, job_id).await.ok().flatten();
-    Ok(JobView::new(detail, report))
+    // A report, logs or profile that fail degrade their section to "not available", not the page.
+    let (report, logs, profile) = futures::join!(
+        context.data.report(headers, cluster, job_id),
+        context.data.logs(headers, cluster, job_id),
+        context.data.profile(headers, cluster, job_id),
+    );
+    let view = JobView::new(detail, report.ok().flatten());
+    Ok(view.with_signals(logs.ok().flatten(), profile.ok().flatten()))
 }
 
 /// The job list's rows for `query`, as the page shows them.

@@ -75,6 +75,11 @@ impl LabelName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A name known at compile time to be valid.
+    pub(crate) fn from_static(name: &'static str) -> Self {
+        Self(name.to_string())
+    }
 }
 
 impl fmt::Display for MetricName {

@@ -9,6 +9,7 @@ mod nodes;
 pub mod openapi;
 mod pages;
 mod params;
+pub(crate) mod signals;
 mod tokens;
 pub(crate) mod traces;
 pub(crate) mod wire_map;
@@ -41,6 +42,7 @@ pub struct AppState {
     inner: Arc<Inner>,
     ingest: Arc<ingest::IngestSecrets>,
     web: Arc<slurmlens_web::server::WebOptions>,
+    signals: Arc<crate::signals::Signals>,
 }
 
 struct Inner {
@@ -63,6 +65,7 @@ impl AppState {
             inner: Arc::new(Inner { clusters, default_cluster, access, store, reporter, token_limiter }),
             ingest: Arc::default(),
             web: Arc::default(),
+            signals: Arc::default(),
         })
     }
 
@@ -74,6 +77,15 @@ impl AppState {
     /// Accepts the Slurm plugin's records for the clusters these secrets belong to.
     pub fn with_ingest(self, secrets: ingest::IngestSecrets) -> Self {
         Self { ingest: Arc::new(secrets), ..self }
+    }
+
+    /// Reads job logs and profiles from these sources (VictoriaLogs, Pyroscope).
+    pub fn with_signals(self, signals: crate::signals::Signals) -> Self {
+        Self { signals: Arc::new(signals), ..self }
+    }
+
+    fn signals(&self) -> &crate::signals::Signals {
+        &self.signals
     }
 
     fn ingest_secrets(&self) -> &ingest::IngestSecrets {
@@ -163,6 +175,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(traces::post_traces))
         .routes(routes!(traces::post_nsys))
         .routes(routes!(traces::job_traces))
+        .routes(routes!(signals::job_logs))
+        .routes(routes!(signals::job_profile))
         .routes(routes!(nodes::list))
         .routes(routes!(nodes::events))
         .routes(routes!(nodes::gpu_values))

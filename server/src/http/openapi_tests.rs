@@ -26,6 +26,8 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("GET", "/api/v1/jobs"),
     ("GET", "/api/v1/jobs/{job_id}"),
     ("GET", "/api/v1/jobs/{job_id}/gpus"),
+    ("GET", "/api/v1/jobs/{job_id}/logs"),
+    ("GET", "/api/v1/jobs/{job_id}/profile"),
     ("GET", "/api/v1/jobs/{job_id}/report"),
     ("GET", "/api/v1/jobs/{job_id}/traces"),
     ("GET", "/api/v1/node_events"),

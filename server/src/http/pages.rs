@@ -13,7 +13,7 @@ use slurmlens_web::query::JobQuery;
 use slurmlens_web::server::{DataFuture, WebData, WebOptions};
 use slurmlens_wire as wire;
 
-use super::{ApiError, AppState, jobs, nodes};
+use super::{ApiError, AppState, jobs, nodes, signals};
 
 /// The pages' router over `state`, served with `options` (site root, topology).
 pub fn routes(state: &AppState, options: WebOptions) -> Router {
@@ -96,6 +96,51 @@ impl WebData for Pages {
                 .await
             {
                 Ok(Json(report)) => Ok(Some(report)),
+                Err(ApiError::NotFound(_)) => Ok(None),
+                Err(error) => Err(data_error(error)),
+            }
+        })
+    }
+
+    fn logs<'a>(
+        &'a self,
+        headers: &'a HeaderMap,
+        cluster: Option<&'a str>,
+        job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::JobLogs>> {
+        Box::pin(async move {
+            let pairs = cluster_pairs(cluster);
+            match signals::job_logs(
+                State(self.state.clone()),
+                headers.clone(),
+                Path(job_id.to_string()),
+                Ok(Query(pairs)),
+            )
+            .await
+            {
+                Ok(Json(logs)) => Ok(Some(logs)),
+                Err(ApiError::NotFound(_)) => Ok(None),
+                Err(error) => Err(data_error(error)),
+            }
+        })
+    }
+
+    fn profile<'a>(
+        &'a self,
+        headers: &'a HeaderMap,
+        cluster: Option<&'a str>,
+        job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::JobProfile>> {
+        Box::pin(async move {
+            let pairs = cluster_pairs(cluster);
+            let answer = signals::job_profile(
+                State(self.state.clone()),
+                headers.clone(),
+                Path(job_id.to_string()),
+                Ok(Query(pairs)),
+            );
+            match answer.await {
+                Ok(Json(profile)) => Ok(Some(profile)),
                 Err(ApiError::NotFound(_)) => Ok(None),
                 Err(error) => Err(data_error(error)),
             }

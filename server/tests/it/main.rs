@@ -9,6 +9,8 @@ mod node_signals;
 mod plugin;
 mod report;
 mod sacct_parity;
+mod signals;
+mod standins;
 mod support;
 mod tenancy;
 mod traces;

@@ -2,7 +2,10 @@
 //! with their GPUs, its steps, links to the Gantt and grid at its time, and the report section: the
 //! report's verdicts, totals, per-GPU summaries and charts from `/api/v1/jobs/{id}/report` (GPU × time
 //! heat maps, per-metric timelines, RDMA in/out per node: SVG drawn on the server by [`crate::charts`]);
-//! "report not available yet" when there is none. Printable: the print stylesheet drops navigation.
+//! "report not available yet" when there is none. Then the job's logs (VictoriaLogs: the lines that
+//! matter first) and CPU profile (Pyroscope: top functions, icicle graph), each with its own status
+//! line when its source is not configured or not answering. Printable: the print stylesheet drops
+//! navigation.
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
@@ -84,7 +87,7 @@ fn bytes(value: Option<u64>) -> String {
 
 #[component]
 fn JobDetailView(view: JobView) -> impl IntoView {
-    let JobView { detail, report, charts } = view;
+    let JobView { detail, report, charts, logs, profile } = view;
     let has_report = report.is_some().to_string();
     let job = detail.job.clone();
     let cluster = job.cluster.clone();
@@ -212,7 +215,157 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 None => view! { <p class="muted" data-testid="report-missing">"report not available yet"</p> }.into_any(),
             }}
         </section>
+        <LogsSection logs />
+        <ProfileSection profile />
     }
+}
+
+/// A source's status line: `None` when it answered.
+fn signal_status(status: &str, message: Option<&str>, what: &str, section: &str) -> Option<String> {
+    match status {
+        "ok" => None,
+        "not_configured" => Some(format!("{what} not configured on this server (no [{section}] section)")),
+        _ => Some(message.map_or_else(|| format!("{what} {status}"), String::from)),
+    }
+}
+
+/// The job's log lines: the ones that matter first (with their time, node and kind), then the window's.
+#[component]
+fn LogsSection(logs: Option<wire::JobLogs>) -> impl IntoView {
+    let Some(logs) = logs else {
+        return view! {
+            <section class="logs" aria-label="logs" data-testid="logs-section" data-status="missing">
+                <h2>"Logs"</h2>
+                <p class="muted" data-testid="logs-status">"logs not available"</p>
+            </section>
+        }
+        .into_any();
+    };
+    let status_line = signal_status(&logs.status, logs.message.as_deref(), "logs", "victorialogs");
+    let message = logs.message.clone().filter(|_| status_line.is_none());
+    let node = |node: &Option<String>| node.clone().unwrap_or_else(|| "?".into());
+    let important = logs
+        .important
+        .iter()
+        .map(|line| {
+            let kind = match line.xid {
+                Some(code) => format!("XID {code}"),
+                None => line.kind.replace('_', " "),
+            };
+            view! {
+                <tr data-testid="log-important" data-kind=line.kind.clone() data-at=line.time.timestamp().to_string()>
+                    <td><Time at=line.time.timestamp() /></td>
+                    <td>{node(&line.node)}</td>
+                    <td><strong>{kind}</strong></td>
+                    <td class="log-message">{line.message.clone()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let lines = logs
+        .lines
+        .iter()
+        .map(|line| {
+            view! {
+                <tr data-testid="log-line">
+                    <td><Time at=line.time.timestamp() /></td>
+                    <td>{node(&line.node)}</td>
+                    <td class="log-message">{line.message.clone()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let summary = format!(
+        "{} lines{}, {} important",
+        logs.lines.len(),
+        if logs.truncated { " (the latest; more in the window)" } else { "" },
+        logs.important.len()
+    );
+    view! {
+        <section class="logs" aria-label="logs" data-testid="logs-section" data-status=logs.status.clone()>
+            <h2>"Logs"</h2>
+            {match status_line {
+                Some(line) => view! { <p class="muted" data-testid="logs-status">{line}</p> }.into_any(),
+                None => view! {
+                    <p class="muted">{summary}{message.map(|m| format!(" · {m}"))}</p>
+                    {(!logs.important.is_empty()).then(|| view! {
+                        <table class="compact" data-testid="logs-important">
+                            <thead><tr><th scope="col">"When"</th><th scope="col">"Node"</th><th scope="col">"What"</th><th scope="col">"Line"</th></tr></thead>
+                            <tbody>{important}</tbody>
+                        </table>
+                    })}
+                    <div class="table-wrap log-lines">
+                        <table class="compact" data-testid="logs-lines">
+                            <thead><tr><th scope="col">"When"</th><th scope="col">"Node"</th><th scope="col">"Line"</th></tr></thead>
+                            <tbody>{lines}</tbody>
+                        </table>
+                    </div>
+                }.into_any(),
+            }}
+            {logs.query.clone().map(|query| view! {
+                <details><summary>"LogsQL sent"</summary><code data-testid="logs-query">{query}</code></details>
+            })}
+        </section>
+    }
+    .into_any()
+}
+
+/// The job's CPU profile: top functions by self (and by total) and an icicle graph.
+#[component]
+fn ProfileSection(profile: Option<wire::JobProfile>) -> impl IntoView {
+    let Some(profile) = profile else {
+        return view! {
+            <section class="profile" aria-label="CPU profile" data-testid="profile-section" data-status="missing">
+                <h2>"CPU profile"</h2>
+                <p class="muted" data-testid="profile-status">"profile not available"</p>
+            </section>
+        }
+        .into_any();
+    };
+    let status_line = signal_status(&profile.status, profile.message.as_deref(), "profiles", "pyroscope");
+    let pct = |share: f64| format!("{:.1} %", share * 100.0);
+    let rows = |functions: &[wire::ProfileFunction], testid: &'static str| {
+        functions
+            .iter()
+            .map(|function| {
+                let name: String = function.name.chars().take(120).collect();
+                view! {
+                    <tr data-testid=testid title=function.name.clone()>
+                        <td class="name">{name}</td>
+                        <td>{pct(function.self_share)}</td>
+                        <td>{pct(function.total_share)}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    let by_self = rows(&profile.top_self, "profile-top");
+    let by_total = rows(&profile.top_total, "profile-top-total");
+    let icicle = crate::flame::icicle(&profile.flame, profile.total);
+    view! {
+        <section class="profile" aria-label="CPU profile" data-testid="profile-section" data-status=profile.status.clone()>
+            <h2>"CPU profile"</h2>
+            {match status_line {
+                Some(line) => view! { <p class="muted" data-testid="profile-status">{line}</p> }.into_any(),
+                None => view! {
+                    <p class="muted">{format!("{} · {} {} sampled", profile.profile_type, profile.total, profile.units.clone().unwrap_or_default())}</p>
+                    <table class="compact" data-testid="profile-top-table">
+                        <thead><tr><th scope="col">"Function (by self)"</th><th scope="col">"Self"</th><th scope="col">"Total"</th></tr></thead>
+                        <tbody>{by_self}</tbody>
+                    </table>
+                    <table class="compact">
+                        <thead><tr><th scope="col">"Function (by total)"</th><th scope="col">"Self"</th><th scope="col">"Total"</th></tr></thead>
+                        <tbody>{by_total}</tbody>
+                    </table>
+                    {icicle.map(|svg| view! { <figure class="chart-box" data-testid="profile-flame"><figcaption>"Flame graph (callers above callees)"</figcaption><div inner_html=svg></div></figure> })}
+                }.into_any(),
+            }}
+            {profile.query.clone().map(|query| view! {
+                <details><summary>"Selector sent"</summary><code data-testid="profile-query">{query}</code></details>
+            })}
+        </section>
+    }
+    .into_any()
 }
 
 /// The report's verdicts, totals, per-GPU means and peaks, and its charts.

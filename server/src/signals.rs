@@ -1,0 +1,307 @@
+//! Every signal the site already collects, per job (issue 8): the job's log lines from VictoriaLogs and
+//! its processes' CPU profile from Pyroscope, both scoped by the server to the job's nodes, window and
+//! cgroup. A source that is absent, slow or failing degrades to a status and a message, never an error.
+//! Used by `GET /api/v1/jobs/{id}/logs` and `/profile`.
+
+use chrono::{DateTime, Duration, Utc};
+use slurmlens_wire as wire;
+
+use crate::config::{PyroscopeConfig, VictoriaLogsConfig};
+use crate::domain::logs::{self, LogEntry};
+use crate::domain::logsql::{ContainsText, JobLogQuery};
+use crate::domain::profile::{self, ProfileSelector, ProfileType};
+use crate::domain::promql::LabelName;
+use crate::sources::pyroscope::Pyroscope;
+use crate::sources::victorialogs::VictoriaLogs;
+
+/// Margin around the job's window: slurmd's prolog lines come just before the start, the epilog's
+/// and the kernel's just after the end.
+const WINDOW_MARGIN_S: i64 = 60;
+
+/// Most functions listed by self and by total.
+pub const MAX_TOP: u64 = 100;
+
+/// The log and profile sources, as configured.
+#[derive(Clone, Default)]
+pub struct Signals {
+    logs: Option<LogSource>,
+    profiles: Option<ProfileSource>,
+}
+
+#[derive(Clone)]
+struct LogSource {
+    client: VictoriaLogs,
+    filter: Option<String>,
+    max_lines: u32,
+}
+
+#[derive(Clone)]
+struct ProfileSource {
+    client: Pyroscope,
+    default_type: ProfileType,
+    host_label: LabelName,
+    cgroup_label: LabelName,
+    service_name: Option<String>,
+    max_nodes: u32,
+}
+
+/// A job as these signals need it: id, nodes and times from slurmdbd.
+#[derive(Debug, Clone)]
+pub struct JobScope {
+    pub job_id: u32,
+    pub nodes: Vec<String>,
+    /// None while it has not started.
+    pub start: Option<DateTime<Utc>>,
+    /// None while it runs.
+    pub end: Option<DateTime<Utc>>,
+}
+
+impl JobScope {
+    /// `[start - margin, end + margin]` once it ended, `[start - margin, now]` while it runs; None
+    /// before it starts.
+    fn window(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let start = self.start?;
+        let margin = Duration::seconds(WINDOW_MARGIN_S);
+        let end = match self.end {
+            Some(end) => end.max(start) + margin,
+            None => now.max(start),
+        };
+        Some((start - margin, end))
+    }
+}
+
+/// What a logs request asks, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct LogsRequest {
+    /// One of the job's nodes, or all of them.
+    pub node: Option<String>,
+    pub contains: Option<ContainsText>,
+    pub limit: Option<u32>,
+}
+
+/// What a profile request asks, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct ProfileRequest {
+    pub profile_type: Option<ProfileType>,
+    pub node: Option<String>,
+    pub top: usize,
+}
+
+impl Signals {
+    /// The clients of the configured sources (none configured: every answer says `not_configured`).
+    pub fn new(logs: Option<&VictoriaLogsConfig>, profiles: Option<&PyroscopeConfig>) -> Result<Self, String> {
+        let logs = logs
+            .map(|config| {
+                let timeout = std::time::Duration::from_millis(config.timeout_ms);
+                VictoriaLogs::new(&config.url, timeout, config.node_field.clone())
+                    .map(|client| LogSource {
+                        client,
+                        filter: config.filter.clone(),
+                        max_lines: config.max_lines.max(1),
+                    })
+                    .map_err(|e| e.to_string())
+            })
+            .transpose()?;
+        let profiles = profiles
+            .map(|config| {
+                Pyroscope::new(&config.url, std::time::Duration::from_millis(config.timeout_ms))
+                    .map(|client| ProfileSource {
+                        client,
+                        default_type: config.profile_type,
+                        host_label: config.host_label.clone(),
+                        cgroup_label: config.cgroup_label.clone(),
+                        service_name: config.service_name.clone(),
+                        max_nodes: config.max_nodes.max(1),
+                    })
+                    .map_err(|e| e.to_string())
+            })
+            .transpose()?;
+        Ok(Self { logs, profiles })
+    }
+
+    /// The most lines a logs request may ask for (`limit`'s bound).
+    pub fn max_lines(&self) -> u32 {
+        self.logs.as_ref().map_or(1000, |source| source.max_lines)
+    }
+
+    /// The job's log lines and its important ones.
+    pub async fn job_logs(&self, job: &JobScope, request: &LogsRequest) -> wire::JobLogs {
+        let mut answer = wire::JobLogs {
+            status: "ok".into(),
+            message: None,
+            query: None,
+            important_query: None,
+            window_start: None,
+            window_end: None,
+            important: Vec::new(),
+            lines: Vec::new(),
+            truncated: false,
+        };
+        let Some(source) = &self.logs else {
+            answer.status = "not_configured".into();
+            answer.message = Some("no [victorialogs] url is configured on this server".into());
+            return answer;
+        };
+        let Some((start, end)) = job.window(Utc::now()) else {
+            answer.message = Some("the job has not started: it has no logs yet".into());
+            return answer;
+        };
+        let nodes: Vec<String> = match &request.node {
+            Some(node) => vec![node.clone()],
+            None => job.nodes.clone(),
+        };
+        (answer.window_start, answer.window_end) = (Some(start), Some(end));
+        if nodes.is_empty() {
+            answer.message = Some("slurmdbd names no node for this job".into());
+            return answer;
+        }
+        let query = JobLogQuery {
+            start,
+            end,
+            node_field: source.client.node_field(),
+            nodes: &nodes,
+            site_filter: source.filter.as_deref(),
+            contains: request.contains.as_ref(),
+        };
+        let (lines_query, important_query) = (query.lines(), query.important());
+        answer.query = Some(lines_query.clone());
+        answer.important_query = Some(important_query.clone());
+        let limit = request.limit.unwrap_or(source.max_lines).clamp(1, source.max_lines) as usize;
+        let (lines, important) = tokio::join!(
+            source.client.query(&lines_query, start, end, limit),
+            source.client.query(&important_query, start, end, limit),
+        );
+        let (lines, important) = match (lines, important) {
+            (Ok(lines), Ok(important)) => (lines, important),
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::warn!(%error, job = job.job_id, "job logs unavailable");
+                answer.status = "unavailable".into();
+                answer.message = Some(format!("logs unavailable since {}: {error}", Utc::now().format("%H:%M:%S UTC")));
+                return answer;
+            }
+        };
+        // Classified from both answers: the important query finds them past the limit, the window's
+        // lines catch what its words miss.
+        let both: Vec<LogEntry> = important.entries.iter().chain(&lines.entries).cloned().collect();
+        answer.important = logs::important(&both, job.job_id)
+            .into_iter()
+            .map(|(entry, classified)| wire::ImportantLogLine {
+                kind: classified.kind.as_str().into(),
+                time: entry.time,
+                node: entry.node,
+                message: entry.message,
+                xid: classified.xid,
+            })
+            .collect();
+        answer.truncated = lines.truncated;
+        answer.lines = lines
+            .entries
+            .into_iter()
+            .map(|entry| wire::LogLine { time: entry.time, node: entry.node, message: entry.message })
+            .collect();
+        answer
+    }
+
+    /// The job's merged profile: top functions and the flame graph.
+    pub async fn job_profile(&self, job: &JobScope, request: &ProfileRequest) -> wire::JobProfile {
+        let profile_type = request
+            .profile_type
+            .or_else(|| self.profiles.as_ref().map(|source| source.default_type))
+            .unwrap_or_default();
+        let mut answer = wire::JobProfile {
+            status: "ok".into(),
+            message: None,
+            profile_type: profile_type.id().into(),
+            query: None,
+            window_start: None,
+            window_end: None,
+            units: Some(profile_type.unit().into()),
+            total: 0,
+            top_self: Vec::new(),
+            top_total: Vec::new(),
+            flame: Vec::new(),
+        };
+        let Some(source) = &self.profiles else {
+            answer.status = "not_configured".into();
+            answer.message = Some("no [pyroscope] url is configured on this server".into());
+            return answer;
+        };
+        let Some((start, end)) = job.window(Utc::now()) else {
+            answer.status = "empty".into();
+            answer.message = Some("the job has not started: it has no profile yet".into());
+            return answer;
+        };
+        (answer.window_start, answer.window_end) = (Some(start), Some(end));
+        let nodes: Vec<String> = match &request.node {
+            Some(node) => vec![node.clone()],
+            None => job.nodes.clone(),
+        };
+        if nodes.is_empty() {
+            answer.status = "empty".into();
+            answer.message = Some("slurmdbd names no node for this job".into());
+            return answer;
+        }
+        let selector = ProfileSelector {
+            profile_type,
+            host_label: &source.host_label,
+            nodes: &nodes,
+            cgroup_label: &source.cgroup_label,
+            job_id: job.job_id,
+            service_name: source.service_name.as_deref(),
+        }
+        .to_string();
+        answer.query = Some(selector.clone());
+        let rendered = match source.client.render(&selector, start, end, source.max_nodes).await {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                tracing::warn!(%error, job = job.job_id, "job profile unavailable");
+                answer.status = "unavailable".into();
+                answer.message =
+                    Some(format!("profiles unavailable since {}: {error}", Utc::now().format("%H:%M:%S UTC")));
+                return answer;
+            }
+        };
+        if !rendered.metadata.units.is_empty() {
+            answer.units = Some(rendered.metadata.units.clone());
+        }
+        let bars = match profile::decode(&rendered.flamebearer) {
+            Ok(bars) => bars,
+            Err(error) => {
+                answer.status = "unavailable".into();
+                answer.message = Some(format!("Pyroscope's flame graph could not be read: {error}"));
+                return answer;
+            }
+        };
+        let total = profile::root_total(&rendered.flamebearer, &bars);
+        if total == 0 {
+            answer.status = "empty".into();
+            answer.message = Some("no samples of this job's cgroup on its nodes in its window".into());
+            return answer;
+        }
+        answer.total = total;
+        let share = |value: u64| value as f64 / total as f64;
+        let functions = profile::function_totals(&bars);
+        let entry = |function: &profile::FunctionTotals| wire::ProfileFunction {
+            name: function.name.clone(),
+            self_value: function.self_value,
+            total_value: function.total_value,
+            self_share: share(function.self_value),
+            total_share: share(function.total_value),
+        };
+        answer.top_total = functions.iter().take(request.top).map(entry).collect();
+        let mut by_self: Vec<&profile::FunctionTotals> = functions.iter().filter(|f| f.self_value > 0).collect();
+        by_self.sort_by(|a, b| b.self_value.cmp(&a.self_value).then_with(|| a.name.cmp(&b.name)));
+        answer.top_self = by_self.into_iter().take(request.top).map(entry).collect();
+        answer.flame = bars
+            .into_iter()
+            .map(|bar| wire::FlameBar {
+                level: bar.level,
+                start: bar.start,
+                value: bar.total,
+                self_value: bar.self_value,
+                name: bar.name,
+            })
+            .collect();
+        answer
+    }
+}

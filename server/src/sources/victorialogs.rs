@@ -1,0 +1,111 @@
+//! VictoriaLogs over its HTTP query API (`/select/logsql/query`, JSON lines). The only code that talks
+//! to VictoriaLogs; `reqwest::Error` stops here. Queries arrive built by `domain::logsql`.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::domain::logs::LogEntry;
+use crate::domain::logsql::FieldName;
+
+/// Failures of the log source; the caller answers "unavailable" with the message.
+#[derive(Debug, thiserror::Error)]
+pub enum LogsError {
+    /// Not reachable, timed out, or a 5xx.
+    #[error("VictoriaLogs is unavailable: {0}")]
+    Unavailable(String),
+    /// The query was refused (4xx) or the answer was not understood.
+    #[error("VictoriaLogs refused the query: {0}")]
+    Query(String),
+}
+
+impl From<reqwest::Error> for LogsError {
+    fn from(error: reqwest::Error) -> Self {
+        if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }
+    }
+}
+
+/// A VictoriaLogs client.
+#[derive(Clone)]
+pub struct VictoriaLogs {
+    http: reqwest::Client,
+    base: String,
+    node_field: FieldName,
+}
+
+/// One answer: the entries read (in time order) and whether the limit cut them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogAnswer {
+    pub entries: Vec<LogEntry>,
+    pub truncated: bool,
+}
+
+impl VictoriaLogs {
+    /// `base_url` is VictoriaLogs' root (`http://vlogs:9428`); every request ends within `timeout`.
+    pub fn new(base_url: &str, timeout: Duration, node_field: FieldName) -> Result<Self, LogsError> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(2)))
+            .build()
+            .map_err(|e| LogsError::Query(format!("building the HTTP client: {e}")))?;
+        Ok(Self { http, base: base_url.trim_end_matches('/').to_string(), node_field })
+    }
+
+    /// The field naming the node an entry came from.
+    pub fn node_field(&self) -> &FieldName {
+        &self.node_field
+    }
+
+    /// Runs `query` over `[start, end]` and reads at most `limit` entries (VictoriaLogs then keeps the
+    /// latest ones), sorted by time.
+    pub async fn query(
+        &self,
+        query: &str,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<LogAnswer, LogsError> {
+        let params = [
+            ("query", query.to_string()),
+            ("start", start.to_rfc3339_opts(SecondsFormat::Secs, true)),
+            ("end", end.to_rfc3339_opts(SecondsFormat::Secs, true)),
+            ("limit", limit.to_string()),
+        ];
+        let response = self.http.get(format!("{}/select/logsql/query", self.base)).query(&params).send().await?;
+        let status = response.status();
+        let body = response.text().await?;
+        if status.is_server_error() {
+            return Err(LogsError::Unavailable(format!("HTTP {status}: {}", first_line(&body))));
+        }
+        if !status.is_success() {
+            return Err(LogsError::Query(format!("HTTP {status}: {}", first_line(&body))));
+        }
+        let mut entries = Vec::new();
+        for line in body.lines().filter(|line| !line.trim().is_empty()) {
+            entries.push(self.entry(line)?);
+        }
+        entries.sort_by_key(|entry| entry.time);
+        let truncated = entries.len() >= limit;
+        Ok(LogAnswer { entries, truncated })
+    }
+
+    /// One JSON line: `_time` (RFC 3339, nanoseconds), `_msg`, the node field, and fields we ignore.
+    fn entry(&self, line: &str) -> Result<LogEntry, LogsError> {
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(line).map_err(|e| LogsError::Query(format!("a line is not a JSON object: {e}")))?;
+        let text = |name: &str| object.get(name).and_then(serde_json::Value::as_str);
+        let time = text("_time")
+            .and_then(|time| DateTime::parse_from_rfc3339(time).ok())
+            .ok_or_else(|| LogsError::Query("an entry has no RFC 3339 `_time`".into()))?
+            .with_timezone(&Utc);
+        Ok(LogEntry {
+            time,
+            node: text(self.node_field.as_str()).map(String::from),
+            message: text("_msg").unwrap_or_default().to_string(),
+        })
+    }
+}
+
+fn first_line(body: &str) -> String {
+    body.lines().next().unwrap_or_default().chars().take(300).collect()
+}
