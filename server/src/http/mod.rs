@@ -7,6 +7,8 @@ pub mod ingest;
 mod jobs;
 mod nodes;
 pub mod openapi;
+pub mod otlp;
+pub mod otlp_map;
 mod pages;
 mod params;
 mod tokens;
@@ -163,6 +165,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(traces::post_traces))
         .routes(routes!(traces::post_nsys))
         .routes(routes!(traces::job_traces))
+        .routes(routes!(otlp::post_logs))
         .routes(routes!(nodes::list))
         .routes(routes!(nodes::events))
         .routes(routes!(nodes::gpu_values))
@@ -204,3 +207,5 @@ pub type AppStateExtractor = State<AppState>;
 
 #[cfg(test)]
 mod openapi_tests;
+#[cfg(test)]
+mod otlp_tests;
