@@ -5,6 +5,7 @@ mod access;
 mod api_errors;
 mod failure;
 mod jobs_listing;
+mod otlp;
 mod plugin;
 mod report;
 mod sacct_parity;
