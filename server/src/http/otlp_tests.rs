@@ -463,3 +463,25 @@ fn bad_bodies_are_refused_with_the_reason() {
     let (encoding, empty) = decode_logs(&headers("application/json", None), b"{}").expect("an empty request is valid");
     assert_eq!((encoding, empty.resource_logs.len()), (Encoding::Json, 0));
 }
+
+/// docs/OTLP.md's full example: its OTLP/JSON request maps to exactly its two JSON batches' records.
+#[test]
+fn the_documented_example_maps_to_the_documented_json_batches() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/OTLP.md");
+    let text = std::fs::read_to_string(&path).expect("docs/OTLP.md");
+    let blocks: Vec<&str> =
+        text.split("```json\n").skip(1).map(|block| block.split("\n```").next().expect("a closed block")).collect();
+    let [trace_batch, gpu_batch, otlp_request] = blocks[..] else {
+        panic!("docs/OTLP.md has {} JSON examples, expected the two batches and the request", blocks.len());
+    };
+    let trace_batch: wire::TraceBatch = serde_json::from_str(trace_batch).expect("the trace batch");
+    let gpu_batch: wire::GpuAllocationBatch = serde_json::from_str(gpu_batch).expect("the GPU batch");
+    let mapped = map_logs(&decoded("application/json", None, otlp_request.as_bytes()), &trace_batch.cluster);
+    let traces: Vec<wire::TraceRecord> =
+        mapped.traces.get(&trace_batch.node).into_iter().flatten().map(|(_, record)| record.clone()).collect();
+    assert_eq!(traces, trace_batch.records);
+    let allocations: Vec<wire::GpuAllocationRecord> =
+        mapped.gpu_allocations.into_iter().map(|(_, record)| record).collect();
+    assert_eq!(allocations, gpu_batch.records);
+    assert_eq!((mapped.rejected.len(), mapped.ignored), (0, 1));
+}
