@@ -267,8 +267,8 @@ async fn ingest_logs(
             records.into_iter().map(|(position, record)| (position, Ok(record))).unzip();
         let (summaries, refused) = validate_records(records, now);
         for refusal in refused {
-            let position =
-                positions.get(refusal.index as usize).copied().unwrap_or(Position { resource: 0, scope: 0, record: 0 });
+            // `index` is into `records`, which `positions` parallels.
+            let position = positions.get(refusal.index as usize).copied().unwrap_or_default();
             outcome.rejected.push((position, otlp_map::trace_reason(&refusal.reason)));
         }
         if !summaries.is_empty() {

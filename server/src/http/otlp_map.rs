@@ -54,7 +54,7 @@ pub mod attribute {
 pub const TIME_FIELD: &str = "timeUnixNano";
 
 /// Where a log record sits in a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Position {
     pub resource: usize,
     pub scope: usize,
