@@ -419,7 +419,7 @@ async fn send_with_js_sdk(
     let folder = repo_root().join("e2e/otlp");
     if !folder.join("node_modules/@opentelemetry/exporter-logs-otlp-proto").is_dir() {
         assert!(
-            std::env::var_os("SLURMLENS_REQUIRE_OTLP_SDK").is_none(),
+            std::env::var_os("E2E_REQUIRE_OTLP_SDK").is_none(),
             "e2e/otlp/node_modules is missing: run `npm ci` in e2e/otlp"
         );
         eprintln!("skipped: the OpenTelemetry JS SDK is not installed (`npm ci` in e2e/otlp)");
