@@ -28,6 +28,12 @@ cargo fmt --all --check
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "OpenTelemetry JS SDK (npm) for the OTLP integration test"
+bash e2e/otlp/setup.sh
+# Installed, so the test that exports through the SDK must run rather than skip. (Not a SLURMLENS_
+# variable: those are configuration, and an unknown key is an error.)
+export E2E_REQUIRE_OTLP_SDK=1
+
 step "cargo test (unit, property, SSR, integration against the lab)"
 # One cargo invocation for the whole workspace: one feature resolution, so nothing is built twice.
 cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$ROOT/.lab/last-test.log" \

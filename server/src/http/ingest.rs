@@ -101,7 +101,10 @@ where
 }
 
 /// The cluster whose ingest secret the request's `Authorization: Bearer` carries, or the 401 to answer.
-fn authenticated_cluster(state: &AppStateExtractor, headers: &HeaderMap) -> Result<ClusterName, Box<Response>> {
+pub(crate) fn authenticated_cluster(
+    state: &AppStateExtractor,
+    headers: &HeaderMap,
+) -> Result<ClusterName, Box<Response>> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -165,24 +168,51 @@ async fn ingest(
     let mut ends = Vec::new();
     for (at, record) in batch.records.iter().enumerate() {
         let field = |name: &str| format!("records[{at}].{name}");
-        if record.cluster != cluster.as_str() {
-            return Err(ApiError::invalid(
-                &field("cluster"),
-                format!("`{}` is not the cluster this secret belongs to (`{cluster}`)", record.cluster),
-            ));
-        }
-        parse_allocations(record, now, &field, &mut allocations)?;
+        allocations.extend(validate_record(record, cluster, now, &field)?);
         if record.event == wire::GpuAllocationEvent::End {
             ends.push((record.job_id, record.at));
         }
     }
-    let store = state.store()?;
-    store.upsert_gpu_allocations(cluster, &allocations).await?;
-    for (job_id, at) in ends {
-        store.end_job(cluster, job_id, at).await?;
-        crate::reports::schedule_archive(state.0.clone(), cluster.clone(), job_id);
-    }
+    store_allocations(state, cluster, &allocations, &ends).await?;
     Ok(wire::GpuAllocationReceipt { accepted: batch.records.len() as u64 })
+}
+
+/// Validates one record of `cluster` received at `now`: its rows, one per GPU, or a 400 whose parameter
+/// `field` names (the JSON batch says `records[3].gpus`; the OTLP logs path names the attribute).
+pub(crate) fn validate_record(
+    record: &wire::GpuAllocationRecord,
+    cluster: &ClusterName,
+    now: DateTime<Utc>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Vec<GpuAllocation>, ApiError> {
+    if record.cluster != cluster.as_str() {
+        return Err(ApiError::invalid(
+            &field("cluster"),
+            format!("`{}` is not the cluster this secret belongs to (`{cluster}`)", record.cluster),
+        ));
+    }
+    let mut allocations = Vec::with_capacity(record.gpus.len());
+    parse_allocations(record, now, field, &mut allocations)?;
+    Ok(allocations)
+}
+
+/// Stores validated rows idempotently, then marks the jobs whose end was reported (`(job_id, at)`) and
+/// schedules the archive of their reports.
+pub(crate) async fn store_allocations(
+    state: &AppStateExtractor,
+    cluster: &ClusterName,
+    allocations: &[GpuAllocation],
+    ends: &[(u32, DateTime<Utc>)],
+) -> Result<(), ApiError> {
+    let store = state.store()?;
+    if !allocations.is_empty() {
+        store.upsert_gpu_allocations(cluster, allocations).await?;
+    }
+    for (job_id, at) in ends {
+        store.end_job(cluster, *job_id, *at).await?;
+        crate::reports::schedule_archive(state.0.clone(), cluster.clone(), *job_id);
+    }
+    Ok(())
 }
 
 /// One record → one [`GpuAllocation`] per GPU, or a 400 naming the field at fault.

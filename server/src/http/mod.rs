@@ -7,6 +7,8 @@ pub mod ingest;
 mod jobs;
 mod nodes;
 pub mod openapi;
+mod otlp;
+mod otlp_map;
 mod pages;
 mod params;
 pub(crate) mod signals;
@@ -177,6 +179,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(traces::job_traces))
         .routes(routes!(signals::job_logs))
         .routes(routes!(signals::job_profile))
+        .routes(routes!(otlp::post_logs))
         .routes(routes!(nodes::list))
         .routes(routes!(nodes::events))
         .routes(routes!(nodes::gpu_values))
@@ -218,3 +221,5 @@ pub type AppStateExtractor = State<AppState>;
 
 #[cfg(test)]
 mod openapi_tests;
+#[cfg(test)]
+mod otlp_tests;

@@ -38,6 +38,7 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("DELETE", "/api/v1/tokens/{id}"),
     ("GET", "/api/v1/tokens/{id}/uses"),
     ("POST", "/api/v1/gpu_allocations"),
+    ("POST", "/api/v1/otlp/v1/logs"),
     ("POST", "/api/v1/traces"),
     ("POST", "/api/v1/traces/nsys"),
 ];

@@ -141,7 +141,16 @@ async fn ingest_batch(
     if records.is_empty() || records.len() > MAX_TRACE_RECORDS {
         return Err(ApiError::invalid("records", format!("send 1 to {MAX_TRACE_RECORDS} records")));
     }
-    let now = Utc::now();
+    let (summaries, rejected) = validate_records(records, Utc::now());
+    store_summaries(state, cluster, &node, summaries, rejected).await
+}
+
+/// Validates each received record (or the reason it did not decode) at `now`: the summaries to store,
+/// and each refused record's index and reason. The OTLP logs path validates through here too.
+pub(crate) fn validate_records(
+    records: Vec<Result<wire::TraceRecord, String>>,
+    now: DateTime<Utc>,
+) -> (Vec<TraceSummary>, Vec<wire::TraceRejection>) {
     let mut summaries = Vec::with_capacity(records.len());
     let mut rejected = Vec::new();
     for (index, record) in records.into_iter().enumerate() {
@@ -151,10 +160,11 @@ async fn ingest_batch(
             Err(reason) => rejected.push(wire::TraceRejection { index: index as u64, reason }),
         }
     }
-    store_summaries(state, cluster, &node, summaries, rejected).await
+    (summaries, rejected)
 }
 
-async fn store_summaries(
+/// Stores one node's validated summaries in one transaction: the receipt of a batch.
+pub(crate) async fn store_summaries(
     state: &AppStateExtractor,
     cluster: &ClusterName,
     node: &str,

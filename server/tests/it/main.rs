@@ -6,6 +6,7 @@ mod api_errors;
 mod failure;
 mod jobs_listing;
 mod node_signals;
+mod otlp;
 mod plugin;
 mod report;
 mod sacct_parity;
