@@ -407,7 +407,11 @@ pub fn for_report(report: &wire::JobReport) -> Vec<Chart> {
         charts.extend(chart("node", title.to_string(), network_timeline(report, metric)));
     }
     if let Some(io) = &report.io {
-        let whose = if io.source == "jobstats" { "the job's own (Lustre job statistics)" } else { "its nodes' clients, all jobs there" };
+        let whose = if io.source == "jobstats" {
+            "the job's own (Lustre job statistics)"
+        } else {
+            "its nodes' clients, all jobs there"
+        };
         charts.extend(chart("io", format!("Lustre reads and writes: {whose}"), io_timeline(report)));
     }
     charts
@@ -616,7 +620,10 @@ mod tests {
         let kinds: Vec<(&str, &str)> = charts.iter().map(|c| (c.kind.as_str(), c.title.as_str())).collect();
         assert_eq!(kinds.iter().filter(|(kind, _)| *kind == "node").count(), 2, "{kinds:?}");
         assert!(kinds.iter().any(|(kind, title)| *kind == "io" && title.contains("job statistics")), "{kinds:?}");
-        assert!(for_report(&report(2, &points)).iter().all(|c| c.kind != "node" && c.kind != "io"), "none without data");
+        assert!(
+            for_report(&report(2, &points)).iter().all(|c| c.kind != "node" && c.kind != "io"),
+            "none without data"
+        );
         let stripped = without_series(with_nodes);
         assert!(stripped.io.is_some_and(|io| io.series.is_empty()));
     }

@@ -63,7 +63,8 @@ fn host_load(workload: &GpuWorkload, t: i64, rng: &mut StdRng) -> HostLoad {
         },
         Profile::InputBound => {
             // Share of the interval the GPU waited on the loader, from the dcgm series' 40 s phase.
-            let waiting = (t - NODE_STEP_S..t).step_by(5).filter(|&s| loader_waiting(s - workload.start)).count() as f64
+            let waiting = (t - NODE_STEP_S..t).step_by(5).filter(|&s| loader_waiting(s - workload.start)).count()
+                as f64
                 / (NODE_STEP_S / 5) as f64;
             HostLoad {
                 user: 0.07 * jitter(rng, 0.2),
@@ -137,7 +138,8 @@ pub fn node_series_json(
         let on_node = by_node.get(node.as_str()).cloned().unwrap_or_default();
         let mut cpu = [[0.0f64; 4]; DEMO_CPUS]; // idle, iowait, user, system
         for counters in &mut cpu {
-            *counters = [rng.gen_range(1e6..5e6), rng.gen_range(1e3..1e4), rng.gen_range(1e5..9e5), rng.gen_range(1e4..9e4)];
+            *counters =
+                [rng.gen_range(1e6..5e6), rng.gen_range(1e3..1e4), rng.gen_range(1e5..9e5), rng.gen_range(1e4..9e4)];
         }
         let (mut psi_memory, mut psi_io) = (rng.gen_range(10.0..100.0), rng.gen_range(100.0..5000.0));
         let (mut rx, mut tx) = (rng.gen_range(1e11..9e11), rng.gen_range(1e11..9e11));
@@ -338,16 +340,7 @@ mod tests {
     use super::*;
 
     fn workload(node: &str, gpu: u16, job_id: u32, profile: Profile) -> GpuWorkload {
-        GpuWorkload {
-            node: node.into(),
-            gpu,
-            job_id,
-            start: 0,
-            end: 3600,
-            profile,
-            multi_node: false,
-            degraded: None,
-        }
+        GpuWorkload { node: node.into(), gpu, job_id, start: 0, end: 3600, profile, multi_node: false, degraded: None }
     }
 
     fn parse(body: &str) -> Vec<serde_json::Value> {
@@ -378,7 +371,10 @@ mod tests {
         let (stats, _) = job_stats_json(&workloads, 0, 3600, 1);
         let lines = parse(&(body + &stats));
         let iowait = |node: &str| {
-            let cpus = find(&lines, &[("__name__", "node_cpu_seconds_total"), ("instance", &format!("{node}:9100")), ("mode", "iowait")]);
+            let cpus = find(
+                &lines,
+                &[("__name__", "node_cpu_seconds_total"), ("instance", &format!("{node}:9100")), ("mode", "iowait")],
+            );
             assert_eq!(cpus.len(), DEMO_CPUS);
             cpus.iter().map(|line| rate(line)).sum::<f64>() / cpus.len() as f64
         };
@@ -397,7 +393,8 @@ mod tests {
         let (body, _) = node_series_json(&["gpu003".into()], 8, &workloads, 0, 7200, 1);
         let lines = parse(&body);
         let power = find(&lines, &[("__name__", "ipmi_dcmi_power_consumption_watts")]);
-        let stamps: Vec<i64> = power[0]["timestamps"].as_array().expect("stamps").iter().filter_map(|t| t.as_i64()).collect();
+        let stamps: Vec<i64> =
+            power[0]["timestamps"].as_array().expect("stamps").iter().filter_map(|t| t.as_i64()).collect();
         assert!(stamps.iter().all(|&t| !(1_800_000..3_600_000).contains(&t)), "no samples while down");
         assert!(stamps.iter().any(|&t| t > 3_600_000), "samples after the reboot");
     }

@@ -28,6 +28,9 @@ fn on(metric: &MetricName, host_label: &LabelName, nodes: &[String], extra: Vec<
     Selector { metric: metric.clone(), matchers }
 }
 
+/// A signal's query as a function of the range (seconds) it looks back over.
+type Shape<'a> = Box<dyn Fn(u64) -> String + 'a>;
+
 /// The queries of every node signal for `nodes`, with steps of `step_s` over a window of `window_s`.
 pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s: u64) -> Vec<NodeSignal> {
     let host = &series.host_label;
@@ -45,7 +48,7 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
     let available = on(&series.memory_available, host, nodes, Vec::new());
     // Each signal as a function of the range it averages over: the step for timelines, the whole
     // window for the mean (a counter's rate over the window is its rise divided by the window).
-    let shapes: Vec<(&'static str, &'static str, &LabelName, Box<dyn Fn(u64) -> String>)> = vec![
+    let shapes: Vec<(&'static str, &'static str, &LabelName, Shape)> = vec![
         ("cpu_busy", "%", host, Box::new(move |r| format!("100 * (1 - avg by ({host}) (rate({cpu_idle}[{r}s])))"))),
         ("cpu_iowait", "%", host, Box::new(move |r| format!("100 * avg by ({host}) (rate({cpu_iowait}[{r}s]))"))),
         (
