@@ -38,10 +38,22 @@ LOG=$OUT/server.log
 # The benchmark measures pages, not the report archiver sweeping hundreds of finished jobs beside them.
 ARCHIVE_EVERY=60
 [[ ${1:-} == --bench ]] && ARCHIVE_EVERY=0
-SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_LISTEN=127.0.0.1:0 \
-  SLURMLENS_SITE_ROOT="$SITE" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve >"$LOG" 2>&1 &
+# The tests read logs and profiles from stand-ins for VictoriaLogs and Pyroscope (standins.mjs): neither
+# server is installable here. The benchmark runs without them, as a site without those sources would.
+STANDIN_PID=
+SIGNALS=()
+if [[ ${1:-} != --bench ]]; then
+  rm -f "$OUT/standins.url"
+  node e2e/browser/standins.mjs "$OUT/standins.url" &
+  STANDIN_PID=$!
+  for _ in $(seq 1 100); do [[ -s $OUT/standins.url ]] && break; sleep 0.1; done
+  STANDINS=$(cat "$OUT/standins.url")
+  SIGNALS=(SLURMLENS_VICTORIALOGS__URL="$STANDINS" SLURMLENS_PYROSCOPE__URL="$STANDINS")
+fi
+env "${SIGNALS[@]}" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff \
+  SLURMLENS_LISTEN=127.0.0.1:0 SLURMLENS_SITE_ROOT="$SITE" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve >"$LOG" 2>&1 &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
+trap 'kill $SERVER $STANDIN_PID 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
 URL=
 for _ in $(seq 1 300); do
   URL=$(sed -n 's|^slurmlens serving at \(http://[^/]*\)/.*|\1|p' "$LOG")

@@ -336,6 +336,26 @@ test('an_xid_killed_job_is_the_infrastructures_and_its_page_shows_the_evidence_a
   return page;
 });
 
+test('a_job_page_pulls_its_nodes_xid_log_line_up_front_and_shows_its_cpu_profile', async (page) => {
+  // Logs and profiles come from stand-ins for VictoriaLogs and Pyroscope (standins.mjs): the page must
+  // show the kernel's XID line among the important ones, at its time, and the profile's top functions.
+  const [job] = await recent('NODE_FAIL', 8);
+  assert(job, 'a NODE_FAIL GPU job of the last two days');
+  const logs = await api(base, `/api/v1/jobs/${job.job_id}/logs?cluster=sakura`);
+  assertEqual(logs.status, 'ok', `the logs source answered: ${logs.message}`);
+  const xid = logs.important.find((line) => line.kind === 'xid');
+  assert(xid, `an XID line is pulled up front: ${JSON.stringify(logs.important)}`);
+  await page.goto(`${base}/jobs/${job.job_id}?cluster=sakura`);
+  await hydrated(page);
+  assertEqual(await page.getAttribute('[data-testid=logs-section]', 'data-status'), 'ok', 'the logs section is filled');
+  const kinds = await page.$$eval('[data-testid=log-important]', (rows) => rows.map((r) => r.dataset.kind));
+  assert(kinds.includes('xid') && kinds.includes('link_down'), `important lines listed: ${kinds}`);
+  const top = await page.$$eval('[data-testid=profile-top]', (rows) => rows.map((r) => r.textContent));
+  assert(top.length > 0 && top[0].includes('jpeg_decode'), `the hottest function first: ${top[0]}`);
+  await page.$eval('[data-testid=logs-section]', (el) => el.scrollIntoView());
+  return page;
+});
+
 test('a_program_crash_with_xid_31_is_the_applications', async (page) => {
   // Segfaults first (signal 11, or srun's 139 = 128 + SIGSEGV): a program crash on a GPU is where an
   // illegal-address XID 31 is to be found, and the window holds hundreds of other FAILED jobs.
