@@ -28,6 +28,15 @@ fn cluster_pairs(cluster: Option<&str>) -> Vec<(String, String)> {
     cluster.map(|name| vec![("cluster".to_string(), name.to_string())]).unwrap_or_default()
 }
 
+/// A job's optional part (report, logs, profile): absent where the job is not found for this viewer.
+fn optional<T>(answer: Result<Json<T>, ApiError>) -> Result<Option<T>, DataError> {
+    match answer {
+        Ok(Json(value)) => Ok(Some(value)),
+        Err(ApiError::NotFound(_)) => Ok(None),
+        Err(error) => Err(data_error(error)),
+    }
+}
+
 /// Keeps the API's status and message; a 5xx cause is logged here, once, and stays out of the page.
 fn data_error(error: ApiError) -> DataError {
     match error {
@@ -92,13 +101,10 @@ impl WebData for Pages {
         Box::pin(async move {
             let mut pairs = cluster_pairs(cluster);
             pairs.push(("points".to_string(), slurmlens_web::charts::PAGE_POINTS.to_string()));
-            match jobs::report(State(self.state.clone()), headers.clone(), Path(job_id.to_string()), Ok(Query(pairs)))
-                .await
-            {
-                Ok(Json(report)) => Ok(Some(report)),
-                Err(ApiError::NotFound(_)) => Ok(None),
-                Err(error) => Err(data_error(error)),
-            }
+            optional(
+                jobs::report(State(self.state.clone()), headers.clone(), Path(job_id.to_string()), Ok(Query(pairs)))
+                    .await,
+            )
         })
     }
 
@@ -110,18 +116,15 @@ impl WebData for Pages {
     ) -> DataFuture<'a, Option<wire::JobLogs>> {
         Box::pin(async move {
             let pairs = cluster_pairs(cluster);
-            match signals::job_logs(
-                State(self.state.clone()),
-                headers.clone(),
-                Path(job_id.to_string()),
-                Ok(Query(pairs)),
+            optional(
+                signals::job_logs(
+                    State(self.state.clone()),
+                    headers.clone(),
+                    Path(job_id.to_string()),
+                    Ok(Query(pairs)),
+                )
+                .await,
             )
-            .await
-            {
-                Ok(Json(logs)) => Ok(Some(logs)),
-                Err(ApiError::NotFound(_)) => Ok(None),
-                Err(error) => Err(data_error(error)),
-            }
         })
     }
 
@@ -139,11 +142,7 @@ impl WebData for Pages {
                 Path(job_id.to_string()),
                 Ok(Query(pairs)),
             );
-            match answer.await {
-                Ok(Json(profile)) => Ok(Some(profile)),
-                Err(ApiError::NotFound(_)) => Ok(None),
-                Err(error) => Err(data_error(error)),
-            }
+            optional(answer.await)
         })
     }
 

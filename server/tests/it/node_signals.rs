@@ -52,16 +52,7 @@ fn run_job(node: &str, seconds: u32) -> u32 {
 }
 
 async fn instant(query: &str, at: i64) -> Option<f64> {
-    let response: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/api/v1/query", lab().var("SLURMLENS_VM_URL")))
-        .form(&[("query", query.to_string()), ("time", at.to_string())])
-        .send()
-        .await
-        .expect("query VictoriaMetrics")
-        .json()
-        .await
-        .expect("JSON");
-    response["data"]["result"][0]["value"][1].as_str().and_then(|v| v.parse().ok())
+    crate::support::instant_query(lab().var("SLURMLENS_VM_URL"), query, at).await
 }
 
 async fn report_of(app: &TestApp, job_id: u32) -> JobReport {

@@ -109,16 +109,7 @@ async fn report_of(app: &TestApp, job_id: u32) -> JobReport {
 }
 
 async fn promql_avg(vm_url: &str, query: &str, at: i64) -> f64 {
-    let response: serde_json::Value = reqwest::Client::new()
-        .post(format!("{vm_url}/api/v1/query"))
-        .form(&[("query", query.to_string()), ("time", at.to_string())])
-        .send()
-        .await
-        .expect("query VictoriaMetrics")
-        .json()
-        .await
-        .expect("JSON");
-    response["data"]["result"][0]["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+    crate::support::instant_query(vm_url, query, at).await.unwrap_or(f64::NAN)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -231,3 +231,17 @@ pub async fn import_series(series: impl IntoIterator<Item = serde_json::Value>) 
     .expect("client");
     vm.import_json_lines(body).await.expect("import into VictoriaMetrics");
 }
+
+/// One value of an instant PromQL query against VictoriaMetrics at `at` (the first series'), if any.
+pub async fn instant_query(vm_url: &str, query: &str, at: i64) -> Option<f64> {
+    let response: serde_json::Value = reqwest::Client::new()
+        .post(format!("{vm_url}/api/v1/query"))
+        .form(&[("query", query.to_string()), ("time", at.to_string())])
+        .send()
+        .await
+        .expect("query VictoriaMetrics")
+        .json()
+        .await
+        .expect("JSON");
+    response["data"]["result"][0]["value"][1].as_str().and_then(|v| v.parse().ok())
+}
