@@ -55,6 +55,9 @@ pub fn render(report: &JobReport) -> String {
     if let Some(kwh) = totals.energy_kwh {
         let _ = writeln!(out, "        energy {kwh:.3} kWh");
     }
+    if let (Some(watts), Some(kwh)) = (totals.node_power_w, totals.node_energy_kwh) {
+        let _ = writeln!(out, "        nodes {:.2} kW mean, {kwh:.3} kWh (BMC)", watts / 1e3);
+    }
     if let (Some(peak), Some(capacity)) = (totals.peak_memory_mib, totals.memory_capacity_mib) {
         let _ = writeln!(out, "        peak GPU memory {peak:.0} of {capacity:.0} MiB");
     }
@@ -79,14 +82,38 @@ pub fn render(report: &JobReport) -> String {
         );
     }
     for node in &report.nodes {
-        let get = |key: &str| node.summary.iter().find(|s| s.metric == key).map_or(0.0, |s| s.mean);
+        let find = |key: &str| node.summary.iter().find(|s| s.metric == key).map(|s| s.mean);
+        let get = |key: &str| find(key).unwrap_or(0.0);
+        if find("rdma_tx").is_some() || find("rdma_rx").is_some() {
+            let _ = writeln!(
+                out,
+                "RDMA {:<8} out {:.2} GB/s  in {:.2} GB/s  CNP {:.1}/s",
+                node.node,
+                get("rdma_tx") / 1e9,
+                get("rdma_rx") / 1e9,
+                get("cnp_handled")
+            );
+        }
+        if find("cpu_busy").is_some() || find("node_power").is_some() {
+            let watts = find("node_power").map_or("-".into(), |w| format!("{:.1} kW", w / 1e3));
+            let _ = writeln!(
+                out,
+                "Node {:<8} CPU {:.0}%  iowait {:.1}%  I/O pressure {:.1}%  memory {:.0} GB  power {watts}",
+                node.node,
+                get("cpu_busy"),
+                get("cpu_iowait"),
+                get("io_pressure"),
+                get("memory_used") / 1e9,
+            );
+        }
+    }
+    if let Some(io) = &report.io {
+        let whose = if io.source == "jobstats" { "job statistics" } else { "the nodes' clients" };
         let _ = writeln!(
             out,
-            "RDMA {:<8} out {:.2} GB/s  in {:.2} GB/s  CNP {:.1}/s",
-            node.node,
-            get("rdma_tx") / 1e9,
-            get("rdma_rx") / 1e9,
-            get("cnp_handled")
+            "Lustre   read {:.1} GB  written {:.1} GB  ({whose})",
+            io.read_bytes / 1e9,
+            io.write_bytes / 1e9
         );
     }
     if !report.verdicts.is_empty() {
@@ -124,4 +151,43 @@ pub async fn run(config: &Config, args: &ReportArgs) -> anyhow::Result<()> {
         print!("{}", render(&report));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report_with_nodes() -> JobReport {
+        serde_json::from_value(serde_json::json!({
+            "job": {
+                "job_id": "7", "job_id_raw": 7, "cluster": "lab", "job_name": "resnet", "user": "alice", "uid": 1,
+                "gid": 1, "account": "ml", "partition": "gpu", "qos": "normal", "state": "COMPLETED",
+                "exit_code": "0:0", "derived_exit_code": "0:0", "submit": "2026-11-29T10:00:00Z",
+                "elapsed": "01:00:00", "elapsed_raw": 3600, "timelimit": "02:00:00", "node_list": "gpu001",
+                "alloc_nodes": 1, "alloc_cpus": 4, "alloc_gpus": 8, "alloc_tres": "cpu=4", "req_tres": "cpu=4",
+                "req_mem": "1000M"
+            },
+            "source": "final", "generated_at": "2026-11-29T12:00:00Z",
+            "metrics": {"status": "ok", "step_s": 60}, "gpus": [],
+            "nodes": [{"node": "gpu001", "series": [], "summary": [
+                {"metric": "cpu_busy", "unit": "%", "mean": 41.0, "max": 60.0, "samples": 0},
+                {"metric": "cpu_iowait", "unit": "%", "mean": 18.5, "max": 30.0, "samples": 0},
+                {"metric": "node_power", "unit": "W", "mean": 5600.0, "max": 6100.0, "samples": 0}
+            ]}],
+            "io": {"source": "jobstats", "read_bytes": 8.64e11, "write_bytes": 2e9, "summary": [], "series": []},
+            "totals": {"gpu_hours": 8.0, "idle_gpu_hours": 3.0, "node_power_w": 5600.0, "node_energy_kwh": 5.6},
+            "verdicts": []
+        }))
+        .expect("a report")
+    }
+
+    #[test]
+    fn the_terminal_report_names_the_nodes_and_the_jobs_lustre_io() {
+        let text = render(&report_with_nodes());
+        assert!(text.contains("Node gpu001") && text.contains("CPU 41%  iowait 18.5%"), "{text}");
+        assert!(text.contains("power 5.6 kW"), "{text}");
+        assert!(text.contains("Lustre   read 864.0 GB  written 2.0 GB  (job statistics)"), "{text}");
+        assert!(text.contains("nodes 5.60 kW mean, 5.600 kWh (BMC)"), "{text}");
+        assert!(!text.contains("RDMA"), "no RDMA line without RDMA series: {text}");
+    }
 }
