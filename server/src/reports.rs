@@ -87,10 +87,6 @@ struct GpuData {
     means: BTreeMap<String, f64>,
     maxes: BTreeMap<String, f64>,
     counts: BTreeMap<String, f64>,
-    /// Per metric: samples per bucket (parallel to the timeline's timestamps).
-    bucket_counts: BTreeMap<String, Vec<(i64, f64)>>,
-    /// Per metric: the sliver before the first bucket (mean, peak, samples).
-    remainder: BTreeMap<String, (f64, f64, f64)>,
     /// Share of raw utilisation samples under the idle threshold.
     idle_share: Option<f64>,
     /// The energy counter at the window's start.
@@ -101,31 +97,9 @@ struct GpuData {
 }
 
 impl GpuData {
-    /// The window's mean, peak and sample count per metric from its buckets and the sliver before
-    /// them: a sample-weighted mean of bucket means is the window's mean, exactly. Energy becomes the
-    /// counter's rise over the window.
+    /// Energy becomes the counter's rise over the window (the window's mean, peak and sample count per
+    /// metric come straight from VictoriaMetrics).
     fn summarise(&mut self) {
-        for (key, timeline) in &self.timelines {
-            let counts: BTreeMap<i64, f64> =
-                self.bucket_counts.get(key).map(|c| c.iter().copied().collect()).unwrap_or_default();
-            let (mut sum, mut samples) = (0.0, 0.0);
-            for &(at, mean) in timeline {
-                let count = counts.get(&at).copied().unwrap_or(1.0);
-                sum += mean * count;
-                samples += count;
-            }
-            let mut peak = self.maxes.get(key).copied().unwrap_or(f64::MIN);
-            if let Some(&(mean, max, count)) = self.remainder.get(key).filter(|sliver| sliver.2 > 0.0) {
-                sum += mean * count;
-                samples += count;
-                peak = peak.max(max);
-            }
-            if samples > 0.0 {
-                self.means.insert(key.clone(), sum / samples);
-                self.maxes.insert(key.clone(), peak);
-                self.counts.insert(key.clone(), samples);
-            }
-        }
         // A counter that went backwards was reset (driver reload): its rise is unknown.
         self.energy_mj = match (self.energy_start_mj, self.energy_mj) {
             (Some(before), Some(after)) if after >= before => Some(after - before),
@@ -633,15 +607,14 @@ impl Reporter {
     }
 
     /// Every VictoriaMetrics request of one job's report, planned before any is sent so that all go out
-    /// at once, each raw sample scanned about once. Per GPU metric: one range query whose buckets tile
-    /// the job from its end back (`aggr_over_time` gives each bucket's mean, peak and sample count in a
-    /// single scan: the timeline a chart draws, and the window's exact mean, peak and count by summing
-    /// buckets), plus an instant query over the sliver before the first bucket. Then the idle share at
+    /// at once. Per GPU metric: one range query of bucket means ending at the job's end (the timeline a
+    /// chart draws), and one instant query over exactly the job's window (`aggr_over_time`: the window's
+    /// mean, peak and sample count in one scan). Then the idle share at
     /// scrape resolution, memory capacity and energy from the samples at the window's ends, XID codes
     /// seen, and the RDMA counters per node.
     fn plan(&self, job_id: u32, nodes: &[String], indices: &[u16], tiles: &Tiles, faults: &FaultScope) -> Vec<Planned> {
         let catalog = &self.settings.catalog;
-        let Tiles { window_s, step_s, remainder_s, .. } = *tiles;
+        let Tiles { window_s, step_s, .. } = *tiles;
         let planned = |what, range, query| Planned { what, range, at: None, query };
         let aggregate = |window: u64| {
             move |s: &Selector| {
@@ -651,17 +624,10 @@ impl Reporter {
         let mut plan = Vec::new();
         for spec in &catalog.gpu_metrics {
             let selectors = self.gpu_selectors(&spec.name, nodes, indices);
-            let buckets = self.per_gpu("max", ", rollup", &selectors, aggregate(step_s), "");
+            let buckets = self.per_gpu("max", "", &selectors, |s| format!("avg_over_time({s}[{step_s}s])"), "");
             plan.push(planned(Wanted::Buckets(spec.key.clone(), spec.scale), true, buckets));
-            if remainder_s > 0 {
-                let sliver = self.per_gpu("max", ", rollup", &selectors, aggregate(remainder_s), "");
-                plan.push(Planned {
-                    what: Wanted::Remainder(spec.key.clone(), spec.scale),
-                    range: false,
-                    at: Some(tiles.first_bucket_start()),
-                    query: sliver,
-                });
-            }
+            let window = self.per_gpu("max", ", rollup", &selectors, aggregate(window_s), "");
+            plan.push(planned(Wanted::Window(spec.key.clone(), spec.scale), false, window));
         }
         if let Some(util) = catalog.gpu_metric("gpu_util") {
             // The share of raw samples under the idle threshold: idle time at scrape resolution.
@@ -974,30 +940,18 @@ impl Reporter {
                 let last = series.points.last().map(|&(_, value)| value);
                 match &planned.what {
                     Wanted::Buckets(key, scale) => {
-                        let values = || series.points.iter().map(|&(t, v)| (t, v * scale));
-                        match series.labels.get("rollup").map(String::as_str) {
-                            Some("avg_over_time") => {
-                                entry.timelines.insert(key.clone(), values().collect());
-                            }
-                            Some("max_over_time") => {
-                                let peak = values().map(|(_, v)| v).fold(f64::MIN, f64::max);
-                                entry.maxes.insert(key.clone(), peak);
-                            }
-                            Some("count_over_time") => {
-                                entry.bucket_counts.insert(key.clone(), series.points.clone());
-                            }
-                            _ => {}
-                        }
+                        entry
+                            .timelines
+                            .insert(key.clone(), series.points.iter().map(|&(t, v)| (t, v * scale)).collect());
                     }
-                    Wanted::Remainder(key, scale) => {
+                    Wanted::Window(key, scale) => {
                         let Some(value) = last else { continue };
-                        let sliver = entry.remainder.entry(key.clone()).or_default();
                         match series.labels.get("rollup").map(String::as_str) {
-                            Some("avg_over_time") => sliver.0 = value * scale,
-                            Some("max_over_time") => sliver.1 = value * scale,
-                            Some("count_over_time") => sliver.2 = value,
-                            _ => {}
-                        }
+                            Some("avg_over_time") => entry.means.insert(key.clone(), value * scale),
+                            Some("max_over_time") => entry.maxes.insert(key.clone(), value * scale),
+                            Some("count_over_time") => entry.counts.insert(key.clone(), value),
+                            _ => None,
+                        };
                     }
                     Wanted::IdleShare => entry.idle_share = last,
                     Wanted::FbFree => entry.fb_free = last,
@@ -1417,10 +1371,10 @@ struct FaultScope {
 
 /// What one planned query answers.
 enum Wanted {
-    /// A GPU metric's mean, peak and sample count per bucket (key, scale).
+    /// A GPU metric's mean per bucket (key, scale).
     Buckets(String, f64),
-    /// The same over the sliver before the first bucket (key, scale).
-    Remainder(String, f64),
+    /// A GPU metric's mean, peak and sample count over the whole window (key, scale).
+    Window(String, f64),
     IdleShare,
     FbFree,
     /// The energy counter at the window's end and at its start.
@@ -1475,15 +1429,13 @@ struct Planned {
     query: String,
 }
 
-/// How a report's buckets tile the job: `buckets` of `step_s` ending at `end`, and the
-/// `remainder_s` before the first bucket that no bucket covers.
+/// A report's buckets: `buckets` of `step_s` ending at `end`, inside the job's window of `window_s`.
 #[derive(Debug, Clone, Copy)]
 struct Tiles {
     end: DateTime<Utc>,
     window_s: u64,
     step_s: u64,
     buckets: u64,
-    remainder_s: u64,
 }
 
 impl Tiles {
@@ -1491,8 +1443,7 @@ impl Tiles {
         let window_s = u64::try_from((end - start).num_seconds()).unwrap_or(1).max(1);
         let step_s = step_s.max(1);
         let buckets = (window_s / step_s).max(1);
-        let remainder_s = window_s.saturating_sub(buckets * step_s);
-        Self { end, window_s, step_s, buckets, remainder_s }
+        Self { end, window_s, step_s, buckets }
     }
 
     fn seconds(value: u64) -> chrono::Duration {
@@ -1502,11 +1453,6 @@ impl Tiles {
     /// The timestamp of the first bucket (each bucket ends at its timestamp).
     fn first_bucket_end(&self) -> DateTime<Utc> {
         self.end - Self::seconds((self.buckets - 1) * self.step_s)
-    }
-
-    /// Where the first bucket starts: the end of the uncovered sliver.
-    fn first_bucket_start(&self) -> DateTime<Utc> {
-        self.end - Self::seconds(self.buckets * self.step_s)
     }
 
     fn start(&self) -> DateTime<Utc> {
