@@ -375,6 +375,8 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
         Some(message) => format!("metrics {}: {message}", report.metrics.status),
         None => format!("metrics {}", report.metrics.status),
     };
+    // Where VictoriaMetrics answered, a missing exporter is said; where it did not, the status says so.
+    let metrics_ok = report.metrics.status == "ok";
     let totals = &report.totals;
     let mut total_text =
         vec![format!("{:.2} GPU hours", totals.gpu_hours), format!("{:.2} idle", totals.idle_gpu_hours)];
@@ -432,8 +434,13 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
         <div class="verdicts">{verdicts}</div>
         {report.traces.clone().map(|traces| view! { <TimeShares traces /> })}
         {(!report.bursts.is_empty()).then(|| view! { <BurstTable bursts=report.bursts.clone() /> })}
-        <NodeTable nodes=report.nodes.clone() />
-        {report.io.clone().map(|io| view! { <IoLine io /> })}
+        <NodeTable nodes=report.nodes.clone() metrics_ok=metrics_ok />
+        {match report.io.clone() {
+            Some(io) => view! { <IoLine io /> }.into_any(),
+            None => metrics_ok.then(|| view! {
+                <p class="muted" data-testid="report-io" data-source="none">"File system: no Lustre exporter series for this job or its nodes."</p>
+            }).into_any(),
+        }}
         {(!report.gpus.is_empty()).then(|| view! {
             <table class="compact" data-testid="report-gpus">
                 <thead><tr><th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"Attribution"</th><th scope="col">"Mean/peak"</th><th scope="col">"XID"</th></tr></thead>
@@ -538,10 +545,10 @@ fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
     }
 }
 
-/// The node beside its GPUs: mean and peak of each node signal, one row per node. Absent when no
-/// node exporter is scraped.
+/// The node beside its GPUs: mean and peak of each node signal, one row per node; a line saying so when
+/// no node exporter is scraped for the job's nodes.
 #[component]
-fn NodeTable(nodes: Vec<wire::NodeNetworkReport>) -> impl IntoView {
+fn NodeTable(nodes: Vec<wire::NodeNetworkReport>, metrics_ok: bool) -> impl IntoView {
     let keys = ["cpu_busy", "cpu_iowait", "io_pressure", "memory_used", "memory_pressure", "net_rx", "node_power"];
     let cell = |node: &wire::NodeNetworkReport, key: &str| {
         node.summary.iter().find(|s| s.metric == key).map_or_else(
@@ -557,8 +564,18 @@ fn NodeTable(nodes: Vec<wire::NodeNetworkReport>) -> impl IntoView {
             view! { <tr data-testid="report-node" data-node=node.node.clone()><td>{node.node.clone()}</td>{cells}</tr> }
         })
         .collect();
-    (!rows.is_empty()).then(|| {
-        view! {
+    if rows.is_empty() {
+        return metrics_ok
+            .then(|| {
+                view! {
+                    <p class="muted" data-testid="report-nodes-missing">
+                        "Nodes: no node_exporter or ipmi_exporter series for this job's nodes."
+                    </p>
+                }
+            })
+            .into_any();
+    }
+    view! {
             <section class="node-signals" data-testid="report-nodes">
                 <h3>"Nodes (mean / peak)"</h3>
                 <table class="compact">
@@ -570,8 +587,8 @@ fn NodeTable(nodes: Vec<wire::NodeNetworkReport>) -> impl IntoView {
                     <tbody>{rows}</tbody>
                 </table>
             </section>
-        }
-    })
+    }
+    .into_any()
 }
 
 /// The job's Lustre I/O in one line: where the figures come from, bytes and mean rates.

@@ -110,6 +110,26 @@ impl WebData for Fixture {
         })
     }
 
+    /// Job 8's report: metrics answered, but no node_exporter, ipmi_exporter or Lustre series.
+    fn report<'a>(
+        &'a self,
+        _: &'a HeaderMap,
+        _: Option<&'a str>,
+        job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::JobReport>> {
+        Box::pin(async move {
+            let Some(job) = self.jobs.iter().find(|job| job.job_id == job_id && job_id == "8") else { return Ok(None) };
+            let report = serde_json::json!({
+                "job": job, "source": "live", "generated_at": "2026-11-29T11:00:00Z",
+                "window_start": "2026-11-29T10:30:00Z", "window_end": "2026-11-29T11:00:00Z",
+                "metrics": {"status": "ok", "step_s": 60}, "gpus": [],
+                "nodes": [{"node": "n2", "summary": [{"metric": "rdma_tx", "unit": "B/s", "mean": 1e9, "max": 2e9, "samples": 0}], "series": []}],
+                "totals": {"gpu_hours": 2.0, "idle_gpu_hours": 0.0}, "verdicts": []
+            });
+            Ok(Some(serde_json::from_value(report).expect("a report")))
+        })
+    }
+
     fn nodes<'a>(&'a self, _: &'a HeaderMap, _: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>> {
         Box::pin(async move {
             Ok((1..=4)
@@ -176,6 +196,15 @@ fn a_job_page_shows_the_facts_and_a_missing_job_is_a_404() {
     let (status, html) = get("/jobs/99?cluster=lab");
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(html.contains("load-error"));
+}
+
+#[test]
+fn a_report_without_node_or_lustre_exporters_says_so() {
+    let (status, html) = get("/jobs/8?cluster=lab");
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("data-testid=\"report-nodes-missing\""), "{html}");
+    assert!(html.contains("data-source=\"none\""), "the file-system line says none: {html}");
+    assert!(!html.contains("data-testid=\"report-nodes\""), "no empty node table");
 }
 
 #[test]
