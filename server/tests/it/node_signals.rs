@@ -191,3 +191,49 @@ async fn ipmi_power_and_lustre_job_statistics_show_in_the_report() {
     let kwh = report.totals.node_energy_kwh.expect("node energy");
     assert_close("node energy", kwh, direct * window_s as f64 / 3.6e6);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_job_statistics_lustre_io_comes_from_the_nodes_clients_and_says_so() {
+    let _db = database_shared().await;
+    let node = "n2";
+    let job_id = run_job(node, 6);
+    let app = spawn_app(config()).await;
+    let before = report_of(&app, job_id).await;
+    let (start, end) = (before.window_start.expect("start").timestamp(), window(&before).1);
+    // The Lustre client of the node (llite stats): 30 MB/s read, 2 MB/s written, all jobs there together.
+    let stamps: Vec<i64> = (start - 30..=end + 30).step_by(2).collect();
+    let ms: Vec<i64> = stamps.iter().map(|t| t * 1000).collect();
+    let counter = |rate: f64| stamps.iter().map(|t| 5e11 + rate * (t - stamps[0]) as f64).collect::<Vec<f64>>();
+    // A per-run target: samples re-imported under a deleted series' labels would stay hidden.
+    let target = format!("lustrefs-ffff{job_id:08x}");
+    let client = |metric: &str, values: Vec<f64>| {
+        serde_json::json!({
+            "metric": {"__name__": metric, "component": "client", "target": target,
+                       "instance": format!("{node}:9169"), "job": "lustre"},
+            "values": values, "timestamps": ms,
+        })
+    };
+    import_series([client("lustre_read_bytes_total", counter(3e7)), client("lustre_write_bytes_total", counter(2e6))])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let report = loop {
+        let report = report_of(&app, job_id).await;
+        if report.io.is_some() || Instant::now() > deadline {
+            break report;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let io = report.io.as_ref().unwrap_or_else(|| panic!("no I/O section: {report:#?}"));
+    assert_eq!(io.source, "nodes", "no job statistics: the clients of the job's nodes, and it says so");
+    let (window_s, end) = window(&report);
+    let read = summary(&io.summary, "lustre_read").expect("read rate").mean;
+    let direct = instant(
+        &format!(r#"sum(rate(lustre_read_bytes_total{{instance="{node}:9169",component="client"}}[{window_s}s]))"#),
+        end,
+    )
+    .await
+    .expect("direct read rate");
+    assert_close("client read rate", read, direct);
+    assert_close("client write rate", summary(&io.summary, "lustre_write").expect("write").mean, 2e6);
+    assert!(summary(&io.summary, "lustre_read_ops").is_none(), "clients' byte counters carry no job operations");
+}
