@@ -12,24 +12,18 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
-use slurmlens::config::{AnonymousAccess, DatabaseConfig, IngestSecret};
 use slurmlens_wire::{
     AllocatedGpu, ErrorEnvelope, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationRecord, JobGpus, JobTraces,
     TraceBatch, TraceReceipt, TraceRecord,
 };
 
-use crate::support::{TestApp, database_shared, fresh_database, lab, repo_root, spawn_app, test_config};
+use crate::support::{TestApp, database_shared, lab, repo_root};
 
 const SECRET: &str = "otlp-test-secret-0123456789";
 const LOGS: &str = "/api/v1/otlp/v1/logs";
 
 async fn app_with_database(name: &str) -> (TestApp, sqlx::MySqlPool) {
-    let database = fresh_database(name).await;
-    let mut config = test_config(AnonymousAccess::Staff);
-    config.database = Some(DatabaseConfig { url: database.clone() });
-    config.ingest.secrets.insert("lab".into(), IngestSecret(SECRET.into()));
-    let pool = sqlx::MySqlPool::connect(&database).await.expect("test database");
-    (spawn_app(config).await, pool)
+    crate::support::ingest_app(name, SECRET).await
 }
 
 /// Every stored trace summary and GPU record, one line each, sorted: what "lands alike" compares.

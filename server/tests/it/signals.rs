@@ -155,6 +155,16 @@ fn logs_queries(stand_in: &StandIn) -> Vec<(String, String, String, String)> {
     queries
 }
 
+/// Stand-ins with nothing to answer and a server that reads them: for tests where neither may be asked.
+async fn empty_sources_app(anonymous: AnonymousAccess) -> (standins::StandIn, standins::StandIn, TestApp) {
+    let logs = standins::victorialogs(&[], Duration::ZERO).await;
+    let profiles = standins::pyroscope(&json!({}), Duration::ZERO).await;
+    let app =
+        app_with(Some(logs_config(&logs.base_url, 2000)), Some(profile_config(&profiles.base_url, 2000)), anonymous)
+            .await;
+    (logs, profiles, app)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn logs_of_a_job_are_its_nodes_and_window_with_the_important_lines_first() {
     let _db = database_shared().await;
@@ -226,14 +236,7 @@ async fn logs_of_a_job_are_its_nodes_and_window_with_the_important_lines_first()
 async fn injection_attempts_are_refused_before_any_source_is_asked() {
     let _db = database_shared().await;
     let job_id = two_node_job().await;
-    let logs = standins::victorialogs(&[], Duration::ZERO).await;
-    let profiles = standins::pyroscope(&json!({}), Duration::ZERO).await;
-    let app = app_with(
-        Some(logs_config(&logs.base_url, 2000)),
-        Some(profile_config(&profiles.base_url, 2000)),
-        AnonymousAccess::Staff,
-    )
-    .await;
+    let (logs, profiles, app) = empty_sources_app(AnonymousAccess::Staff).await;
     let long = "a".repeat(201);
     let attempts: Vec<(String, &str)> = vec![
         ("contains=%22".into(), "contains"),
@@ -278,14 +281,7 @@ async fn injection_attempts_are_refused_before_any_source_is_asked() {
 async fn another_tenants_job_logs_and_profile_are_not_found() {
     let _db = database_shared().await;
     let job_id = two_node_job().await;
-    let logs = standins::victorialogs(&[], Duration::ZERO).await;
-    let profiles = standins::pyroscope(&json!({}), Duration::ZERO).await;
-    let app = app_with(
-        Some(logs_config(&logs.base_url, 2000)),
-        Some(profile_config(&profiles.base_url, 2000)),
-        AnonymousAccess::Nobody,
-    )
-    .await;
+    let (logs, profiles, app) = empty_sources_app(AnonymousAccess::Nobody).await;
     for path in
         [format!("/api/v1/jobs/{job_id}/logs?cluster=lab"), format!("/api/v1/jobs/{job_id}/profile?cluster=lab")]
     {

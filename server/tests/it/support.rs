@@ -245,3 +245,14 @@ pub async fn instant_query(vm_url: &str, query: &str, at: i64) -> Option<f64> {
         .expect("JSON");
     response["data"]["result"][0]["value"][1].as_str().and_then(|v| v.parse().ok())
 }
+
+/// A server that takes ingest for cluster `lab` with `secret`, on a fresh database `slurmlens_test_<name>`;
+/// with a pool on that database to count what was stored.
+pub async fn ingest_app(name: &str, secret: &str) -> (TestApp, sqlx::MySqlPool) {
+    let database = fresh_database(name).await;
+    let mut config = test_config(AnonymousAccess::Staff);
+    config.database = Some(slurmlens::config::DatabaseConfig { url: database.clone() });
+    config.ingest.secrets.insert("lab".into(), slurmlens::config::IngestSecret(secret.into()));
+    let pool = sqlx::MySqlPool::connect(&database).await.expect("test database");
+    (spawn_app(config).await, pool)
+}

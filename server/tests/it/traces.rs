@@ -3,20 +3,14 @@
 //! eBPF batches show up in `GET /api/v1/jobs/{id}/traces` with the right verdict.
 
 use serde_json::json;
-use slurmlens::config::{AnonymousAccess, DatabaseConfig, IngestSecret};
 use slurmlens_wire::{ErrorEnvelope, JobTraces, TraceReceipt};
 
-use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, test_config};
+use crate::support::{TestApp, database_shared, lab};
 
 const SECRET: &str = "trace-test-secret-0123456789";
 
 async fn app_with_database(name: &str) -> (TestApp, sqlx::MySqlPool) {
-    let database = fresh_database(name).await;
-    let mut config = test_config(AnonymousAccess::Staff);
-    config.database = Some(DatabaseConfig { url: database.clone() });
-    config.ingest.secrets.insert("lab".into(), IngestSecret(SECRET.into()));
-    let pool = sqlx::MySqlPool::connect(&database).await.expect("test database");
-    (spawn_app(config).await, pool)
+    crate::support::ingest_app(name, SECRET).await
 }
 
 async fn stored_rows(pool: &sqlx::MySqlPool) -> i64 {
