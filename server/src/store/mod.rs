@@ -100,6 +100,22 @@ impl Store {
             .execute(&mut *transaction)
             .await?;
         }
+        // A start that arrives after the job's end message (a node's spool delivered late) belongs to
+        // the run that ended: it inherits that end. A start after the end is a requeued run and stays open.
+        let mut jobs: Vec<u32> = records.iter().filter(|r| r.ended_at.is_none()).map(|r| r.job_id).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        for job_id in jobs {
+            sqlx::query(
+                "UPDATE gpu_allocations g                  JOIN (SELECT MAX(ended_at) AS ended FROM gpu_allocations WHERE cluster = ? AND job_id = ?) done                  SET g.ended_at = done.ended, g.last_seen = GREATEST(g.last_seen, done.ended)                  WHERE g.cluster = ? AND g.job_id = ? AND g.ended_at IS NULL AND done.ended IS NOT NULL                    AND g.first_seen <= done.ended",
+            )
+            .bind(cluster.as_str())
+            .bind(job_id)
+            .bind(cluster.as_str())
+            .bind(job_id)
+            .execute(&mut *transaction)
+            .await?;
+        }
         transaction.commit().await?;
         Ok(())
     }

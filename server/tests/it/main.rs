@@ -4,6 +4,7 @@
 mod access;
 mod api_errors;
 mod failure;
+mod gpu_records;
 mod jobs_listing;
 mod node_signals;
 mod otlp;
