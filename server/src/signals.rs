@@ -54,6 +54,8 @@ pub struct JobScope {
     pub start: Option<DateTime<Utc>>,
     /// None while it runs.
     pub end: Option<DateTime<Utc>>,
+    /// SLUIDs of its cgroups (Slurm ≥ 26.05), from the paths the Slurm plugin recorded.
+    pub sluids: Vec<String>,
 }
 
 impl JobScope {
@@ -247,6 +249,7 @@ impl Signals {
             nodes: &nodes,
             cgroup_label: &source.cgroup_label,
             job_id: job.job_id,
+            sluids: &job.sluids,
             service_name: source.service_name.as_deref(),
         }
         .to_string();

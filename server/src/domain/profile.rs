@@ -80,7 +80,8 @@ impl Default for ProfileType {
 }
 
 /// The profiles of one job: its profile type, its nodes by the host label, its cgroup by the cgroup
-/// label (`…/job_<id>` and below, in Slurm's cgroup v1 and v2 layouts), and the site's service name.
+/// label (`…/job_<id>` and below, in Slurm's cgroup v1 and v2 layouts, or `…/<SLUID>` where Slurm
+/// ≥ 26.05 named the job's cgroup by SLUID and the plugin recorded it), and the site's service name.
 #[derive(Debug, Clone)]
 pub struct ProfileSelector<'a> {
     pub profile_type: ProfileType,
@@ -89,6 +90,8 @@ pub struct ProfileSelector<'a> {
     pub nodes: &'a [String],
     pub cgroup_label: &'a LabelName,
     pub job_id: u32,
+    /// SLUIDs of the job's cgroups, from the paths the Slurm plugin recorded (usually none).
+    pub sluids: &'a [String],
     pub service_name: Option<&'a str>,
 }
 
@@ -101,7 +104,10 @@ impl fmt::Display for ProfileSelector<'_> {
         }
         matchers.push(format!("{}=~\"{}\"", self.host_label, escape_value(&hosts.join("|"))));
         // v1: …/slurm/uid_1001/job_1234/step_0/task_0; v2: …/slurmstepd.scope/job_1234/step_0/user/task_0.
-        let cgroup = format!(".*/job_{}(/.*)?", self.job_id);
+        let mut keys = vec![format!("job_{}", self.job_id)];
+        keys.extend(self.sluids.iter().map(|sluid| escape_regex(sluid)));
+        let cgroup =
+            if keys.len() == 1 { format!(".*/{}(/.*)?", keys[0]) } else { format!(".*/({})(/.*)?", keys.join("|")) };
         matchers.push(format!("{}=~\"{}\"", self.cgroup_label, escape_value(&cgroup)));
         write!(f, "{}{{{}}}", self.profile_type.id(), matchers.join(","))
     }
@@ -275,6 +281,7 @@ mod tests {
             nodes: &nodes,
             cgroup_label: &cgroup,
             job_id: 1234,
+            sluids: &[],
             service_name: Some("slurm \"jobs\""),
         };
         assert_eq!(
@@ -287,6 +294,10 @@ mod tests {
             no_service.to_string(),
             r#"process_cpu:cpu:nanoseconds:cpu:nanoseconds{hostname=~"a\"b\\|c",cgroup_path=~".*/job_1234(/.*)?"}"#
         );
+        // Slurm ≥ 26.05 names the job's cgroup by SLUID: the recorded one is matched too.
+        let sluids = ["s5K1KKYAYG5D00".to_string()];
+        let by_sluid = ProfileSelector { sluids: &sluids, service_name: None, ..selector };
+        assert!(by_sluid.to_string().ends_with(r#"cgroup_path=~".*/(job_1234|s5K1KKYAYG5D00)(/.*)?"}"#), "{by_sluid}");
     }
 
     /// A recorded single-format answer: total 988 = runtime.main 988 → (fastFunction 214 → work 214),

@@ -13,6 +13,7 @@ use super::params::{Params, QueryPairs, pairs};
 use crate::domain::ids::JobSelector;
 use crate::domain::logsql::ContainsText;
 use crate::domain::profile::ProfileType;
+use crate::domain::trace::{CgroupJobKey, SlurmCgroup};
 use crate::signals::{JobScope, LogsRequest, MAX_TOP, ProfileRequest};
 
 /// The job the viewer may see (404 otherwise), as the signals need it, and `node` checked against its
@@ -39,11 +40,29 @@ async fn job_scope(
         }
         None => None,
     };
+    // Slurm ≥ 26.05 names a job's cgroup by SLUID, which slurmdbd's tables read here do not carry: the
+    // cgroup paths the plugin recorded name it. Without our store (or records) the job id suffices.
+    let mut sluids = Vec::new();
+    if let Some(store) = state.store_handle() {
+        match store.gpu_allocations(reader.cluster(), record.identity.id_job).await {
+            Ok(records) => {
+                for path in records.iter().filter_map(|r| r.cgroup_path.as_deref()) {
+                    if let Ok(SlurmCgroup { job: CgroupJobKey::Sluid(sluid), .. }) = path.parse::<SlurmCgroup>()
+                        && !sluids.contains(&sluid)
+                    {
+                        sluids.push(sluid);
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "GPU records unavailable; profiles matched by job id only"),
+        }
+    }
     let job = JobScope {
         job_id: record.identity.id_job,
         nodes,
         start: crate::domain::time::epoch(record.time_start),
         end: crate::domain::time::epoch(record.time_end),
+        sluids,
     };
     Ok((job, node))
 }

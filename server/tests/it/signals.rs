@@ -411,3 +411,37 @@ async fn profile_of_a_job_is_its_cgroup_on_its_nodes_with_top_functions() {
     assert_eq!(page.matches("data-testid=\"profile-top\"").count(), 3);
     assert!(page.contains("data-flame-bar"), "the icicle graph is drawn");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cgroup_named_by_sluid_in_the_plugins_record_is_matched_too() {
+    let _db = database_shared().await;
+    let job_id = two_node_job().await;
+    let plain = spawn_app(test_config(AnonymousAccess::Staff)).await;
+    let nodes = nodes_of(&detail(&plain, job_id).await);
+    // Slurm ≥ 26.05 names the job's cgroup by SLUID; the plugin recorded that path with the GPUs.
+    let database = crate::support::fresh_database("signals_sluid").await;
+    let store = slurmlens::store::Store::new(&database, Duration::from_secs(5)).expect("store");
+    let sluid = "s5K1KKYAYG5D00";
+    let now = Utc::now();
+    let record = slurmlens::domain::gpu::GpuAllocation {
+        job_id,
+        step: "job".into(),
+        gpu: slurmlens::domain::gpu::GpuRef { node: nodes[0].clone(), index: 0 },
+        uuid: None,
+        cgroup_path: Some(format!("/sys/fs/cgroup/system.slice/{}_slurmstepd.scope/{sluid}", nodes[0])),
+        first_seen: now,
+        last_seen: now,
+        ended_at: None,
+    };
+    store.upsert_gpu_allocations(&"lab".parse().expect("cluster"), &[record]).await.expect("record");
+    let stand_in = standins::pyroscope(&recorded_profile(), Duration::ZERO).await;
+    let config = Config {
+        pyroscope: Some(profile_config(&stand_in.base_url, 2000)),
+        database: Some(slurmlens::config::DatabaseConfig { url: database }),
+        ..test_config(AnonymousAccess::Staff)
+    };
+    let app = spawn_app(config).await;
+    assert_eq!(app.get(&format!("/api/v1/jobs/{job_id}/profile?cluster=lab")).await.status(), 200);
+    let sent = stand_in.received()[0].params.get("query").cloned().unwrap_or_default();
+    assert!(sent.ends_with(&format!(r#"cgroup_path=~".*/(job_{job_id}|{sluid})(/.*)?"}}"#)), "{sent}");
+}
