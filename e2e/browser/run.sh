@@ -24,10 +24,10 @@ if [[ $(jobs_in sakura) -lt 100000 ]]; then
   "$BIN" demo seed-history --cluster sakura
 fi
 
-# 48 h of dcgm-exporter, rdma_exporter, ping-mesh and burst series that agree with sakura's jobs (the
-# report, grid-metric and failure tests read them), unless already there.
-series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu.*"}[2d]))' \
-  | grep -o '"value":\[[^]]*\]' | grep -o '"[0-9]*"$' | tr -d '"' || true)
+# 48 h of dcgm-exporter, rdma_exporter, ping-mesh, burst, node and Lustre series that agree with sakura's
+# jobs (the report, grid-metric and failure tests read them), unless every GPU reported within the hour.
+series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu.*"}[1h]))' \
+  | sed -n 's/.*"value":\[[0-9.]*,"\([0-9]*\)"\].*/\1/p' || true)
 if [[ ${series:-0} -lt 800 ]]; then
   echo "seeding sakura's telemetry (once)"
   SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
