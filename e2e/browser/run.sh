@@ -25,10 +25,11 @@ if [[ $(jobs_in sakura) -lt 100000 ]]; then
 fi
 
 # 48 h of dcgm-exporter, rdma_exporter, ping-mesh, burst, node and Lustre series that agree with sakura's
-# jobs (the report, grid-metric and failure tests read them), unless every GPU reported within the hour.
+# jobs (the report, grid-metric and failure tests read them), unless most of the 800 GPUs reported within
+# the hour (a node that lost a GPU to XID 79 stays silent until its reboot).
 series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu.*"}[1h]))' \
   | sed -n 's/.*"value":\[[0-9.]*,"\([0-9]*\)"\].*/\1/p' || true)
-if [[ ${series:-0} -lt 800 ]]; then
+if [[ ${series:-0} -lt 700 ]]; then
   echo "seeding sakura's telemetry (once)"
   SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
   SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" demo seed-telemetry --cluster sakura --hours 48
