@@ -13,6 +13,8 @@ source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 
 cargo build --release -p slurmlens-server
 BIN=$ROOT/target/release/slurmlens
+# The Slurm plugins: the report link at submission and atop job output, and each job's GPU indices.
+bash e2e/lab/install-plugins.sh release
 # The web pages' browser bundle (Debian's rustc-web for wasm32; the first run sets the tools up).
 bash web/setup-wasm.sh
 bash web/build.sh
@@ -41,7 +43,8 @@ fi
 
 echo
 echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /jobs/<id>; API under /api/v1; clusters: lab, sakura)"
-# The lab's Slurm plugins post GPU records with this cluster secret.
-SLURMLENS_INGEST__SECRETS__LAB=$(cat "$LAB/etc/slurmlens-plugin.secret") \
+# The lab's Slurm plugins post GPU records with this cluster secret (written when they were installed).
+SECRET=$(cat "$LAB/etc/slurmlens-plugin.secret")
+SLURMLENS_INGEST__SECRETS__LAB=$SECRET \
 SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_LISTEN=$LISTEN SLURMLENS_ACCESS__ANONYMOUS=staff \
   SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" exec "$BIN" serve

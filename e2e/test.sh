@@ -14,13 +14,7 @@ bash e2e/lab/lab.sh up
 source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 
 step "slurm plugins: Slurm headers, build, install into the lab"
-# slurm-plugin/ builds against the installed Slurm's headers (its plugin_version must match).
-if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' libslurm-dev 2>/dev/null) != ii* ]]; then
-  DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 update >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get -q -y -o DPkg::Lock::Timeout=600 install --no-install-recommends libslurm-dev >/dev/null
-fi
-cargo build -p slurmlens-cli-filter -p slurmlens-spank
-bash e2e/lab/lab.sh plugins "${CARGO_TARGET_DIR:-$ROOT/target}/debug"
+bash e2e/lab/install-plugins.sh debug
 
 step "cargo fmt --check"
 cargo fmt --all --check
