@@ -122,10 +122,13 @@ async fn a_tenant_sees_another_tenants_gpus_as_busy_counts_and_reads_only_its_ow
             let path = format!("/api/v1/jobs/{job_id}?cluster=lab");
             let detail: slurmlens_wire::JobDetail =
                 serde_json::from_str(&body_as(&app, Some("root"), &path).await).expect("job JSON");
-            if let Some(start) = detail.job.start {
+            // slurmdbd learns a start asynchronously and may hold a pending row with an expected start
+            // time first (state PENDING, no AllocTRES): wait for the row of the running job.
+            if let Some(start) = detail.job.start.filter(|_| detail.job.state == "RUNNING" && detail.job.alloc_gpus > 0)
+            {
                 break start.timestamp();
             }
-            assert!(Instant::now() < deadline, "slurmdbd never recorded job {job_id}'s start");
+            assert!(Instant::now() < deadline, "slurmdbd never recorded job {job_id} running: {:?}", detail.job);
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         started = started.max(start);
