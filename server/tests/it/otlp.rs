@@ -47,22 +47,6 @@ async fn stored(pool: &sqlx::MySqlPool) -> (Vec<String>, Vec<String>) {
     (traces, gpus)
 }
 
-/// A finished job of the lab cluster, straight from slurmdbd (falls back to submitting the mix).
-async fn finished_lab_job() -> u32 {
-    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd database");
-    let found: Option<u32> = sqlx::query_scalar(
-        "SELECT id_job FROM lab_job_table WHERE time_start > 0 AND time_end > time_start ORDER BY id_job DESC LIMIT 1",
-    )
-    .fetch_optional(&pool)
-    .await
-    .expect("reading lab_job_table");
-    pool.close().await;
-    match found {
-        Some(job_id) => job_id,
-        None => crate::support::mix_job("gpu2node").job_id.parse().expect("numeric job id"),
-    }
-}
-
 fn time(text: &str) -> DateTime<Utc> {
     text.parse().expect("an RFC 3339 time")
 }
@@ -313,7 +297,7 @@ async fn views(app: &TestApp, job_id: u32) -> (JobTraces, JobGpus) {
 #[tokio::test(flavor = "multi_thread")]
 async fn otlp_logs_land_exactly_like_the_json_batches_and_a_replay_stores_nothing() {
     let _db = database_shared().await;
-    let job_id = finished_lab_job().await;
+    let job_id = crate::support::finished_lab_job().await;
     let records = records(job_id);
     let (json_app, json_pool) = app_with_database("otlp_baseline").await;
     send_json_batches(&json_app, &records).await;
@@ -446,7 +430,7 @@ async fn send_with_js_sdk(
 #[tokio::test(flavor = "multi_thread")]
 async fn otlp_export_from_the_opentelemetry_js_sdk_lands_exactly_like_the_json_batch() {
     let _db = database_shared().await;
-    let job_id = finished_lab_job().await;
+    let job_id = crate::support::finished_lab_job().await;
     let records = records(job_id);
     let (json_app, json_pool) = app_with_database("otlp_sdk_baseline").await;
     send_json_batches(&json_app, &records).await;

@@ -256,3 +256,20 @@ pub async fn ingest_app(name: &str, secret: &str) -> (TestApp, sqlx::MySqlPool) 
     let pool = sqlx::MySqlPool::connect(&database).await.expect("test database");
     (spawn_app(config).await, pool)
 }
+
+/// A finished job of the lab cluster, straight from slurmdbd (falls back to submitting the mix).
+pub async fn finished_lab_job() -> u32 {
+    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd database");
+    let found: Option<u32> = sqlx::query_scalar(
+        "SELECT id_job FROM lab_job_table WHERE time_start > 0 AND time_end > time_start \
+         ORDER BY id_job DESC LIMIT 1",
+    )
+    .fetch_optional(&pool)
+    .await
+    .expect("reading lab_job_table");
+    pool.close().await;
+    match found {
+        Some(job_id) => job_id,
+        None => crate::support::mix_job("gpu2node").job_id.parse().expect("numeric job id"),
+    }
+}

@@ -5,7 +5,7 @@
 use serde_json::json;
 use slurmlens_wire::{ErrorEnvelope, JobTraces, TraceReceipt};
 
-use crate::support::{TestApp, database_shared, lab};
+use crate::support::{TestApp, database_shared};
 
 const SECRET: &str = "trace-test-secret-0123456789";
 
@@ -23,23 +23,6 @@ async fn post(app: &TestApp, path: &str, body: String, auth: Option<&str>) -> re
         request = request.header("authorization", auth);
     }
     request.send().await.expect("request reaches the server")
-}
-
-/// A finished job of the lab cluster, straight from slurmdbd (falls back to submitting the mix).
-async fn finished_lab_job() -> u32 {
-    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd database");
-    let found: Option<u32> = sqlx::query_scalar(
-        "SELECT id_job FROM lab_job_table WHERE time_start > 0 AND time_end > time_start \
-         ORDER BY id_job DESC LIMIT 1",
-    )
-    .fetch_optional(&pool)
-    .await
-    .expect("reading lab_job_table");
-    pool.close().await;
-    match found {
-        Some(job_id) => job_id,
-        None => crate::support::mix_job("gpu2node").job_id.parse().expect("numeric job id"),
-    }
 }
 
 fn record(
@@ -166,7 +149,7 @@ async fn breakdown(app: &TestApp, job_id: u32) -> JobTraces {
 async fn nsys_csv_import_shows_up_in_the_breakdown() {
     let _db = database_shared().await;
     let (app, pool) = app_with_database("traces_nsys").await;
-    let job_id = finished_lab_job().await;
+    let job_id = crate::support::finished_lab_job().await;
     let bearer = format!("Bearer {SECRET}");
     let kernels = "Generating SQLite file report.sqlite from report.nsys-rep\n\
         Processing [report.sqlite] with [/opt/nvidia/nsight-systems/reports/cuda_gpu_kern_sum.py]...\n\
@@ -208,7 +191,7 @@ async fn nsys_csv_import_shows_up_in_the_breakdown() {
 async fn breakdown_of_a_communication_bound_job_says_communication_bound() {
     let _db = database_shared().await;
     let (app, pool) = app_with_database("traces_comm").await;
-    let job_id = finished_lab_job().await;
+    let job_id = crate::support::finished_lab_job().await;
     let bearer = format!("Bearer {SECRET}");
     let second = 1_000_000_000u64;
     // Two GPUs, six 10 s intervals each: 2.5 s of GEMMs, 6 s in AllReduce/AllGather per interval.
