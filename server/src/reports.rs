@@ -1103,11 +1103,7 @@ impl Reporter {
             .rdma_metrics
             .iter()
             .map(|spec| (spec.key.clone(), spec.unit.clone()))
-            .chain(
-                node_signals::node_queries(&catalog.node, &[], 1, 1)
-                    .into_iter()
-                    .map(|signal| (signal.key.to_string(), signal.unit.to_string())),
-            )
+            .chain(node_signals::NODE_SIGNALS.into_iter().map(|(key, unit)| (key.to_string(), unit.to_string())))
             .collect();
         for node in record.nodes.hosts() {
             let Some(entry) = network.get(node) else { continue };
@@ -1132,7 +1128,12 @@ impl Reporter {
                 .collect();
             report.nodes.push(wire::NodeNetworkReport { node: node.clone(), summary, series });
         }
-        report.io = io_report(&io, window_s, points);
+        let io = io_report(&io, window_s, points);
+        // The job's mean Lustre read rate and whose it is, for the findings.
+        let lustre_read = io
+            .as_ref()
+            .and_then(|(source, io)| Some((io.summary.iter().find(|s| s.metric == "lustre_read")?.mean, *source)));
+        report.io = io.map(|(_, io)| io);
         let with_data = report.gpus.iter().filter(|gpu| !gpu.summary.is_empty()).count();
         let mean_of = |key: &str| -> Option<f64> {
             let values: Vec<f64> = facts
@@ -1156,7 +1157,9 @@ impl Reporter {
             node_power_w: None,
             node_energy_kwh: None,
         };
-        let node_facts = self.node_facts(report, &network, record.nodes.hosts(), whole_nodes, hours);
+        let job_nodes: Vec<&NodeData> = record.nodes.hosts().iter().filter_map(|node| network.get(node)).collect();
+        let gpu_util = attributed.iter().filter_map(|a| data.get(&a.gpu)?.timelines.get("gpu_util")).map(Vec::as_slice);
+        let node_facts = node_facts(report, &job_nodes, gpu_util, lustre_read, whole_nodes);
         report.totals.node_power_w = node_facts.node_power_w;
         report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
         report.verdicts = report::verdicts(&facts)
@@ -1200,81 +1203,62 @@ impl Reporter {
     }
 }
 
-impl Reporter {
-    /// What the node findings look at, from the report's GPUs and the node signals gathered.
-    fn node_facts(
-        &self,
-        report: &wire::JobReport,
-        network: &BTreeMap<String, NodeData>,
-        job_nodes: &[String],
-        whole_nodes: bool,
-        hours: f64,
-    ) -> NodeFacts {
-        let nodes: Vec<&NodeData> = job_nodes.iter().filter_map(|node| network.get(node)).collect();
-        let mean_over_nodes = |key: &str| -> Option<f64> {
-            let values: Vec<f64> = nodes.iter().filter_map(|entry| entry.means.get(key).copied()).collect();
-            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-        };
-        let sum_over_nodes = |key: &str| -> Option<f64> {
-            let values: Vec<f64> = nodes.iter().filter_map(|entry| entry.means.get(key).copied()).collect();
-            (!values.is_empty()).then(|| values.iter().sum())
-        };
-        let gpu_mean = |key: &str| -> Vec<f64> {
-            report.gpus.iter().filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == key).map(|s| s.mean)).collect()
-        };
-        let gpu_power = gpu_mean("power");
-        // The steps in which the job's GPUs idled, against the nodes' iowait in the same steps.
-        let mut util_by_step: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
-        for gpu in &report.gpus {
-            for series in gpu.series.iter().filter(|s| s.metric == "gpu_util") {
-                for &(at, value) in &series.points {
-                    let entry = util_by_step.entry(at).or_default();
-                    entry.0 += value;
-                    entry.1 += 1.0;
-                }
-            }
+/// Per step, the mean of the series that have a point at it.
+fn mean_by_step<'a>(series: impl Iterator<Item = &'a [(i64, f64)]>) -> Vec<(i64, f64)> {
+    let mut steps: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+    for points in series {
+        for &(at, value) in points {
+            let step = steps.entry(at).or_default();
+            step.0 += value;
+            step.1 += 1.0;
         }
-        let util: Vec<(i64, f64)> = util_by_step.into_iter().map(|(at, (sum, n))| (at, sum / n)).collect();
-        let mut iowait_by_step: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
-        for entry in &nodes {
-            for &(at, value) in entry.timelines.get("cpu_iowait").map(Vec::as_slice).unwrap_or_default() {
-                let step = iowait_by_step.entry(at).or_default();
-                step.0 += value;
-                step.1 += 1.0;
-            }
-        }
-        let iowait: Vec<(i64, f64)> = iowait_by_step.into_iter().map(|(at, (sum, n))| (at, sum / n)).collect();
-        let gpu_hours = report.totals.gpu_hours;
-        NodeFacts {
-            gpu_idle_share: (gpu_hours > 0.0 && hours > 0.0).then(|| report.totals.idle_gpu_hours / gpu_hours),
-            gpu_power_w: (!gpu_power.is_empty()).then(|| gpu_power.iter().sum()),
-            node_power_w: sum_over_nodes("node_power"),
-            whole_nodes,
-            cpu_iowait_pct: mean_over_nodes("cpu_iowait"),
-            io_pressure_pct: mean_over_nodes("io_pressure"),
-            iowait_gpu_idle_vs_busy: node_signals::split_by_gpu_idle(&util, &iowait, report::IDLE_UTIL_PCT),
-            lustre_read_bytes_per_s: report.io.as_ref().and_then(|io| {
-                let read = io.summary.iter().find(|s| s.metric == "lustre_read")?.mean;
-                let source = if io.source == IoSource::JobStats.name() { IoSource::JobStats } else { IoSource::Nodes };
-                Some((read, source))
-            }),
-            memory_pressure_pct: mean_over_nodes("memory_pressure"),
-        }
+    }
+    steps.into_iter().map(|(at, (sum, n))| (at, sum / n)).collect()
+}
+
+/// What the node findings look at: the nodes' signals, and of the job's GPUs their idle share, power
+/// and utilisation per step (`gpu_util`: their timelines, on the same step grid as the nodes').
+fn node_facts<'a>(
+    report: &wire::JobReport,
+    nodes: &[&NodeData],
+    gpu_util: impl Iterator<Item = &'a [(i64, f64)]>,
+    lustre_read: Option<(f64, IoSource)>,
+    whole_nodes: bool,
+) -> NodeFacts {
+    let over_nodes =
+        |key: &str| -> Vec<f64> { nodes.iter().filter_map(|entry| entry.means.get(key).copied()).collect() };
+    let mean = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+    let sum = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>());
+    let gpu_power: Vec<f64> =
+        report.gpus.iter().filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == "power").map(|s| s.mean)).collect();
+    // The steps in which the job's GPUs idled, against the nodes' iowait in the same steps.
+    let util = mean_by_step(gpu_util);
+    let iowait = mean_by_step(nodes.iter().filter_map(|entry| entry.timelines.get("cpu_iowait").map(Vec::as_slice)));
+    let totals = &report.totals;
+    NodeFacts {
+        gpu_idle_share: (totals.gpu_hours > 0.0).then(|| totals.idle_gpu_hours / totals.gpu_hours),
+        gpu_power_w: sum(gpu_power),
+        node_power_w: sum(over_nodes("node_power")),
+        whole_nodes,
+        cpu_iowait_pct: mean(over_nodes("cpu_iowait")),
+        io_pressure_pct: mean(over_nodes("io_pressure")),
+        iowait_gpu_idle_vs_busy: node_signals::split_by_gpu_idle(&util, &iowait, report::IDLE_UTIL_PCT),
+        lustre_read_bytes_per_s: lustre_read,
+        memory_pressure_pct: mean(over_nodes("memory_pressure")),
     }
 }
 
 /// The job's Lustre I/O: its own job statistics where the file system keeps them, else the clients of
 /// its nodes; `None` when neither is scraped.
-fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option<wire::IoReport> {
+fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option<(IoSource, wire::IoReport)> {
     let source = [IoSource::JobStats, IoSource::Nodes].into_iter().find(|source| {
         io.iter().any(|((from, _), (timeline, mean))| from == source && (mean.is_some() || !timeline.is_empty()))
     })?;
     let mut summary = Vec::new();
     let mut series = Vec::new();
     let mut totals = (0.0, 0.0);
-    for key in node_signals::IO_KEYS {
+    for (key, unit) in node_signals::IO_SIGNALS {
         let Some((timeline, mean)) = io.get(&(source, key)) else { continue };
-        let unit = if key.ends_with("_ops") { "/s" } else { "B/s" };
         let mean = mean.unwrap_or(0.0);
         let max = timeline.iter().map(|&(_, v)| v).fold(mean, f64::max);
         summary.push(wire::MetricSummary { metric: key.to_string(), unit: unit.into(), mean, max, samples: 0 });
@@ -1291,7 +1275,10 @@ fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option<wire::IoRe
             _ => {}
         }
     }
-    Some(wire::IoReport { source: source.name().into(), read_bytes: totals.0, write_bytes: totals.1, summary, series })
+    Some((
+        source,
+        wire::IoReport { source: source.name().into(), read_bytes: totals.0, write_bytes: totals.1, summary, series },
+    ))
 }
 
 /// The classification of a badly ended job from the evidence gathered, the XID errors on its GPUs and

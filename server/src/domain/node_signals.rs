@@ -8,19 +8,26 @@ use super::report::Finding;
 use super::series::{LustreSeries, NodeSeries};
 
 /// One node signal: its key and unit, the per-step query (a timeline per node) and the window query
-/// (one value per node). Both are grouped by `host_label`.
+/// (one value per node), each grouped by the label that names the node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeSignal {
     pub key: &'static str,
     pub unit: &'static str,
-    pub host_label: LabelName,
     pub range: String,
     pub mean: String,
 }
 
-/// Keys of the node signals, in the order a report lists them.
-pub const NODE_SIGNAL_KEYS: [&str; 8] =
-    ["cpu_busy", "cpu_iowait", "memory_used", "memory_pressure", "io_pressure", "net_rx", "net_tx", "node_power"];
+/// The node signals with their units, in the order a report lists them.
+pub const NODE_SIGNALS: [(&str, &str); 8] = [
+    ("cpu_busy", "%"),
+    ("cpu_iowait", "%"),
+    ("memory_used", "B"),
+    ("memory_pressure", "%"),
+    ("io_pressure", "%"),
+    ("net_rx", "B/s"),
+    ("net_tx", "B/s"),
+    ("node_power", "W"),
+];
 
 fn on(metric: &MetricName, host_label: &LabelName, nodes: &[String], extra: Vec<Matcher>) -> Selector {
     let mut matchers = vec![Matcher::AnyHost(host_label.clone(), nodes.to_vec())];
@@ -46,52 +53,35 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
     };
     let total = on(&series.memory_total, host, nodes, Vec::new());
     let available = on(&series.memory_available, host, nodes, Vec::new());
-    // Each signal as a function of the range it averages over: the step for timelines, the whole
-    // window for the mean (a counter's rate over the window is its rise divided by the window).
-    let shapes: Vec<(&'static str, &'static str, &LabelName, Shape)> = vec![
-        ("cpu_busy", "%", host, Box::new(move |r| format!("100 * (1 - avg by ({host}) (rate({cpu_idle}[{r}s])))"))),
-        ("cpu_iowait", "%", host, Box::new(move |r| format!("100 * avg by ({host}) (rate({cpu_iowait}[{r}s]))"))),
-        (
-            "memory_used",
-            "B",
-            host,
-            Box::new(move |r| {
-                format!(
-                    "sum by ({host}) (avg_over_time({total}[{r}s])) - sum by ({host}) (avg_over_time({available}[{r}s]))"
-                )
-            }),
-        ),
-        ("memory_pressure", "%", host, {
-            let selector = on(&series.memory_pressure, host, nodes, Vec::new());
-            Box::new(move |r| format!("100 * sum by ({host}) (rate({selector}[{r}s]))"))
+    let rate_sum = |metric: &MetricName, extra: Vec<Matcher>, times: &'static str| -> Shape {
+        let selector = on(metric, host, nodes, extra);
+        Box::new(move |r| format!("{times}sum by ({host}) (rate({selector}[{r}s]))"))
+    };
+    // Each signal (in the order of NODE_SIGNALS) as a function of the range it averages over: the step
+    // for timelines, the whole window for the mean (a counter's rate over the window is its rise
+    // divided by the window).
+    let shapes: [Shape; 8] = [
+        Box::new(move |r| format!("100 * (1 - avg by ({host}) (rate({cpu_idle}[{r}s])))")),
+        Box::new(move |r| format!("100 * avg by ({host}) (rate({cpu_iowait}[{r}s]))")),
+        Box::new(move |r| {
+            format!(
+                "sum by ({host}) (avg_over_time({total}[{r}s])) - sum by ({host}) (avg_over_time({available}[{r}s]))"
+            )
         }),
-        ("io_pressure", "%", host, {
-            let selector = on(&series.io_pressure, host, nodes, Vec::new());
-            Box::new(move |r| format!("100 * sum by ({host}) (rate({selector}[{r}s]))"))
-        }),
-        ("net_rx", "B/s", host, {
-            let selector = on(&series.network_receive, host, nodes, devices());
-            Box::new(move |r| format!("sum by ({host}) (rate({selector}[{r}s]))"))
-        }),
-        ("net_tx", "B/s", host, {
-            let selector = on(&series.network_transmit, host, nodes, devices());
-            Box::new(move |r| format!("sum by ({host}) (rate({selector}[{r}s]))"))
-        }),
-        ("node_power", "W", &series.power_host_label, {
+        rate_sum(&series.memory_pressure, Vec::new(), "100 * "),
+        rate_sum(&series.io_pressure, Vec::new(), "100 * "),
+        rate_sum(&series.network_receive, devices(), ""),
+        rate_sum(&series.network_transmit, devices(), ""),
+        {
             let power_host = &series.power_host_label;
             let selector = on(&series.power, power_host, nodes, Vec::new());
             Box::new(move |r| format!("sum by ({power_host}) (avg_over_time({selector}[{r}s]))"))
-        }),
+        },
     ];
-    shapes
+    NODE_SIGNALS
         .into_iter()
-        .map(|(key, unit, host_label, shape)| NodeSignal {
-            key,
-            unit,
-            host_label: host_label.clone(),
-            range: shape(step_s),
-            mean: shape(window_s.max(1)),
-        })
+        .zip(shapes)
+        .map(|((key, unit), shape)| NodeSignal { key, unit, range: shape(step_s), mean: shape(window_s.max(1)) })
         .collect()
 }
 
@@ -124,8 +114,9 @@ pub struct IoQuery {
     pub mean: String,
 }
 
-/// Keys of the Lustre figures.
-pub const IO_KEYS: [&str; 4] = ["lustre_read", "lustre_write", "lustre_read_ops", "lustre_write_ops"];
+/// The Lustre figures with their units, in the order a report lists them.
+pub const IO_SIGNALS: [(&str, &str); 4] =
+    [("lustre_read", "B/s"), ("lustre_write", "B/s"), ("lustre_read_ops", "/s"), ("lustre_write_ops", "/s")];
 
 /// Lustre queries for job `job_id` on `nodes`: job statistics (bytes and operations, summed over the
 /// OSTs), and the node clients' bytes as the fallback when the file system keeps no job statistics.
@@ -138,23 +129,23 @@ pub fn io_queries(series: &LustreSeries, job_id: u32, nodes: &[String], step_s: 
         on(metric, &series.host_label, nodes, vec![Matcher::Equal(series.component_label.clone(), "client".into())])
     };
     let rate = |selector: &Selector, r: u64| format!("sum(rate({selector}[{r}s]))");
-    [
-        ("lustre_read", "B/s", IoSource::JobStats, job(&series.job_read_bytes)),
-        ("lustre_write", "B/s", IoSource::JobStats, job(&series.job_write_bytes)),
-        ("lustre_read_ops", "/s", IoSource::JobStats, job(&series.job_read_ops)),
-        ("lustre_write_ops", "/s", IoSource::JobStats, job(&series.job_write_ops)),
-        ("lustre_read", "B/s", IoSource::Nodes, client(&series.client_read_bytes)),
-        ("lustre_write", "B/s", IoSource::Nodes, client(&series.client_write_bytes)),
-    ]
-    .into_iter()
-    .map(|(key, unit, source, selector)| IoQuery {
-        key,
-        unit,
-        source,
-        range: rate(&selector, step_s),
-        mean: rate(&selector, window_s.max(1)),
-    })
-    .collect()
+    let job_stats = [&series.job_read_bytes, &series.job_write_bytes, &series.job_read_ops, &series.job_write_ops]
+        .map(|metric| (IoSource::JobStats, job(metric)));
+    // The clients count bytes only: no operations per job.
+    let clients =
+        [&series.client_read_bytes, &series.client_write_bytes].map(|metric| (IoSource::Nodes, client(metric)));
+    IO_SIGNALS
+        .into_iter()
+        .zip(job_stats)
+        .chain(IO_SIGNALS.into_iter().zip(clients))
+        .map(|((key, unit), (source, selector))| IoQuery {
+            key,
+            unit,
+            source,
+            range: rate(&selector, step_s),
+            mean: rate(&selector, window_s.max(1)),
+        })
+        .collect()
 }
 
 /// What the node findings look at.
@@ -274,7 +265,7 @@ mod tests {
     fn node_queries_scope_to_the_jobs_nodes_and_follow_node_exporter() {
         let queries = node_queries(&NodeSeries::default(), &["gpu001".into(), "gpu002".into()], 30, 3600);
         let keys: Vec<&str> = queries.iter().map(|q| q.key).collect();
-        assert_eq!(keys, NODE_SIGNAL_KEYS);
+        assert_eq!(keys, NODE_SIGNALS.map(|(key, _)| key));
         let busy = &queries[0];
         assert_eq!(
             busy.range,

@@ -16,7 +16,6 @@ use super::params::{Params, QueryPairs, pairs};
 use crate::config::IngestConfig;
 use crate::domain::cluster::ClusterName;
 use crate::domain::gpu::{GpuAllocation, GpuRef};
-use crate::domain::ids::JobSelector;
 
 /// Largest body accepted: a spool delivery sends at most a few hundred records per request.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -326,12 +325,7 @@ pub async fn job_gpus(
 ) -> Result<Json<wire::JobGpus>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster"])?;
     let reader = state.slurmdbd(params.text("cluster"))?;
-    let selector: JobSelector =
-        job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
-    let scope = state.viewer(&headers, reader).await?;
-    let Some((record, _steps)) = reader.job(&scope, selector).await? else {
-        return Err(ApiError::NotFound(format!("no job {job_id}")));
-    };
+    let (record, _steps) = state.visible_job(&headers, reader, &job_id).await?;
     let job_id_raw = record.identity.id_job;
     let allocations = state.store()?.gpu_allocations(reader.cluster(), job_id_raw).await?;
     Ok(Json(wire::JobGpus {

@@ -186,13 +186,8 @@ pub async fn show(
 ) -> Result<Json<wire::JobDetail>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster"])?;
     let reader = state.slurmdbd(params.text("cluster"))?;
-    let selector: JobSelector =
-        job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
-    let scope = state.viewer(&headers, reader).await?;
     let catalog = reader.tres_catalog().await?;
-    let Some((record, steps)) = reader.job(&scope, selector).await? else {
-        return Err(ApiError::NotFound(format!("no job {job_id}")));
-    };
+    let (record, steps) = state.visible_job(&headers, reader, &job_id).await?;
     Ok(Json(wire_map::job_detail(&record, &steps, &catalog, reader.cluster().as_str(), now_epoch())))
 }
 

@@ -147,6 +147,20 @@ impl AppState {
     /// job; a user their own and those of the accounts they coordinate (slurmdbd's `acct_coord_table`).
     /// Without an identity: everything where the site says anonymous is staff (a lab, a demo),
     /// otherwise 401.
+    /// The job `job_id` (`123`, `123_4`, `8+1`) as this viewer may see it: a job they may not see is a
+    /// 404, the same answer as one that does not exist.
+    async fn visible_job(
+        &self,
+        headers: &HeaderMap,
+        reader: &SlurmDbd,
+        job_id: &str,
+    ) -> Result<(crate::domain::job::JobRecord, Vec<crate::domain::job::StepRecord>), ApiError> {
+        let selector: crate::domain::ids::JobSelector =
+            job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
+        let scope = self.viewer(headers, reader).await?;
+        reader.job(&scope, selector).await?.ok_or_else(|| ApiError::NotFound(format!("no job {job_id}")))
+    }
+
     async fn viewer(&self, headers: &HeaderMap, reader: &SlurmDbd) -> Result<ViewerScope, ApiError> {
         let access = &self.inner.access;
         match auth::Identity::of(headers) {

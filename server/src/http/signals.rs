@@ -10,7 +10,6 @@ use slurmlens_wire as wire;
 use super::AppStateExtractor;
 use super::error::ApiError;
 use super::params::{Params, QueryPairs, pairs};
-use crate::domain::ids::JobSelector;
 use crate::domain::logsql::ContainsText;
 use crate::domain::profile::ProfileType;
 use crate::domain::trace::{CgroupJobKey, SlurmCgroup};
@@ -25,12 +24,7 @@ async fn job_scope(
     job_id: &str,
 ) -> Result<(JobScope, Option<String>), ApiError> {
     let reader = state.slurmdbd(params.text("cluster"))?;
-    let selector: JobSelector =
-        job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
-    let scope = state.viewer(headers, reader).await?;
-    let Some((record, _steps)) = reader.job(&scope, selector).await? else {
-        return Err(ApiError::NotFound(format!("no job {job_id}")));
-    };
+    let (record, _steps) = state.visible_job(headers, reader, job_id).await?;
     let nodes = record.nodes.hosts().to_vec();
     let node = match params.text("node") {
         Some(node) if nodes.iter().any(|held| held == node) => Some(node.to_string()),

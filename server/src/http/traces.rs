@@ -332,11 +332,6 @@ pub async fn job_traces(
 ) -> Result<Json<wire::JobTraces>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster"])?;
     let reader = state.slurmdbd(params.text("cluster"))?;
-    let selector: JobSelector =
-        job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
-    let scope = state.viewer(&headers, reader).await?;
-    let Some((record, _steps)) = reader.job(&scope, selector).await? else {
-        return Err(ApiError::NotFound(format!("no job {job_id}")));
-    };
+    let (record, _steps) = state.visible_job(&headers, reader, &job_id).await?;
     Ok(Json(crate::traces::job_traces(state.store()?, reader.cluster(), record.identity.id_job).await?))
 }
