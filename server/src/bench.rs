@@ -305,19 +305,33 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
         println!("imported {imported} samples");
     }
     let catalog = &config.metrics;
-    let host_label = catalog.gpu_host_labels.first().context("no host label configured")?.clone();
-    let selector = |metric: &crate::domain::promql::MetricName, hosts: &[String], gpu: Option<u16>| -> String {
-        use crate::domain::promql::{Matcher, Selector};
-        let mut matchers = vec![Matcher::AnyOf(host_label.clone(), hosts.to_vec())];
-        if let Some(gpu) = gpu {
-            matchers.push(Matcher::Equal(catalog.gpu_index_label.clone(), gpu.to_string()));
-        }
-        Selector { metric: metric.clone(), matchers }.to_string()
-    };
     let app = router(state.clone());
     let uri =
         format!("/api/v1/jobs/{}/report?cluster={}", record.identity.to_string().replace('+', "%2B"), args.cluster);
     let gpu_count = nodes.len() * gpus_per_node as usize;
+    // The report's own requests, and every series they read: the references fetch exactly these.
+    let plan = state
+        .reporter()
+        .queries_for(&args.cluster, &record, crate::reports::DEFAULT_POINTS)
+        .context("the job has no window")?;
+    let (step, first_bucket, last_bucket) = plan.buckets();
+    let (window_start, window_end) = plan.window();
+    let mut reads = Vec::new();
+    for selector in plan.reads() {
+        // Only series that exist: the other spelling of a host label, or an exporter the site lacks,
+        // would add requests that cost the references nothing but their round trip.
+        if !vm.series(&selector.to_string(), window_start, window_end).await?.is_empty() {
+            reads.push(selector);
+        }
+    }
+    let per_gpu = split_per_gpu(&reads, catalog, &nodes, gpus_per_node as u16);
+    println!(
+        "the report sends {} queries reading {} series selectors with data ({} split per GPU or node); step {step} s",
+        plan.len(),
+        reads.len(),
+        per_gpu.len()
+    );
+    let scrape = catalog.scrape_interval_s.max(1);
     let mut rows: Vec<(String, Vec<Duration>)> = Vec::new();
     let mut record_time = |name: &str, took: Duration| match rows.iter_mut().find(|(n, _)| n == name) {
         Some((_, times)) => times.push(took),
@@ -332,68 +346,60 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
         if report.metrics.status != "ok" {
             bail!("report metrics {}: {:?}", report.metrics.status, report.metrics.message);
         }
-        let step = report.metrics.step_s;
-        for (label, step_s, rollup) in [
-            (format!("bare fetch, report's step {step} s, all GPUs per query"), step, true),
+        if report.metrics.step_s != step {
+            bail!("the report used step {} s, the plan {step} s", report.metrics.step_s);
+        }
+        let started = Instant::now();
+        let points = plan.send(&vm).await?;
+        record_time(&format!("its {} queries alone, sent bare at once", plan.len()), started.elapsed());
+        if round == 0 {
+            println!("  the report's queries: {points} points");
+        }
+        let bare: [(String, Box<dyn Fn(&str) -> String>, u64, DateTime<Utc>); 2] = [
             (
-                format!("bare fetch, raw {} s, all GPUs per query", catalog.scrape_interval_s),
-                catalog.scrape_interval_s,
-                false,
+                format!("same series, bucket means at step {step} s, one query each"),
+                Box::new(|s| format!("avg_over_time({s}[{step}s])")),
+                step,
+                first_bucket,
             ),
-        ] {
-            let queries: Vec<String> = catalog
-                .gpu_metrics
-                .iter()
-                .map(|spec| {
-                    let selector = selector(&spec.name, &nodes, None);
-                    if rollup { format!("avg_over_time({selector}[{step_s}s])") } else { selector }
-                })
-                .collect();
+            (format!("same series, raw {scrape} s, one query each"), Box::new(str::to_string), scrape, window_start),
+        ];
+        for (label, shape, step_s, from) in &bare {
+            let queries: Vec<String> = reads.iter().map(|selector| shape(&selector.to_string())).collect();
             let started = Instant::now();
-            let answers =
-                futures::future::join_all(queries.iter().map(|query| vm.query_range(query, start, end, step_s))).await;
-            record_time(&label, started.elapsed());
+            let answers = futures::future::join_all(
+                queries.iter().map(|query| vm.query_range(query, *from, last_bucket, *step_s)),
+            )
+            .await;
+            record_time(label, started.elapsed());
             let points: usize = answers.into_iter().flatten().flatten().map(|series| series.points.len()).sum();
             if round == 0 {
                 println!("  {label}: {points} points");
             }
         }
-        for (label, step_s, rollup) in [
-            (format!("one query per GPU and metric, step {step} s"), step, true),
+        let split: [(String, Box<dyn Fn(&str) -> String>, u64, DateTime<Utc>); 2] = [
             (
-                format!("one query per GPU and metric, raw {} s", catalog.scrape_interval_s),
-                catalog.scrape_interval_s,
-                false,
+                // What the report reads per series (bucket means, peaks, counts), one GPU at a time.
+                format!("one query per GPU or node and series, step {step} s"),
+                Box::new(|s| {
+                    format!(r#"aggr_over_time(("avg_over_time", "max_over_time", "count_over_time"), {s}[{step}s])"#)
+                }),
+                step,
+                first_bucket,
             ),
-        ] {
-            let queries: Vec<String> = catalog
-                .gpu_metrics
-                .iter()
-                .flat_map(|spec| nodes.iter().map(move |node| (spec, node)))
-                .flat_map(|(spec, node)| (0..gpus_per_node as u16).map(move |gpu| (spec, node, gpu)))
-                .map(|(spec, node, gpu)| {
-                    let selector = selector(&spec.name, std::slice::from_ref(node), Some(gpu));
-                    // What the report reads per metric (bucket means, peaks, counts), one GPU at a time.
-                    if rollup {
-                        format!(
-                            r#"aggr_over_time(("avg_over_time", "max_over_time", "count_over_time"), {selector}[{step_s}s])"#
-                        )
-                    } else {
-                        selector
-                    }
-                })
-                .collect();
-            let count = queries.len();
+            (format!("one query per GPU or node and series, raw {scrape} s"), Box::new(str::to_string), scrape, window_start),
+        ];
+        for (label, shape, step_s, from) in &split {
             let started = Instant::now();
-            futures::stream::iter(queries)
-                .map(|query| {
-                    let vm = vm.clone();
-                    async move { vm.query_range(&query, start, end, step_s).await }
+            futures::stream::iter(per_gpu.iter())
+                .map(|selector| {
+                    let (vm, query) = (vm.clone(), shape(&selector.to_string()));
+                    async move { vm.query_range(&query, *from, last_bucket, *step_s).await }
                 })
                 .buffer_unordered(args.per_gpu_concurrency.max(1))
                 .for_each(|_| async {})
                 .await;
-            record_time(&format!("{label} ({count} requests)"), started.elapsed());
+            record_time(&format!("{label} ({} requests)", per_gpu.len()), started.elapsed());
         }
     }
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -404,10 +410,54 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     }
     let report = medians[0].1;
     for (name, took) in medians.iter().skip(1) {
-        println!("{:<66} {:>8.2}x", format!("{name} / report"), ms(*took) / ms(report).max(0.001));
+        println!("{:<66} {:>8.2}x", format!("report / {name}"), ms(report) / ms(*took).max(0.001));
     }
     println!("bench process peak RSS (holds the bare fetches too): {} MiB", rss_kib("VmHWM:").unwrap_or(0) / 1024);
     Ok(())
+}
+
+/// Each selector narrowed to one GPU (a dcgm-exporter series on the job's nodes) or one node (a node
+/// agent's series); others (a job's Lustre statistics, ping-mesh paths) stay whole.
+fn split_per_gpu(
+    selectors: &[crate::domain::promql::Selector],
+    catalog: &crate::domain::series::SeriesCatalog,
+    nodes: &[String],
+    gpus_per_node: u16,
+) -> Vec<crate::domain::promql::Selector> {
+    use crate::domain::promql::Matcher;
+    let mut split = Vec::new();
+    for selector in selectors {
+        let narrowed = |matcher: Matcher| {
+            let mut one = selector.clone();
+            one.matchers.retain(|m| !matches!(m, Matcher::AnyOf(..) | Matcher::AnyHost(..)));
+            one.matchers.push(matcher);
+            one
+        };
+        let gpu_host = selector.matchers.iter().find_map(|m| match m {
+            Matcher::AnyOf(label, _) if catalog.gpu_host_labels.contains(label) => Some(label.clone()),
+            _ => None,
+        });
+        let node_host = selector.matchers.iter().find_map(|m| match m {
+            Matcher::AnyHost(label, _) => Some(label.clone()),
+            _ => None,
+        });
+        match (gpu_host, node_host) {
+            (Some(label), _) => {
+                for node in nodes {
+                    for gpu in 0..gpus_per_node {
+                        let mut one = narrowed(Matcher::Equal(label.clone(), node.clone()));
+                        one.matchers.push(Matcher::Equal(catalog.gpu_index_label.clone(), gpu.to_string()));
+                        split.push(one);
+                    }
+                }
+            }
+            (None, Some(label)) => {
+                split.extend(nodes.iter().map(|node| narrowed(Matcher::AnyHost(label.clone(), vec![node.clone()]))));
+            }
+            (None, None) => split.push(selector.clone()),
+        }
+    }
+    split
 }
 
 /// Arguments of `slurmlens bench ingest`.

@@ -108,6 +108,20 @@ impl GpuData {
     }
 }
 
+/// Points per timeline when a request does not say (`?points=`).
+pub const DEFAULT_POINTS: usize = 120;
+
+/// How a job ended, as the failure classification reads it.
+fn ending_of(record: &JobRecord) -> Ending {
+    Ending {
+        state: record.state.base(),
+        exit_code: record.exit_code.status,
+        signal: record.exit_code.signal,
+        cancelled_by: record.kill_requid,
+        owner_uid: record.uid,
+    }
+}
+
 fn now_epoch() -> u64 {
     u64::try_from(Utc::now().timestamp()).unwrap_or(0)
 }
@@ -350,13 +364,7 @@ impl Reporter {
             io: None,
             job,
         };
-        let ending = Ending {
-            state: record.state.base(),
-            exit_code: record.exit_code.status,
-            signal: record.exit_code.signal,
-            cancelled_by: record.kill_requid,
-            owner_uid: record.uid,
-        };
+        let ending = ending_of(record);
         let classify = finished && blame::needs_classification(&ending);
         let Some(start) = start.filter(|start| *start < end) else {
             report.metrics.message = Some("the job ran too briefly for any metrics to cover it".into());
@@ -615,7 +623,8 @@ impl Reporter {
     fn plan(&self, job_id: u32, nodes: &[String], indices: &[u16], tiles: &Tiles, faults: &FaultScope) -> Vec<Planned> {
         let catalog = &self.settings.catalog;
         let Tiles { window_s, step_s, .. } = *tiles;
-        let planned = |what, range, query| Planned { what, range, at: None, query };
+        let planned = |what, eval, query, reads: &[Selector]| Planned { what, eval, query, reads: reads.to_vec() };
+        let (buckets, instant) = (Eval::Buckets, Eval::At(tiles.end));
         let aggregate = |window: u64| {
             move |s: &Selector| {
                 format!(r#"aggr_over_time(("avg_over_time", "max_over_time", "count_over_time"), {s}[{window}s])"#)
@@ -624,10 +633,10 @@ impl Reporter {
         let mut plan = Vec::new();
         for spec in &catalog.gpu_metrics {
             let selectors = self.gpu_selectors(&spec.name, nodes, indices);
-            let buckets = self.per_gpu("max", "", &selectors, |s| format!("avg_over_time({s}[{step_s}s])"), "");
-            plan.push(planned(Wanted::Buckets(spec.key.clone(), spec.scale), true, buckets));
+            let means = self.per_gpu("max", "", &selectors, |s| format!("avg_over_time({s}[{step_s}s])"), "");
+            plan.push(planned(Wanted::Buckets(spec.key.clone(), spec.scale), buckets, means, &selectors));
             let window = self.per_gpu("max", ", rollup", &selectors, aggregate(window_s), "");
-            plan.push(planned(Wanted::Window(spec.key.clone(), spec.scale), false, window));
+            plan.push(planned(Wanted::Window(spec.key.clone(), spec.scale), instant, window, &selectors));
         }
         if let Some(util) = catalog.gpu_metric("gpu_util") {
             // The share of raw samples under the idle threshold: idle time at scrape resolution.
@@ -635,24 +644,26 @@ impl Reporter {
             let selectors = self.gpu_selectors(&util.name, nodes, indices);
             let idle =
                 self.per_gpu("max", "", &selectors, |s| format!("share_le_over_time({s}[{window_s}s], {below})"), "");
-            plan.push(planned(Wanted::IdleShare, false, idle));
+            plan.push(planned(Wanted::IdleShare, instant, idle, &selectors));
         }
         // Free memory and the energy counter are read at the window's ends only: a short look back
         // from each end, not a scan of the whole job.
         let look_back = (catalog.scrape_interval_s.max(1) * 4).min(window_s.max(1));
         let fb_free = self.gpu_selectors(&catalog.fb_free, nodes, indices);
-        let fb_free = self.per_gpu("avg", "", &fb_free, |s| format!("last_over_time({s}[{look_back}s])"), "");
-        plan.push(planned(Wanted::FbFree, false, fb_free));
+        let fb_free_query = self.per_gpu("avg", "", &fb_free, |s| format!("last_over_time({s}[{look_back}s])"), "");
+        plan.push(planned(Wanted::FbFree, instant, fb_free_query, &fb_free));
+        // Two instant queries, not a range of two points: VictoriaMetrics adjusts a range's points
+        // within its latency offset of now (a job that just ended would show no rise).
         let energy = self.gpu_selectors(&catalog.energy_mj, nodes, indices);
-        let energy = self.per_gpu("max", "", &energy, |s| format!("last_over_time({s}[{look_back}s])"), "");
-        plan.push(planned(Wanted::EnergyAtEnd, false, energy.clone()));
-        plan.push(Planned { what: Wanted::EnergyAtStart, range: false, at: Some(tiles.start()), query: energy });
+        let energy_query = self.per_gpu("max", "", &energy, |s| format!("last_over_time({s}[{look_back}s])"), "");
+        plan.push(planned(Wanted::EnergyAtEnd, instant, energy_query.clone(), &energy));
+        plan.push(planned(Wanted::EnergyAtStart, Eval::At(tiles.start()), energy_query, &energy));
         // XID codes seen in the window (dcgm-exporter exports 0 while all is well); their times are
         // fetched only when one is set.
         let xid = self.gpu_selectors(&catalog.xid, nodes, indices);
-        let xid =
+        let xid_query =
             self.per_gpu("max", ", err_code, err_msg", &xid, |s| format!("max_over_time({s}[{window_s}s])"), " > 0");
-        plan.push(planned(Wanted::XidSeen, false, xid));
+        plan.push(planned(Wanted::XidSeen, instant, xid_query, &xid));
         let host_label = &catalog.rdma_host_label;
         for spec in &catalog.rdma_metrics {
             let selector = Selector {
@@ -669,17 +680,20 @@ impl Reporter {
                     format!("sum by ({host_label}) (avg_over_time({selector}[{window_s}s]))"),
                 ),
             };
-            plan.push(planned(Wanted::NodeTimeline(spec.key.clone(), spec.scale), true, range));
-            plan.push(planned(Wanted::NodeMean(spec.key.clone(), spec.scale), false, mean));
+            let reads = [selector];
+            plan.push(planned(Wanted::NodeTimeline(spec.key.clone(), spec.scale), buckets, range, &reads));
+            plan.push(planned(Wanted::NodeMean(spec.key.clone(), spec.scale), instant, mean, &reads));
         }
         // The node beside its GPUs (node_exporter, ipmi_exporter) and the job's Lustre I/O.
         for signal in node_signals::node_queries(&catalog.node, nodes, step_s, window_s) {
-            plan.push(planned(Wanted::NodeTimeline(signal.key.to_string(), 1.0), true, signal.range));
-            plan.push(planned(Wanted::NodeMean(signal.key.to_string(), 1.0), false, signal.mean));
+            let key = signal.key.to_string();
+            plan.push(planned(Wanted::NodeTimeline(key.clone(), 1.0), buckets, signal.range, &signal.reads));
+            plan.push(planned(Wanted::NodeMean(key, 1.0), instant, signal.mean, &signal.reads));
         }
         for io in node_signals::io_queries(&catalog.lustre, job_id, nodes, step_s, window_s) {
-            plan.push(planned(Wanted::Io(io.key, io.source, false), true, io.range));
-            plan.push(planned(Wanted::Io(io.key, io.source, true), false, io.mean));
+            let reads = [io.selector];
+            plan.push(planned(Wanted::Io(io.key, io.source, false), buckets, io.range, &reads));
+            plan.push(planned(Wanted::Io(io.key, io.source, true), instant, io.mean, &reads));
         }
         let on_nodes = |metric: &MetricName| Selector {
             metric: metric.clone(),
@@ -691,12 +705,13 @@ impl Reporter {
         for (direction, peak, above) in
             [("tx", &bursts.tx_peak, &bursts.tx_seconds_above), ("rx", &bursts.rx_peak, &bursts.rx_seconds_above)]
         {
-            let peak = format!("max by ({host_label}) (max_over_time({}[{window_s}s]))", on_nodes(peak));
-            plan.push(planned(Wanted::BurstPeak(direction), false, peak));
+            let peak = on_nodes(peak);
+            let peak_query = format!("max by ({host_label}) (max_over_time({peak}[{window_s}s]))");
+            plan.push(planned(Wanted::BurstPeak(direction), instant, peak_query, &[peak]));
             let mut above = on_nodes(above);
             above.matchers.push(Matcher::Equal(threshold_label.clone(), bursts.threshold.to_string()));
-            let above = format!("sum by ({host_label}) (increase({above}[{window_s}s]))");
-            plan.push(planned(Wanted::BurstSeconds(direction), false, above));
+            let above_query = format!("sum by ({host_label}) (increase({above}[{window_s}s]))");
+            plan.push(planned(Wanted::BurstSeconds(direction), instant, above_query, &[above]));
         }
         if !faults.classify {
             return plan;
@@ -706,22 +721,31 @@ impl Reporter {
         for (kind, metric) in
             [(FaultKind::LinkDowned, &series.link_downed), (FaultKind::SymbolErrors, &series.symbol_errors)]
         {
-            let query = format!("sum by ({host_label}) (increase({}[{step_s}s])) > 0", on_nodes(metric));
-            plan.push(planned(Wanted::Fault(kind), true, query));
+            let selector = on_nodes(metric);
+            let query = format!("sum by ({host_label}) (increase({selector}[{step_s}s])) > 0");
+            plan.push(planned(Wanted::Fault(kind), buckets, query, &[selector]));
         }
         let remapped = self.gpu_selectors(&series.uncorrectable_remapped_rows, nodes, indices);
-        let remapped = self.per_gpu("max", "", &remapped, |s| format!("increase({s}[{step_s}s])"), " > 0");
-        plan.push(planned(Wanted::Fault(FaultKind::RemappedRows), true, remapped));
+        let query = self.per_gpu("max", "", &remapped, |s| format!("increase({s}[{step_s}s])"), " > 0");
+        plan.push(planned(Wanted::Fault(FaultKind::RemappedRows), buckets, query, &remapped));
         let failed = self.gpu_selectors(&series.row_remap_failure, nodes, indices);
-        let failed = self.per_gpu("max", "", &failed, |s| format!("max_over_time({s}[{step_s}s])"), " > 0");
-        plan.push(planned(Wanted::Fault(FaultKind::RowRemapFailure), true, failed));
+        let query = self.per_gpu("max", "", &failed, |s| format!("max_over_time({s}[{step_s}s])"), " > 0");
+        plan.push(planned(Wanted::Fault(FaultKind::RowRemapFailure), buckets, query, &failed));
         if !faults.tors.is_empty() {
             let (source, target) = (&series.pingmesh_source_label, &series.pingmesh_target_label);
             let on_path = |metric: &MetricName, end: &LabelName| Selector {
                 metric: metric.clone(),
                 matchers: vec![Matcher::AnyOf(end.clone(), faults.tors.clone())],
             };
-            let loss: Vec<String> = [source, target]
+            let ends = [source, target];
+            let reads: Vec<Selector> = ends
+                .iter()
+                .flat_map(|end| {
+                    [&series.pingmesh_successes, &series.pingmesh_probes, &series.pingmesh_rtt_bucket]
+                        .map(|metric| on_path(metric, end))
+                })
+                .collect();
+            let loss: Vec<String> = ends
                 .iter()
                 .map(|end| {
                     format!(
@@ -732,8 +756,8 @@ impl Reporter {
                     )
                 })
                 .collect();
-            plan.push(planned(Wanted::Fault(FaultKind::PingmeshLoss), true, loss.join(" or ")));
-            let rtt: Vec<String> = [source, target]
+            plan.push(planned(Wanted::Fault(FaultKind::PingmeshLoss), buckets, loss.join(" or "), &reads));
+            let rtt: Vec<String> = ends
                 .iter()
                 .map(|end| {
                     format!(
@@ -743,9 +767,23 @@ impl Reporter {
                     )
                 })
                 .collect();
-            plan.push(planned(Wanted::Fault(FaultKind::PingmeshRtt), true, rtt.join(" or ")));
+            plan.push(planned(Wanted::Fault(FaultKind::PingmeshRtt), buckets, rtt.join(" or "), &reads));
         }
         plan
+    }
+
+    /// The requests a live report of `record` sends to VictoriaMetrics (GPUs not narrowed by records),
+    /// for `slurmlens bench report`: its own queries, and the series they read to fetch bare.
+    pub fn queries_for(&self, cluster: &str, record: &JobRecord, points: usize) -> Option<ReportQueries> {
+        let start = epoch(record.time_start)?;
+        let end = epoch(record.time_end).unwrap_or_else(Utc::now).min(Utc::now());
+        let nodes = record.nodes.hosts().to_vec();
+        let ending = ending_of(record);
+        let classify = record.state.base().is_finished() && blame::needs_classification(&ending);
+        let faults = FaultScope { classify, tors: self.tors_of(cluster, &nodes) };
+        let tiles = Tiles::new(start, end, self.step_s(start, end, points));
+        let planned = self.plan(record.identity.id_job, &nodes, &[], &tiles, &faults);
+        Some(ReportQueries { planned, tiles })
     }
 
     /// One piece of evidence per fault series: where it showed first, and how bad it got.
@@ -837,7 +875,7 @@ impl Reporter {
         let step_s = self.step_s(start, end, points);
         // Buckets end at the job's end and step back, so every bucket lies inside the job.
         let tiles = Tiles::new(start, end, step_s);
-        let (window_s, range_start) = (tiles.window_s, tiles.first_bucket_end());
+        let window_s = tiles.window_s;
         // GPU records name the job's indices up front; without them every GPU of the nodes is fetched
         // and attribution (which needs the series lookup) picks among them, so nothing waits on it.
         let indices: Vec<u16> =
@@ -847,13 +885,7 @@ impl Reporter {
         let plan = self.plan(record.identity.id_job, &nodes, &indices, &tiles, faults);
         let (found, answers) = futures::join!(
             join_all(lookups.iter().map(|selector| vm.series(selector, start, end))),
-            join_all(plan.iter().map(|planned| async move {
-                if planned.range {
-                    vm.query_range(&planned.query, range_start, end, step_s).await
-                } else {
-                    vm.query(&planned.query, planned.at.unwrap_or(end)).await
-                }
-            }))
+            join_all(plan.iter().map(|planned| planned.send(vm, &tiles)))
         );
 
         // Attribution: which GPUs report on these nodes, and which carry this job's hpc_job label.
@@ -1409,11 +1441,75 @@ impl FaultKind {
 
 struct Planned {
     what: Wanted,
-    /// A range query over the report's buckets (else an instant query).
-    range: bool,
-    /// The instant of an instant query (default: the window's end).
-    at: Option<DateTime<Utc>>,
+    eval: Eval,
     query: String,
+    /// The series the query reads (the benchmark fetches them bare for reference).
+    reads: Vec<Selector>,
+}
+
+/// Every VictoriaMetrics query of one report, as planned (see [`Reporter::queries_for`]).
+pub struct ReportQueries {
+    planned: Vec<Planned>,
+    tiles: Tiles,
+}
+
+impl ReportQueries {
+    /// Sends every query at once, as the report does; answers the number of points returned.
+    pub async fn send(&self, vm: &VictoriaMetrics) -> Result<usize, VmError> {
+        let answers = join_all(self.planned.iter().map(|planned| planned.send(vm, &self.tiles))).await;
+        let mut points = 0;
+        for answer in answers {
+            points += answer?.iter().map(|series| series.points.len()).sum::<usize>();
+        }
+        Ok(points)
+    }
+
+    pub fn len(&self) -> usize {
+        self.planned.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.planned.is_empty()
+    }
+
+    /// The series the queries read, each once.
+    pub fn reads(&self) -> Vec<Selector> {
+        let mut seen = BTreeSet::new();
+        self.planned
+            .iter()
+            .flat_map(|planned| planned.reads.iter())
+            .filter(|selector| seen.insert(selector.to_string()))
+            .cloned()
+            .collect()
+    }
+
+    /// The report's step and the time of its first and last bucket.
+    pub fn buckets(&self) -> (u64, DateTime<Utc>, DateTime<Utc>) {
+        (self.tiles.step_s, self.tiles.first_bucket_end(), self.tiles.end)
+    }
+
+    /// The job's window.
+    pub fn window(&self) -> (DateTime<Utc>, DateTime<Utc>) {
+        (self.tiles.start(), self.tiles.end)
+    }
+}
+
+/// Where a planned query is evaluated.
+#[derive(Debug, Clone, Copy)]
+enum Eval {
+    /// At the end of every bucket (a range query).
+    Buckets,
+    /// At one instant.
+    At(DateTime<Utc>),
+}
+
+impl Planned {
+    async fn send(&self, vm: &VictoriaMetrics, tiles: &Tiles) -> Result<Vec<Series>, VmError> {
+        match self.eval {
+            Eval::Buckets => vm.query_range(&self.query, tiles.first_bucket_end(), tiles.end, tiles.step_s).await,
+            Eval::At(at) => vm.query(&self.query, at).await,
+        }
+    }
 }
 
 /// A report's buckets: `buckets` of `step_s` ending at `end`, inside the job's window of `window_s`.
@@ -1494,7 +1590,7 @@ pub async fn archive_recent(state: &crate::http::AppState, lookback: chrono::Dur
             let keys: Vec<(u32, u64)> = due.iter().map(|job| (job.identity.id_job, job.time_submit)).collect();
             let done = store.archived_among(reader.cluster(), &keys).await?;
             for job in due.into_iter().filter(|job| !done.contains(&(job.identity.id_job, job.time_submit))) {
-                let report = reporter.report_for(reader, job, &tres, 120).await?;
+                let report = reporter.report_for(reader, job, &tres, DEFAULT_POINTS).await?;
                 if report.metrics.status == "ok" {
                     archived += 1;
                 }
@@ -1519,7 +1615,7 @@ pub fn schedule_archive(state: crate::http::AppState, cluster: crate::domain::cl
                 return Ok::<_, ReportError>(());
             };
             let tres = reader.tres_catalog().await?;
-            state.reporter().report_for(reader, &record, &tres, 120).await?;
+            state.reporter().report_for(reader, &record, &tres, DEFAULT_POINTS).await?;
             Ok(())
         }
         .await;

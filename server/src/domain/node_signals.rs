@@ -15,6 +15,8 @@ pub struct NodeSignal {
     pub unit: &'static str,
     pub range: String,
     pub mean: String,
+    /// The series both queries read.
+    pub reads: Vec<Selector>,
 }
 
 /// The node signals with their units, in the order a report lists them.
@@ -53,8 +55,22 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
     };
     let total = on(&series.memory_total, host, nodes, Vec::new());
     let available = on(&series.memory_available, host, nodes, Vec::new());
-    let rate_sum = |metric: &MetricName, extra: Vec<Matcher>, times: &'static str| -> Shape {
-        let selector = on(metric, host, nodes, extra);
+    let receive = on(&series.network_receive, host, nodes, devices());
+    let transmit = on(&series.network_transmit, host, nodes, devices());
+    let memory_pressure = on(&series.memory_pressure, host, nodes, Vec::new());
+    let io_pressure = on(&series.io_pressure, host, nodes, Vec::new());
+    let power = on(&series.power, &series.power_host_label, nodes, Vec::new());
+    let reads: [Vec<Selector>; 8] = [
+        vec![cpu_idle.clone()],
+        vec![cpu_iowait.clone()],
+        vec![total.clone(), available.clone()],
+        vec![memory_pressure.clone()],
+        vec![io_pressure.clone()],
+        vec![receive.clone()],
+        vec![transmit.clone()],
+        vec![power.clone()],
+    ];
+    let rate_sum = |selector: Selector, times: &'static str| -> Shape {
         Box::new(move |r| format!("{times}sum by ({host}) (rate({selector}[{r}s]))"))
     };
     // Each signal (in the order of NODE_SIGNALS) as a function of the range it averages over: the step
@@ -68,21 +84,23 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
                 "sum by ({host}) (avg_over_time({total}[{r}s])) - sum by ({host}) (avg_over_time({available}[{r}s]))"
             )
         }),
-        rate_sum(&series.memory_pressure, Vec::new(), "100 * "),
-        rate_sum(&series.io_pressure, Vec::new(), "100 * "),
-        rate_sum(&series.network_receive, devices(), ""),
-        rate_sum(&series.network_transmit, devices(), ""),
+        rate_sum(memory_pressure, "100 * "),
+        rate_sum(io_pressure, "100 * "),
+        rate_sum(receive, ""),
+        rate_sum(transmit, ""),
         {
             let power_host = &series.power_host_label;
-            let selector = on(&series.power, power_host, nodes, Vec::new());
-            Box::new(move |r| format!("sum by ({power_host}) (avg_over_time({selector}[{r}s]))"))
+            Box::new(move |r| format!("sum by ({power_host}) (avg_over_time({power}[{r}s]))"))
         },
     ];
-    NODE_SIGNALS
-        .into_iter()
-        .zip(shapes)
-        .map(|((key, unit), shape)| NodeSignal { key, unit, range: shape(step_s), mean: shape(window_s.max(1)) })
-        .collect()
+    NODE_SIGNALS.into_iter().zip(shapes).zip(reads).map(|(((key, unit), shape), reads)| NodeSignal {
+        key,
+        unit,
+        range: shape(step_s),
+        mean: shape(window_s.max(1)),
+        reads,
+    })
+    .collect()
 }
 
 /// Where a job's Lustre figures come from.
@@ -112,6 +130,8 @@ pub struct IoQuery {
     pub source: IoSource,
     pub range: String,
     pub mean: String,
+    /// The series both queries read.
+    pub selector: Selector,
 }
 
 /// The Lustre figures with their units, in the order a report lists them.
@@ -144,6 +164,7 @@ pub fn io_queries(series: &LustreSeries, job_id: u32, nodes: &[String], step_s: 
             source,
             range: rate(&selector, step_s),
             mean: rate(&selector, window_s.max(1)),
+            selector,
         })
         .collect()
 }

@@ -227,7 +227,7 @@ pub async fn report(
     let reader = state.slurmdbd(params.text("cluster"))?;
     let selector: JobSelector =
         job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
-    let points = params.number("points", 2, 2000)?.unwrap_or(120) as usize;
+    let points = params.number("points", 2, 2000)?.map_or(crate::reports::DEFAULT_POINTS, |points| points as usize);
     let scope = state.viewer(&headers, reader).await?;
     match state.reporter().report(reader, &scope, selector, points).await? {
         Some(report) => Ok(Json(report)),

@@ -125,9 +125,12 @@ impl VictoriaMetrics {
     }
 
     async fn post<T: for<'de> Deserialize<'de>>(&self, path: &str, form: &[(&str, String)]) -> Result<T, VmError> {
+        let started = std::time::Instant::now();
         let response = self.http.post(format!("{}{path}", self.base)).form(form).send().await?;
         let status = response.status();
         let body = response.bytes().await?;
+        let query = form.first().map(|(_, query)| query.as_str()).unwrap_or_default();
+        tracing::debug!(path, %status, bytes = body.len(), ms = started.elapsed().as_millis() as u64, query, "VictoriaMetrics answered");
         if status.is_server_error() {
             return Err(VmError::Unavailable(format!("{path} answered {status}")));
         }

@@ -91,15 +91,24 @@ async fn import_gpu_series(node: &str, from: i64, to: i64) {
         for (name, level, wobble) in series {
             let values: Vec<f64> =
                 timestamps.iter().enumerate().map(|(i, _)| level + wobble * ((i as f64) * 0.7).sin()).collect();
-            lines.push(serde_json::json!({
-                "metric": {"__name__": name, "gpu": gpu.to_string(), "UUID": test_uuid(node, gpu),
-                           "Hostname": node, "modelName": "NVIDIA H100 80GB HBM3", "device": format!("nvidia{gpu}")},
-                "values": values,
-                "timestamps": timestamps,
-            }));
+            lines.push(gpu_line(node, gpu, name, values, &timestamps));
         }
+        // The energy counter (mJ since the driver loaded), rising with the power drawn. It follows the
+        // clock, not this import, so the series of an earlier run on the same GPU agree with it.
+        let watts = 300.0 + 50.0 * f64::from(gpu);
+        let energy = timestamps.iter().map(|&ms| watts * (ms / 1000 - 1_790_000_000) as f64 * 1000.0).collect();
+        lines.push(gpu_line(node, gpu, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", energy, &timestamps));
     }
     crate::support::import_series(lines).await;
+}
+
+fn gpu_line(node: &str, gpu: u16, name: &str, values: Vec<f64>, timestamps: &[i64]) -> serde_json::Value {
+    serde_json::json!({
+        "metric": {"__name__": name, "gpu": gpu.to_string(), "UUID": test_uuid(node, gpu),
+                   "Hostname": node, "modelName": "NVIDIA H100 80GB HBM3", "device": format!("nvidia{gpu}")},
+        "values": values,
+        "timestamps": timestamps,
+    })
 }
 
 async fn report_of(app: &TestApp, job_id: u32) -> JobReport {
@@ -218,6 +227,15 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
             assert!(gpu.uuid.as_deref().is_some_and(|uuid| uuid.ends_with(&gpu.gpu.to_string())));
             assert!(!gpu.series.is_empty(), "timelines present");
         }
+        // Energy: the counter's rise between the window's ends, as PromQL reads it at each end.
+        let counter = format!(
+            "sum(max by (gpu) (last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{Hostname=\"{node}\",gpu=~\"{}\"}}[8s])))",
+            gpus.iter().map(u16::to_string).collect::<Vec<_>>().join("|")
+        );
+        let (from, to) = (report.window_start.expect("start").timestamp(), report.window_end.expect("end").timestamp());
+        let direct_kwh = (promql_avg(&vm_url, &counter, to).await - promql_avg(&vm_url, &counter, from).await) / 3.6e9;
+        let kwh = report.totals.energy_kwh.expect("energy from the counter");
+        assert!(direct_kwh > 0.0 && (kwh - direct_kwh).abs() <= direct_kwh * 0.01, "report {kwh} kWh, PromQL {direct_kwh}");
         assert!(report.totals.gpu_hours > 0.0);
         assert!(
             report
