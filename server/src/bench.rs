@@ -355,46 +355,32 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
         if round == 0 {
             println!("  the report's queries: {points} points");
         }
-        let bare: [(String, Box<dyn Fn(&str) -> String>, u64, DateTime<Utc>); 2] = [
-            (
-                format!("same series, bucket means at step {step} s, one query each"),
-                Box::new(|s| format!("avg_over_time({s}[{step}s])")),
-                step,
-                first_bucket,
-            ),
-            (format!("same series, raw {scrape} s, one query each"), Box::new(str::to_string), scrape, window_start),
-        ];
-        for (label, shape, step_s, from) in &bare {
-            let queries: Vec<String> = reads.iter().map(|selector| shape(&selector.to_string())).collect();
+        let (buckets, raw) =
+            (Fetch::Buckets { step_s: step, from: first_bucket }, Fetch::Raw { scrape_s: scrape, from: window_start });
+        for (label, fetch) in [
+            (format!("same series, bucket means at step {step} s, one query each"), buckets),
+            (format!("same series, raw {scrape} s, one query each"), raw),
+        ] {
+            let queries: Vec<String> = reads.iter().map(|selector| fetch.query(selector, false)).collect();
             let started = Instant::now();
-            let answers = futures::future::join_all(
-                queries.iter().map(|query| vm.query_range(query, *from, last_bucket, *step_s)),
-            )
-            .await;
-            record_time(label, started.elapsed());
+            let answers =
+                futures::future::join_all(queries.iter().map(|query| fetch.send(&vm, query, last_bucket))).await;
+            record_time(&label, started.elapsed());
             let points: usize = answers.into_iter().flatten().flatten().map(|series| series.points.len()).sum();
             if round == 0 {
                 println!("  {label}: {points} points");
             }
         }
-        let split: [(String, Box<dyn Fn(&str) -> String>, u64, DateTime<Utc>); 2] = [
-            (
-                // What the report reads per series (bucket means, peaks, counts), one GPU at a time.
-                format!("one query per GPU or node and series, step {step} s"),
-                Box::new(|s| {
-                    format!(r#"aggr_over_time(("avg_over_time", "max_over_time", "count_over_time"), {s}[{step}s])"#)
-                }),
-                step,
-                first_bucket,
-            ),
-            (format!("one query per GPU or node and series, raw {scrape} s"), Box::new(str::to_string), scrape, window_start),
-        ];
-        for (label, shape, step_s, from) in &split {
+        for (label, fetch) in [
+            (format!("one query per GPU or node and series, step {step} s"), buckets),
+            (format!("one query per GPU or node and series, raw {scrape} s"), raw),
+        ] {
             let started = Instant::now();
             futures::stream::iter(per_gpu.iter())
                 .map(|selector| {
-                    let (vm, query) = (vm.clone(), shape(&selector.to_string()));
-                    async move { vm.query_range(&query, *from, last_bucket, *step_s).await }
+                    // What the report reads of each series (bucket means, peaks, counts), one at a time.
+                    let (vm, query) = (vm.clone(), fetch.query(selector, true));
+                    async move { fetch.send(&vm, &query, last_bucket).await }
                 })
                 .buffer_unordered(args.per_gpu_concurrency.max(1))
                 .for_each(|_| async {})
@@ -414,6 +400,43 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     }
     println!("bench process peak RSS (holds the bare fetches too): {} MiB", rss_kib("VmHWM:").unwrap_or(0) / 1024);
     Ok(())
+}
+
+/// A reference fetch of the report benchmark.
+#[derive(Debug, Clone, Copy)]
+enum Fetch {
+    /// Per bucket of the report's step, from its first bucket.
+    Buckets { step_s: u64, from: DateTime<Utc> },
+    /// Every sample, from the window's start.
+    Raw { scrape_s: u64, from: DateTime<Utc> },
+}
+
+impl Fetch {
+    /// The query for one selector: raw samples, bucket means, or with `rollups` each bucket's mean,
+    /// peak and sample count (what the report reads of a series).
+    fn query(&self, selector: &crate::domain::promql::Selector, rollups: bool) -> String {
+        match *self {
+            Self::Raw { .. } => selector.to_string(),
+            Self::Buckets { step_s, .. } if rollups => {
+                format!(
+                    r#"aggr_over_time(("avg_over_time", "max_over_time", "count_over_time"), {selector}[{step_s}s])"#
+                )
+            }
+            Self::Buckets { step_s, .. } => format!("avg_over_time({selector}[{step_s}s])"),
+        }
+    }
+
+    async fn send(
+        &self,
+        vm: &crate::sources::victoriametrics::VictoriaMetrics,
+        query: &str,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<crate::sources::victoriametrics::Series>, crate::sources::victoriametrics::VmError> {
+        match *self {
+            Self::Buckets { step_s, from } => vm.query_range(query, from, to, step_s).await,
+            Self::Raw { scrape_s, from } => vm.query_range(query, from, to, scrape_s).await,
+        }
+    }
 }
 
 /// Each selector narrowed to one GPU (a dcgm-exporter series on the job's nodes) or one node (a node

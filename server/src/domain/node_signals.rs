@@ -93,14 +93,18 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
             Box::new(move |r| format!("sum by ({power_host}) (avg_over_time({power}[{r}s]))"))
         },
     ];
-    NODE_SIGNALS.into_iter().zip(shapes).zip(reads).map(|(((key, unit), shape), reads)| NodeSignal {
-        key,
-        unit,
-        range: shape(step_s),
-        mean: shape(window_s.max(1)),
-        reads,
-    })
-    .collect()
+    NODE_SIGNALS
+        .into_iter()
+        .zip(shapes)
+        .zip(reads)
+        .map(|(((key, unit), shape), reads)| NodeSignal {
+            key,
+            unit,
+            range: shape(step_s),
+            mean: shape(window_s.max(1)),
+            reads,
+        })
+        .collect()
 }
 
 /// Where a job's Lustre figures come from.

@@ -235,7 +235,10 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
         let (from, to) = (report.window_start.expect("start").timestamp(), report.window_end.expect("end").timestamp());
         let direct_kwh = (promql_avg(&vm_url, &counter, to).await - promql_avg(&vm_url, &counter, from).await) / 3.6e9;
         let kwh = report.totals.energy_kwh.expect("energy from the counter");
-        assert!(direct_kwh > 0.0 && (kwh - direct_kwh).abs() <= direct_kwh * 0.01, "report {kwh} kWh, PromQL {direct_kwh}");
+        assert!(
+            direct_kwh > 0.0 && (kwh - direct_kwh).abs() <= direct_kwh * 0.01,
+            "report {kwh} kWh, PromQL {direct_kwh}"
+        );
         assert!(report.totals.gpu_hours > 0.0);
         assert!(
             report
