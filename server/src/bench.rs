@@ -644,3 +644,50 @@ async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::promql::{Matcher, Selector};
+    use crate::domain::series::SeriesCatalog;
+
+    #[test]
+    fn splits_gpu_series_per_gpu_node_series_per_node_and_keeps_the_rest_whole() {
+        let catalog = SeriesCatalog::default();
+        let nodes = vec!["gpu001".to_string(), "gpu002".to_string()];
+        let util = Selector {
+            metric: "DCGM_FI_DEV_GPU_UTIL".parse().expect("valid"),
+            matchers: vec![Matcher::AnyOf("Hostname".parse().expect("valid"), nodes.clone())],
+        };
+        let rdma = Selector {
+            metric: "rdma_port_xmit_data_total".parse().expect("valid"),
+            matchers: vec![Matcher::AnyHost("instance".parse().expect("valid"), nodes.clone())],
+        };
+        let lustre = Selector {
+            metric: "lustre_job_read_bytes_total".parse().expect("valid"),
+            matchers: vec![Matcher::JobId("jobid".parse().expect("valid"), 1234)],
+        };
+        let split = split_per_gpu(&[util, rdma, lustre.clone()], &catalog, &nodes, 4);
+        let rendered: Vec<String> = split.iter().map(Selector::to_string).collect();
+        assert_eq!(rendered.len(), 2 * 4 + 2 + 1, "{rendered:#?}");
+        assert_eq!(rendered[0], r#"DCGM_FI_DEV_GPU_UTIL{Hostname="gpu001",gpu="0"}"#);
+        assert_eq!(rendered[7], r#"DCGM_FI_DEV_GPU_UTIL{Hostname="gpu002",gpu="3"}"#);
+        assert!(rendered[8].starts_with("rdma_port_xmit_data_total{instance=~") && rendered[8].contains("gpu001"));
+        assert!(!rendered[8].contains("gpu002") && rendered[9].contains("gpu002"));
+        assert_eq!(split[10], lustre);
+    }
+
+    #[test]
+    fn reference_queries_read_what_the_report_reads() {
+        let selector = Selector { metric: "DCGM_FI_DEV_GPU_UTIL".parse().expect("valid"), matchers: Vec::new() };
+        let from = DateTime::<Utc>::UNIX_EPOCH;
+        let buckets = Fetch::Buckets { step_s: 60, from };
+        assert_eq!(buckets.query(&selector, false), "avg_over_time(DCGM_FI_DEV_GPU_UTIL{}[60s])");
+        assert!(
+            buckets
+                .query(&selector, true)
+                .starts_with(r#"aggr_over_time(("avg_over_time", "max_over_time", "count_over_time")"#)
+        );
+        assert_eq!(Fetch::Raw { scrape_s: 15, from }.query(&selector, true), "DCGM_FI_DEV_GPU_UTIL{}");
+    }
+}
