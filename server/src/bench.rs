@@ -327,7 +327,7 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     let per_gpu = split_per_gpu(&reads, catalog, &nodes, gpus_per_node as u16);
     println!(
         "the report sends {} queries reading {} series selectors with data ({} split per GPU or node); step {step} s",
-        plan.len(),
+        plan.query_count(),
         reads.len(),
         per_gpu.len()
     );
@@ -351,7 +351,7 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
         }
         let started = Instant::now();
         let points = plan.send(&vm).await?;
-        record_time(&format!("its {} queries alone, sent bare at once", plan.len()), started.elapsed());
+        record_time(&format!("its {} queries alone, sent bare at once", plan.query_count()), started.elapsed());
         if round == 0 {
             println!("  the report's queries: {points} points");
         }

@@ -122,6 +122,16 @@ fn ending_of(record: &JobRecord) -> Ending {
     }
 }
 
+/// Whether the report classifies the job's ending (application or infrastructure): it ended badly.
+fn classifies(record: &JobRecord) -> bool {
+    record.state.base().is_finished() && blame::needs_classification(&ending_of(record))
+}
+
+/// The end of a report's window: the job's end, or now while it runs.
+fn window_end(record: &JobRecord, now: DateTime<Utc>) -> DateTime<Utc> {
+    epoch(record.time_end).unwrap_or(now).min(now)
+}
+
 fn now_epoch() -> u64 {
     u64::try_from(Utc::now().timestamp()).unwrap_or(0)
 }
@@ -346,7 +356,7 @@ impl Reporter {
     async fn compute(&self, reader: &SlurmDbd, record: &JobRecord, job: wire::Job, points: usize) -> wire::JobReport {
         let now = Utc::now();
         let start = epoch(record.time_start);
-        let end = epoch(record.time_end).unwrap_or(now).min(now);
+        let end = window_end(record, now);
         let finished = record.state.base().is_finished();
         let mut report = wire::JobReport {
             source: if finished { "final".into() } else { "live".into() },
@@ -365,7 +375,7 @@ impl Reporter {
             job,
         };
         let ending = ending_of(record);
-        let classify = finished && blame::needs_classification(&ending);
+        let classify = classifies(record);
         let Some(start) = start.filter(|start| *start < end) else {
             report.metrics.message = Some("the job ran too briefly for any metrics to cover it".into());
             if classify {
@@ -776,11 +786,9 @@ impl Reporter {
     /// for `slurmlens bench report`: its own queries, and the series they read to fetch bare.
     pub fn queries_for(&self, cluster: &str, record: &JobRecord, points: usize) -> Option<ReportQueries> {
         let start = epoch(record.time_start)?;
-        let end = epoch(record.time_end).unwrap_or_else(Utc::now).min(Utc::now());
+        let end = window_end(record, Utc::now());
         let nodes = record.nodes.hosts().to_vec();
-        let ending = ending_of(record);
-        let classify = record.state.base().is_finished() && blame::needs_classification(&ending);
-        let faults = FaultScope { classify, tors: self.tors_of(cluster, &nodes) };
+        let faults = FaultScope { classify: classifies(record), tors: self.tors_of(cluster, &nodes) };
         let tiles = Tiles::new(start, end, self.step_s(start, end, points));
         let planned = self.plan(record.identity.id_job, &nodes, &[], &tiles, &faults);
         Some(ReportQueries { planned, tiles })
@@ -1464,12 +1472,9 @@ impl ReportQueries {
         Ok(points)
     }
 
-    pub fn len(&self) -> usize {
+    /// How many requests the report sends.
+    pub fn query_count(&self) -> usize {
         self.planned.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.planned.is_empty()
     }
 
     /// The series the queries read, each once.

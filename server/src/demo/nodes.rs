@@ -11,7 +11,7 @@ use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::telemetry::{GpuWorkload, Profile};
+use super::telemetry::{GpuWorkload, Profile, fnv, line};
 use crate::sources::victoriametrics::VictoriaMetrics;
 
 /// node_exporter and ipmi_exporter are scraped every 30 s (a common choice at scale).
@@ -109,13 +109,6 @@ fn node_down(workload: &GpuWorkload, t: i64) -> bool {
     matches!(workload.profile, Profile::XidCrash { at } if at <= t && t < workload.end)
 }
 
-/// A series line of VictoriaMetrics' JSON import format.
-fn line(out: &mut String, labels: serde_json::Value, values: &[f64], stamps: &[i64]) -> usize {
-    out.push_str(&serde_json::json!({"metric": labels, "values": values, "timestamps": stamps}).to_string());
-    out.push('\n');
-    values.len()
-}
-
 /// node_exporter, ipmi_exporter and Lustre client series of `nodes` over `[from, to]`, driven by the
 /// `workloads` on them. Returns the JSON lines and their sample count.
 pub fn node_series_json(
@@ -134,7 +127,7 @@ pub fn node_series_json(
     let mut samples = 0;
     let step = NODE_STEP_S;
     for node in nodes {
-        let mut rng = StdRng::seed_from_u64(seed ^ u64::from(crc(node)));
+        let mut rng = StdRng::seed_from_u64(seed ^ fnv(node));
         let on_node = by_node.get(node.as_str()).cloned().unwrap_or_default();
         let mut cpu = [[0.0f64; 4]; DEMO_CPUS]; // idle, iowait, user, system
         for counters in &mut cpu {
@@ -216,7 +209,7 @@ pub fn node_series_json(
         }
         let power = serde_json::json!({"__name__": "ipmi_dcmi_power_consumption_watts", "instance": format!("{node}:9290"), "job": "ipmi"});
         samples += line(&mut out, power, &gauges[1], &stamps);
-        let client = format!("sakura-ffff{:08x}", crc(node));
+        let client = format!("sakura-ffff{:08x}", fnv(node) as u32);
         for (name, values) in [("lustre_read_bytes_total", &counters[4]), ("lustre_write_bytes_total", &counters[5])] {
             let labels = serde_json::json!({"__name__": name, "component": "client", "target": client,
                                             "instance": format!("{node}:9169"), "job": "lustre"});
@@ -293,11 +286,6 @@ fn job_stats_lines(out: &mut String, job_io: &BTreeMap<u32, BTreeMap<i64, [f64; 
         }
     }
     samples
-}
-
-/// A stable small hash of a node name (seeds and client ids).
-fn crc(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5u32, |hash, byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193))
 }
 
 /// Imports the node series of `nodes` a few nodes at a time, then the Lustre job statistics a few hundred

@@ -293,8 +293,16 @@ pub fn gpu_series_json(
     (out, samples)
 }
 
-fn fnv(text: &str) -> u64 {
+/// A stable hash of a name (seeds, client ids).
+pub(super) fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Appends one series in VictoriaMetrics' JSON import format; returns its samples.
+pub(super) fn line(out: &mut String, labels: serde_json::Value, values: &[f64], stamps: &[i64]) -> usize {
+    out.push_str(&serde_json::json!({"metric": labels, "values": values, "timestamps": stamps}).to_string());
+    out.push('\n');
+    values.len()
 }
 
 /// Line rate of one 400 Gb/s RoCE port in bytes/s.
@@ -431,10 +439,7 @@ pub fn rdma_series_json(
                 labels["direction"] = "rx".into();
                 labels["priority"] = "3".into();
             }
-            let line = serde_json::json!({"metric": labels, "values": values, "timestamps": stamps});
-            out.push_str(&line.to_string());
-            out.push('\n');
-            samples += values.len();
+            samples += line(&mut out, labels, values, &stamps);
         }
         if with_agent {
             let burst_names = [
@@ -448,10 +453,7 @@ pub fn rdma_series_json(
                 if name.ends_with("_total") {
                     labels["threshold"] = format!("{BURST_THRESHOLD}").into();
                 }
-                let line = serde_json::json!({"metric": labels, "values": values, "timestamps": stamps});
-                out.push_str(&line.to_string());
-                out.push('\n');
-                burst_samples += values.len();
+                burst_samples += line(&mut out, labels, values, &stamps);
             }
         }
     }
@@ -596,10 +598,7 @@ pub fn pingmesh_series_json(
             lines.push((bucket, values));
         }
         for (labels, values) in lines {
-            let line = serde_json::json!({"metric": labels, "values": values, "timestamps": stamps});
-            out.push_str(&line.to_string());
-            out.push('\n');
-            samples += values.len();
+            samples += line(&mut out, labels, values, &stamps);
         }
     }
     (out, samples)

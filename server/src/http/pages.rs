@@ -136,13 +136,15 @@ impl WebData for Pages {
     ) -> DataFuture<'a, Option<wire::JobProfile>> {
         Box::pin(async move {
             let pairs = cluster_pairs(cluster);
-            let answer = signals::job_profile(
-                State(self.state.clone()),
-                headers.clone(),
-                Path(job_id.to_string()),
-                Ok(Query(pairs)),
-            );
-            optional(answer.await)
+            optional(
+                signals::job_profile(
+                    State(self.state.clone()),
+                    headers.clone(),
+                    Path(job_id.to_string()),
+                    Ok(Query(pairs)),
+                )
+                .await,
+            )
         })
     }
 
