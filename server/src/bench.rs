@@ -13,7 +13,7 @@ use tower::ServiceExt;
 
 use crate::config::Config;
 use crate::http::router;
-use crate::serve::app_state;
+use crate::serve::http_state;
 
 /// `slurmlens bench window|report|ingest`.
 #[derive(Debug, clap::Subcommand)]
@@ -147,7 +147,7 @@ pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
     if !config.clusters.contains(&cluster) {
         config.clusters.push(cluster);
     }
-    let app = router(app_state(&config)?);
+    let app = router(http_state(&config)?);
     let end = args.end.unwrap_or_else(Utc::now);
     let start = end - chrono::Duration::days(args.days);
     let base_query = format!(
@@ -250,8 +250,9 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     if let Some(vm) = config.victoriametrics.as_mut() {
         vm.timeout_ms = 120_000;
     }
-    let state = app_state(&config)?;
+    let state = http_state(&config)?;
     let reader = state
+        .app()
         .readers()
         .find(|reader| reader.cluster().as_str() == args.cluster)
         .with_context(|| format!("cluster {} is not configured", args.cluster))?;
@@ -311,8 +312,9 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     let gpu_count = nodes.len() * gpus_per_node as usize;
     // The report's own requests, and every series they read: the references fetch exactly these.
     let plan = state
+        .app()
         .reporter()
-        .queries_for(&args.cluster, &record, crate::reports::DEFAULT_POINTS)
+        .queries_for(&args.cluster, &record, crate::app::report::DEFAULT_POINTS)
         .context("the job has no window")?;
     let (step, first_bucket, last_bucket) = plan.buckets();
     let (window_start, window_end) = plan.window();
@@ -559,8 +561,8 @@ async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result
     let nanos = Utc::now().timestamp_subsec_nanos();
     let secret = format!("bench-ingest-{}-{nanos}-0123456789", std::process::id());
     config.ingest.secrets.insert(cluster.to_string(), crate::config::IngestSecret(secret.clone()));
-    let state = app_state(&config)?;
-    let store = state.store_handle().context("no store")?.clone();
+    let state = http_state(&config)?;
+    let store = state.app().store().context("no store")?.clone();
     store.migrate().await?;
     let app = router(state);
     // Job ids beyond any real cluster's, removed again at the end.
@@ -581,7 +583,7 @@ async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result
             wire.records
                 .iter()
                 .map(|record| {
-                    let raw = crate::http::traces::raw_summary(record);
+                    let raw = crate::app::ingest::raw_summary(record);
                     TraceSummary::parse(&RawTraceSummary { job_id: Some(reference_job), cgroup: None, ..raw }, now)
                         .map_err(anyhow::Error::msg)
                 })

@@ -1,18 +1,18 @@
 //! slurmlens: joins Slurm accounting (slurmdbd), GPU/RDMA metrics and trace summaries per job.
 //!
-//! Layers: [`http`] → [`domain`] ← [`sources`]. `domain` holds Slurm's vocabulary and rules and
-//! depends on no I/O crate; `sources` owns every database and HTTP client; `http` maps between them.
+//! Layers: [`http`] → [`app`] → [`sources`], [`store`] → [`domain`]. `domain` holds Slurm's vocabulary
+//! and the report's rules and depends on no I/O crate; `sources` and `store` own every database and
+//! HTTP client; `app` holds the use cases and never imports `http`; `http` routes, authenticates and
+//! maps to the one error envelope.
 
 pub mod bench;
 pub mod config;
 pub mod demo;
 
+pub mod app;
 pub mod domain;
 pub mod http;
-pub mod reports;
 pub mod serve;
-pub mod signals;
 pub mod sources;
 pub mod store;
 pub mod terminal;
-pub mod traces;

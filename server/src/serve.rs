@@ -5,16 +5,19 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::app::App;
+use crate::app::report::{ReportSettings, Reporter};
+use crate::app::signals::Signals;
 use crate::config::Config;
 use crate::http::ingest::IngestSecrets;
-use crate::http::{AppState, router};
-use crate::reports::{ReportSettings, Reporter};
+use crate::http::{HttpState, router};
 use crate::sources::slurmdbd::{SlurmDbd, SlurmDbdOptions};
 use crate::sources::victoriametrics::VictoriaMetrics;
 use crate::store::Store;
 
-/// Builds the shared state: one lazy slurmdbd reader per configured cluster.
-pub fn app_state(config: &Config) -> anyhow::Result<AppState> {
+/// Builds the application: one lazy slurmdbd reader per configured cluster, our store, the report
+/// maker and the log and profile sources.
+pub fn app(config: &Config) -> anyhow::Result<App> {
     let options = SlurmDbdOptions {
         url: config.slurmdbd.url.clone(),
         max_connections: config.slurmdbd.max_connections,
@@ -33,13 +36,17 @@ pub fn app_state(config: &Config) -> anyhow::Result<AppState> {
         .transpose()
         .context("configuring slurmlens's database")?;
     let reporter = reporter(config, store.clone())?;
-    let ingest = IngestSecrets::from_config(&config.ingest, &config.clusters).map_err(anyhow::Error::msg)?;
-    let state = AppState::new(readers, config.access.clone(), store, reporter)
-        .context("at least one cluster must be configured")?;
-    let signals = crate::signals::Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())
+    let signals = Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())
         .map_err(anyhow::Error::msg)
         .context("configuring the VictoriaLogs and Pyroscope clients")?;
-    Ok(state.with_ingest(ingest).with_web(web_options(config)?).with_signals(signals))
+    App::new(readers, config.access.clone(), store, reporter, signals)
+        .context("at least one cluster must be configured")
+}
+
+/// The HTTP edge over the application: its ingest secrets and how the pages are served.
+pub fn http_state(config: &Config) -> anyhow::Result<HttpState> {
+    let ingest = IngestSecrets::from_config(&config.ingest, &config.clusters).map_err(anyhow::Error::msg)?;
+    Ok(HttpState::new(app(config)?).with_ingest(ingest).with_web(web_options(config)?))
 }
 
 /// The site's rack layout from `topology` (none: racks from node names).
@@ -94,15 +101,15 @@ pub async fn bind(config: &Config) -> anyhow::Result<TcpListener> {
 
 /// Serves the API on `listener` until SIGINT/SIGTERM.
 pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()> {
-    let state = app_state(config)?;
+    let state = http_state(config)?;
     // Our schema is forward-only and sqlx serialises concurrent runs, so every replica may apply it.
-    if let Some(store) = state.store_handle()
+    if let Some(store) = state.app().store()
         && let Err(error) = store.migrate().await
     {
         tracing::warn!(%error, "applying slurmlens's migrations failed; archive and GPU records degrade");
     }
     if config.report.archive_interval_s > 0 {
-        tokio::spawn(archive_loop(state.clone(), Duration::from_secs(config.report.archive_interval_s)));
+        tokio::spawn(archive_loop(state.app().clone(), Duration::from_secs(config.report.archive_interval_s)));
     }
     let address = listener.local_addr().context("reading the bound address")?;
     tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
@@ -128,11 +135,11 @@ async fn shutdown_signal() {
 }
 
 /// Archives reports of recently ended jobs, forever. Failures are logged and retried next round.
-async fn archive_loop(state: AppState, every: Duration) {
+async fn archive_loop(app: App, every: Duration) {
     let mut ticker = tokio::time::interval(every);
     loop {
         ticker.tick().await;
-        match crate::reports::archive_recent(&state, chrono::Duration::hours(6)).await {
+        match crate::app::report::archive_recent(&app, chrono::Duration::hours(6)).await {
             Ok(0) => {}
             Ok(count) => tracing::info!(count, "archived job reports"),
             Err(error) => tracing::warn!(%error, "archiving job reports failed; retrying next round"),

@@ -5,10 +5,10 @@ use std::fmt::Write;
 use anyhow::{Context, bail};
 use slurmlens_wire::JobReport;
 
-use crate::config::{AnonymousAccess, Config};
+use crate::config::Config;
 use crate::domain::ids::JobSelector;
 use crate::domain::scope::ViewerScope;
-use crate::serve::app_state;
+use crate::serve::app;
 
 /// Arguments of `slurmlens report`.
 #[derive(Debug, clap::Args)]
@@ -131,18 +131,10 @@ pub fn render(report: &JobReport) -> String {
 /// Runs `slurmlens report`.
 pub async fn run(config: &Config, args: &ReportArgs) -> anyhow::Result<()> {
     let selector: JobSelector = args.job_id.parse().context("reading the job id")?;
-    let mut config = config.clone();
     // The terminal form runs where the operator runs it, with the configuration's database access.
-    config.access.anonymous = AnonymousAccess::Staff;
-    let state = app_state(&config)?;
-    let reader = match &args.cluster {
-        Some(name) => state
-            .readers()
-            .find(|reader| reader.cluster().as_str() == name)
-            .with_context(|| format!("unknown cluster {name}"))?,
-        None => state.readers().next().context("no cluster configured")?,
-    };
-    let Some(report) = state.reporter().report(reader, &ViewerScope::Staff, selector, 60).await? else {
+    let app = app(config)?;
+    let reader = app.cluster(args.cluster.as_deref()).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let Some(report) = app.reporter().report(reader, &ViewerScope::Staff, selector, 60).await? else {
         bail!("no job {} on cluster {}", args.job_id, reader.cluster());
     };
     if args.json {

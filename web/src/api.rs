@@ -1,5 +1,5 @@
-//! Where pages get their data. On the server, in process through [`crate::server::WebData`] (no HTTP
-//! round trip, the viewer's headers passed along); in the browser, over HTTP from the REST API and
+//! Where pages get their data. On the server, in process through [`crate::server::PageData`] (no HTTP
+//! round trip; the server binds it to the request's viewer); in the browser, over HTTP from the REST API and
 //! the page-shaped endpoints under `/web/v1`. Both sides return the same types, so a page renders the
 //! same HTML either way and hydration finds what the server sent.
 
@@ -105,7 +105,7 @@ pub fn now() -> i64 {
 #[derive(Clone, Default)]
 pub struct Loader {
     #[cfg(feature = "ssr")]
-    server: Option<(crate::server::WebContext, axum::http::HeaderMap)>,
+    server: Option<(crate::server::WebContext, std::sync::Arc<dyn crate::server::PageData>)>,
 }
 
 #[cfg(feature = "ssr")]
@@ -114,14 +114,18 @@ fn no_source() -> DataError {
 }
 
 impl Loader {
-    /// On the server: the data source and the request's headers from the render's context.
+    /// On the server: the data source, bound to the request being rendered (from the render's context).
     pub fn from_context() -> Self {
         #[cfg(feature = "ssr")]
         {
             use leptos::prelude::use_context;
             let context = use_context::<crate::server::WebContext>();
-            let headers = use_context::<axum::http::request::Parts>().map(|parts| parts.headers).unwrap_or_default();
-            Self { server: context.map(|context| (context, headers)) }
+            let request = use_context::<axum::http::request::Parts>();
+            let server = context.zip(request).map(|(context, request)| {
+                let data = context.for_request(&request);
+                (context, data)
+            });
+            Self { server }
         }
         #[cfg(not(feature = "ssr"))]
         {
@@ -148,8 +152,8 @@ impl Loader {
         {
             let server = self.server.clone();
             async move {
-                let (context, headers) = server.ok_or_else(no_source)?;
-                crate::server::gantt_data(&context, &headers, &query).await
+                let (context, data) = server.ok_or_else(no_source)?;
+                crate::server::gantt_data(&context, data.as_ref(), &query).await
             }
         }
         #[cfg(not(feature = "ssr"))]
@@ -164,8 +168,8 @@ impl Loader {
         {
             let server = self.server.clone();
             async move {
-                let (context, headers) = server.ok_or_else(no_source)?;
-                crate::server::grid_snapshot(&context, &headers, &query).await
+                let (context, data) = server.ok_or_else(no_source)?;
+                crate::server::grid_snapshot(&context, data.as_ref(), &query).await
             }
         }
         #[cfg(not(feature = "ssr"))]
@@ -183,8 +187,8 @@ impl Loader {
         {
             let server = self.server.clone();
             async move {
-                let (context, headers) = server.ok_or_else(no_source)?;
-                context.data().jobs(&headers, &query).await
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.jobs(&query).await
             }
         }
         #[cfg(not(feature = "ssr"))]
@@ -205,8 +209,8 @@ impl Loader {
         {
             let server = self.server.clone();
             async move {
-                let (context, headers) = server.ok_or_else(no_source)?;
-                crate::server::job_view(&context, &headers, cluster.as_deref(), &job_id).await
+                let (_, data) = server.ok_or_else(no_source)?;
+                crate::server::job_view(data.as_ref(), cluster.as_deref(), &job_id).await
             }
         }
         #[cfg(not(feature = "ssr"))]

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use leptos::prelude::*;
@@ -23,82 +24,59 @@ use slurmlens_wire as wire;
 
 use crate::api::{DataError, JobView};
 use crate::app::{App, shell};
-use crate::gantt::{self, GanttData, per_node_gpus};
+use crate::gantt::{self, GanttData, exact_gpus_per_node, per_node_gpus};
 use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
 use crate::hostlist;
 use crate::joblist::{self, Column, order_of};
 use crate::query::{GanttQuery, GridQuery, JobQuery, ListQuery};
 use crate::topology::{Racks, Topology, infer_gpus_per_node};
 
-/// A boxed future borrowing the data source, as the trait's methods return (keeps it object-safe).
+/// A boxed future borrowing the data source, as the traits' methods return (keeps them object-safe).
 pub type DataFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DataError>> + Send + 'a>>;
 
-/// What the pages read, with the API's own semantics (the viewer comes from `headers`, so a page shows
-/// exactly what the REST API would show the same request).
+/// The pages' data source, which the server plugs in: the clusters it serves, and for each request
+/// the data that request's viewer may read.
 pub trait WebData: Send + Sync + 'static {
     /// Clusters served, the default first.
     fn clusters(&self) -> Vec<String>;
+    /// The data the request described by `request` may read: the server binds it to the viewer its
+    /// sign-in layer put into the request's extensions, so a page shows exactly what the REST API
+    /// shows the same person.
+    fn for_request(&self, request: &Parts) -> Arc<dyn PageData>;
+}
+
+/// What one request's pages read, with the API's own semantics.
+pub trait PageData: Send + Sync {
     /// `GET /api/v1/jobs` with `query`.
-    fn jobs<'a>(&'a self, headers: &'a HeaderMap, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>>;
+    fn jobs<'a>(&'a self, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>>;
     /// `GET /api/v1/jobs/{job_id}`; a job the viewer may not see is a 404.
-    fn job<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        job_id: &'a str,
-    ) -> DataFuture<'a, wire::JobDetail>;
+    fn job<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail>;
     /// `GET /api/v1/nodes`.
-    fn nodes<'a>(&'a self, headers: &'a HeaderMap, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>>;
+    fn nodes<'a>(&'a self, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>>;
     /// `GET /api/v1/jobs/{job_id}/report?points=` [`crate::charts::PAGE_POINTS`]; `None` where there
     /// is no report.
-    fn report<'a>(
-        &'a self,
-        _headers: &'a HeaderMap,
-        _cluster: Option<&'a str>,
-        _job_id: &'a str,
-    ) -> DataFuture<'a, Option<wire::JobReport>> {
+    fn report<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobReport>> {
         Box::pin(async { Ok(None) })
     }
     /// `GET /api/v1/jobs/{job_id}/logs`; `None` where the job has none to show.
-    fn logs<'a>(
-        &'a self,
-        _headers: &'a HeaderMap,
-        _cluster: Option<&'a str>,
-        _job_id: &'a str,
-    ) -> DataFuture<'a, Option<wire::JobLogs>> {
+    fn logs<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobLogs>> {
         Box::pin(async { Ok(None) })
     }
     /// `GET /api/v1/jobs/{job_id}/profile`; `None` where the job has none to show.
-    fn profile<'a>(
-        &'a self,
-        _headers: &'a HeaderMap,
-        _cluster: Option<&'a str>,
-        _job_id: &'a str,
-    ) -> DataFuture<'a, Option<wire::JobProfile>> {
+    fn profile<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {
         Box::pin(async { Ok(None) })
     }
     /// `GET /api/v1/gpus/held?at=`: the GPU indices the Slurm plugin recorded for jobs running then.
-    fn held_gpus<'a>(
-        &'a self,
-        _headers: &'a HeaderMap,
-        _cluster: Option<&'a str>,
-        _at: i64,
-    ) -> DataFuture<'a, Vec<wire::HeldGpu>> {
+    fn held_gpus<'a>(&'a self, _cluster: Option<&'a str>, _at: i64) -> DataFuture<'a, Vec<wire::HeldGpu>> {
         Box::pin(async { Ok(Vec::new()) })
     }
     /// `GET /api/v1/gpus/busy?at=`: per node, GPUs held by jobs the viewer may not see (counts only).
-    fn busy_gpus<'a>(
-        &'a self,
-        _headers: &'a HeaderMap,
-        _cluster: Option<&'a str>,
-        _at: i64,
-    ) -> DataFuture<'a, Vec<wire::BusyGpus>> {
+    fn busy_gpus<'a>(&'a self, _cluster: Option<&'a str>, _at: i64) -> DataFuture<'a, Vec<wire::BusyGpus>> {
         Box::pin(async { Ok(Vec::new()) })
     }
     /// `GET /api/v1/gpus/values?metric=&at=`; `None` where there is no metrics source at all.
     fn gpu_values<'a>(
         &'a self,
-        _headers: &'a HeaderMap,
         _cluster: Option<&'a str>,
         _metric: &'a str,
         _at: i64,
@@ -124,9 +102,9 @@ pub struct WebContext {
 }
 
 impl WebContext {
-    /// The data source.
-    pub fn data(&self) -> &dyn WebData {
-        self.data.as_ref()
+    /// The data the request described by `request` may read.
+    pub fn for_request(&self, request: &Parts) -> Arc<dyn PageData> {
+        self.data.for_request(request)
     }
 
     /// The clusters served, the default first.
@@ -199,15 +177,14 @@ const PAGE: u32 = 5000;
 
 /// Every job of `query`'s window, page after page, up to `cap`; `true` when more were left.
 async fn collect_jobs(
-    context: &WebContext,
-    headers: &HeaderMap,
+    data: &dyn PageData,
     mut query: JobQuery,
     cap: usize,
 ) -> Result<(Vec<wire::Job>, bool), DataError> {
     query.limit = Some(PAGE);
     let mut jobs = Vec::new();
     loop {
-        let page = context.data.jobs(headers, &query).await?;
+        let page = data.jobs(&query).await?;
         jobs.extend(page.items.into_iter().filter(|job| job.start.is_some()));
         match page.next_cursor {
             Some(cursor) if jobs.len() < cap => query.cursor = Some(cursor),
@@ -230,16 +207,16 @@ fn most_gpus_per_node(jobs: &[wire::Job]) -> u64 {
 }
 
 /// The Gantt's data for `query`'s window.
-pub async fn gantt_data(context: &WebContext, headers: &HeaderMap, query: &GanttQuery) -> Result<GanttData, DataError> {
+pub async fn gantt_data(context: &WebContext, data: &dyn PageData, query: &GanttQuery) -> Result<GanttData, DataError> {
     let cluster = context.cluster_or_default(query.cluster.as_deref())?;
     let now = chrono::Utc::now().timestamp();
     let (start, end) = query.window(now);
-    let nodes = context.data.nodes(headers, Some(&cluster)).await?;
+    let nodes = data.nodes(Some(&cluster)).await?;
     let job_query = JobQuery { cluster: Some(cluster.clone()), filters: query.filters.clone(), ..JobQuery::default() };
     // One keyset scan, page after page: slicing the window into concurrent queries was measured
     // slower (each slice pays the window query's tail scan).
     let job_query = JobQuery { start: Some(start), end: Some(end), ..job_query };
-    let (mut jobs, truncated) = collect_jobs(context, headers, job_query, MAX_GANTT_JOBS).await?;
+    let (mut jobs, truncated) = collect_jobs(data, job_query, MAX_GANTT_JOBS).await?;
     let min_duration = if end - start > THIN_ABOVE_SECONDS { (end - start) / 4000 } else { 0 };
     let before = jobs.len();
     if min_duration > 0 {
@@ -249,16 +226,16 @@ pub async fn gantt_data(context: &WebContext, headers: &HeaderMap, query: &Gantt
         });
     }
     let racks = racks_for(context, &cluster, &nodes, &jobs, most_gpus_per_node(&jobs));
-    let mut data = GanttData::assemble(&cluster, (start, end, now), racks, &jobs, truncated);
-    data.min_duration = min_duration;
-    data.hidden_short = (before - jobs.len()) as u64;
-    Ok(data)
+    let mut gantt = GanttData::assemble(&cluster, (start, end, now), racks, &jobs, truncated);
+    gantt.min_duration = min_duration;
+    gantt.hidden_short = (before - jobs.len()) as u64;
+    Ok(gantt)
 }
 
-/// The grid at `query.at` (default now). Multi-node jobs' per-node GPUs come from their details.
+/// The grid at `query.at` (default now), from one read of each source: no call per job.
 pub async fn grid_snapshot(
     context: &WebContext,
-    headers: &HeaderMap,
+    data: &dyn PageData,
     query: &GridQuery,
 ) -> Result<GridSnapshot, DataError> {
     let cluster = context.cluster_or_default(query.cluster.as_deref())?;
@@ -268,13 +245,13 @@ pub async fn grid_snapshot(
     // Independent reads go out together: nodes, the jobs running at `at`, the GPU indices recorded
     // for them, the GPUs other tenants' jobs hold (counts), and the metric readings.
     let (nodes, collected, held, busy, values) = futures::join!(
-        context.data.nodes(headers, Some(&cluster)),
-        collect_jobs(context, headers, job_query, 50_000),
-        context.data.held_gpus(headers, Some(&cluster), at),
-        context.data.busy_gpus(headers, Some(&cluster), at),
+        data.nodes(Some(&cluster)),
+        collect_jobs(data, job_query, 50_000),
+        data.held_gpus(Some(&cluster), at),
+        data.busy_gpus(Some(&cluster), at),
         async {
             match &query.metric {
-                Some(metric) => Some(context.data.gpu_values(headers, Some(&cluster), metric, at).await),
+                Some(metric) => Some(data.gpu_values(Some(&cluster), metric, at).await),
                 None => None,
             }
         },
@@ -282,15 +259,7 @@ pub async fn grid_snapshot(
     let nodes = nodes?;
     let (mut jobs, _) = collected?;
     jobs.retain(|job| running_at(job, at));
-    let multi_node: Vec<&wire::Job> = jobs.iter().filter(|job| job.alloc_nodes > 1).collect();
-    let details =
-        futures::future::join_all(multi_node.iter().map(|job| context.data.job(headers, Some(&cluster), &job.job_id)))
-            .await;
-    let mut node_gpus = NodeGpus::new();
-    for detail in details.into_iter().flatten() {
-        let per_node = detail.nodes.iter().map(|node| (node.node.clone(), node.gpus)).collect::<BTreeMap<_, _>>();
-        node_gpus.insert(detail.job.job_id.clone(), per_node);
-    }
+    let node_gpus = multi_node_gpus(&jobs);
     let seen = node_gpus.values().flat_map(|nodes| nodes.values().flatten().copied()).max().unwrap_or(0);
     // Without the counts (the source failed) other tenants' GPUs look free, as before they existed.
     let busy: BusyCounts = busy.unwrap_or_default().into_iter().map(|busy| (busy.node, busy.gpus)).collect();
@@ -331,32 +300,36 @@ pub async fn grid_snapshot(
     Ok(grid)
 }
 
+/// What each multi-node job held on each of its nodes, as its details say: slurmdbd keeps only the
+/// job's total, which splits exactly when it divides evenly (`--gres=gpu:N` is per node).
+fn multi_node_gpus(jobs: &[wire::Job]) -> NodeGpus {
+    let mut node_gpus = NodeGpus::new();
+    for job in jobs.iter().filter(|job| job.alloc_nodes > 1) {
+        let hosts = hostlist::expand(&job.node_list);
+        let per_node = exact_gpus_per_node(job.alloc_gpus, hosts.len());
+        node_gpus
+            .insert(job.job_id.clone(), hosts.into_iter().map(|host| (host, per_node)).collect::<BTreeMap<_, _>>());
+    }
+    node_gpus
+}
+
 /// A job page's data.
-pub async fn job_view(
-    context: &WebContext,
-    headers: &HeaderMap,
-    cluster: Option<&str>,
-    job_id: &str,
-) -> Result<JobView, DataError> {
-    let detail = context.data.job(headers, cluster, job_id).await?;
+pub async fn job_view(data: &dyn PageData, cluster: Option<&str>, job_id: &str) -> Result<JobView, DataError> {
+    let detail = data.job(cluster, job_id).await?;
     // A report, logs or profile that fail degrade their section to "not available", not the page.
-    let (report, logs, profile) = futures::join!(
-        context.data.report(headers, cluster, job_id),
-        context.data.logs(headers, cluster, job_id),
-        context.data.profile(headers, cluster, job_id),
-    );
+    let (report, logs, profile) =
+        futures::join!(data.report(cluster, job_id), data.logs(cluster, job_id), data.profile(cluster, job_id));
     let view = JobView::new(detail, report.ok().flatten());
     Ok(view.with_signals(logs.ok().flatten(), profile.ok().flatten()))
 }
 
 /// The job list's rows for `query`, as the page shows them.
 pub async fn list_rows(
-    context: &WebContext,
-    headers: &HeaderMap,
+    data: &dyn PageData,
     query: &ListQuery,
     order: Option<(Column, bool)>,
 ) -> Result<Vec<wire::Job>, DataError> {
-    let page = context.data.jobs(headers, &query.api_query(chrono::Utc::now().timestamp())).await?;
+    let page = data.jobs(&query.api_query(chrono::Utc::now().timestamp())).await?;
     Ok(joblist::shown(page.items, query.search.as_deref(), order))
 }
 
@@ -386,9 +359,10 @@ async fn clusters_json(State(state): State<WebState>) -> axum::Json<Vec<String>>
     axum::Json(state.context.clusters())
 }
 
-async fn gantt_json(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+async fn gantt_json(State(state): State<WebState>, request: Parts, Query(pairs): Pairs) -> Response {
     let query = GanttQuery::from_lookup(lookup(&pairs));
-    match gantt_data(&state.context, &headers, &query).await {
+    let data = state.context.for_request(&request);
+    match gantt_data(&state.context, data.as_ref(), &query).await {
         // Briefly cacheable, so the page's preload of its first window is reused by its first fetch.
         Ok(data) => {
             let mut response = axum::Json(data).into_response();
@@ -399,38 +373,42 @@ async fn gantt_json(State(state): State<WebState>, headers: HeaderMap, Query(pai
     }
 }
 
-async fn gantt_svg(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+async fn gantt_svg(State(state): State<WebState>, request: Parts, Query(pairs): Pairs) -> Response {
     let query = GanttQuery::from_lookup(lookup(&pairs));
     let width = lookup(&pairs)("width").and_then(|w| w.parse::<f64>().ok()).unwrap_or(1200.0).clamp(400.0, 4000.0);
-    match gantt_data(&state.context, &headers, &query).await {
-        Ok(data) => no_store(
-            ([(header::CONTENT_TYPE, "image/svg+xml")], gantt::svg(&data, query.colour, width)).into_response(),
+    let data = state.context.for_request(&request);
+    match gantt_data(&state.context, data.as_ref(), &query).await {
+        Ok(gantt) => no_store(
+            ([(header::CONTENT_TYPE, "image/svg+xml")], gantt::svg(&gantt, query.colour, width)).into_response(),
         ),
         Err(error) => error.into_response(),
     }
 }
 
-async fn grid_json(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+async fn grid_json(State(state): State<WebState>, request: Parts, Query(pairs): Pairs) -> Response {
     let query = GridQuery::from_lookup(lookup(&pairs));
-    match grid_snapshot(&state.context, &headers, &query).await {
+    let data = state.context.for_request(&request);
+    match grid_snapshot(&state.context, data.as_ref(), &query).await {
         Ok(grid) => no_store(axum::Json(grid).into_response()),
         Err(error) => error.into_response(),
     }
 }
 
-async fn jobs_csv(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+async fn jobs_csv(State(state): State<WebState>, request: Parts, Query(pairs): Pairs) -> Response {
     let get = lookup(&pairs);
     let query = ListQuery::from_lookup(&get);
-    match list_rows(&state.context, &headers, &query, order_of(&get)).await {
+    let data = state.context.for_request(&request);
+    match list_rows(data.as_ref(), &query, order_of(&get)).await {
         Ok(rows) => download(joblist::to_csv(&rows), "text/csv; charset=utf-8", "jobs.csv"),
         Err(error) => error.into_response(),
     }
 }
 
-async fn jobs_export_json(State(state): State<WebState>, headers: HeaderMap, Query(pairs): Pairs) -> Response {
+async fn jobs_export_json(State(state): State<WebState>, request: Parts, Query(pairs): Pairs) -> Response {
     let get = lookup(&pairs);
     let query = ListQuery::from_lookup(&get);
-    match list_rows(&state.context, &headers, &query, order_of(&get)).await {
+    let data = state.context.for_request(&request);
+    match list_rows(data.as_ref(), &query, order_of(&get)).await {
         Ok(rows) => download(joblist::to_json(&rows), "application/json", "jobs.json"),
         Err(error) => error.into_response(),
     }

@@ -74,9 +74,9 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             if !config.clusters.contains(&cluster) {
                 config.clusters.push(cluster.clone());
             }
-            let state = crate::serve::app_state(&config)?;
+            let state = crate::serve::app(&config)?;
             let reader = state.readers().find(|reader| *reader.cluster() == cluster).context("cluster reader")?;
-            let store = state.store_handle();
+            let store = state.store();
             if let Some(store) = store {
                 store.migrate().await.context("applying migrations")?;
             }

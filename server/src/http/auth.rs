@@ -1,6 +1,6 @@
-//! Who is asking. One middleware decides it for every request, API and pages alike, and stamps the
-//! answer into a header of its own ([`VIEWER_HEADER`]) after removing any copy the client sent; the
-//! handlers (and the pages' data source, which sees headers only) read nothing else.
+//! Who is asking. One middleware decides it for every request, API and pages alike, and puts the
+//! answer into the request's extensions as a typed [`Viewer`]; the handlers and the pages read nothing
+//! else. A client cannot send an extension, so nothing it writes can pose as the decision.
 //!
 //! An identity comes from, in this order:
 //! 1. a personal token, `Authorization: Bearer slt_…`: looked up by its SHA-256, refused with 401 when
@@ -22,36 +22,12 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use serde::{Deserialize, Serialize};
 
-use super::{ApiError, AppState};
+use super::{ApiError, HttpState};
+use crate::app::{Identity, Viewer};
 use crate::config::AccessConfig;
 use crate::domain::token::{PREFIX, TokenSecret};
 use crate::store::tokens::TokenUse;
-
-/// The header this middleware writes; a client's own copy is always removed first.
-pub(crate) const VIEWER_HEADER: &str = "x-slurmlens-viewer";
-
-/// A signed-in viewer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Identity {
-    pub user: String,
-    /// From the proxy's groups header; tokens carry none.
-    pub groups: Vec<String>,
-    /// The personal token the request came with, if any.
-    pub token: Option<u64>,
-}
-
-impl Identity {
-    /// The identity stamped on this request, if any.
-    pub(crate) fn of(headers: &HeaderMap) -> Option<Self> {
-        serde_json::from_slice(headers.get(VIEWER_HEADER)?.as_bytes()).ok()
-    }
-
-    pub(crate) fn is_staff(&self, access: &AccessConfig) -> bool {
-        access.staff_users.contains(&self.user) || self.groups.iter().any(|group| access.staff_groups.contains(group))
-    }
-}
 
 /// Per-token request rate.
 pub(crate) struct TokenLimiter(DefaultKeyedRateLimiter<u64>);
@@ -69,19 +45,19 @@ impl TokenLimiter {
 }
 
 /// The middleware: resolves the identity, stamps it, and audits token use.
-pub(crate) async fn identify(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn identify(State(state): State<HttpState>, mut request: Request, next: Next) -> Response {
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0);
-    request.headers_mut().remove(VIEWER_HEADER);
+    request.extensions_mut().insert(Viewer::Anonymous);
     if let Some(token) = personal_token(request.headers()) {
         return match token {
             Ok(secret) => with_token(&state, peer, &secret, request, next).await,
             Err(message) => ApiError::Unauthorized(message.into()).into_response(),
         };
     }
-    let access = state.access();
+    let access = state.app.access();
     let trusted = peer.is_some_and(|peer| access.trusted_proxies.iter().any(|net| net.contains(peer.ip())));
     match proxy_identity(access, request.headers()) {
-        Some(identity) if trusted => stamp(request.headers_mut(), &identity),
+        Some(identity) if trusted => stamp(&mut request, identity),
         Some(_) => {
             tracing::warn!(?peer, "identity header from a peer not in trusted_proxies ignored");
             for name in [&access.user_header, &access.groups_header].into_iter().flatten() {
@@ -112,25 +88,21 @@ fn personal_token(headers: &HeaderMap) -> Option<Result<TokenSecret, &'static st
         .then(|| token.parse().map_err(|_| "malformed personal token: `slt_` followed by 64 hex digits"))
 }
 
-fn stamp(headers: &mut HeaderMap, identity: &Identity) {
-    match serde_json::to_string(identity).ok().and_then(|json| HeaderValue::from_str(&json).ok()) {
-        Some(value) => {
-            headers.insert(VIEWER_HEADER, value);
-        }
-        None => tracing::warn!(user = %identity.user, "user name is not plain ASCII; the request stays anonymous"),
-    }
+/// Marks the request as `identity`'s.
+fn stamp(request: &mut Request, identity: Identity) {
+    request.extensions_mut().insert(Viewer::Signed(identity));
 }
 
 async fn with_token(
-    state: &AppState,
+    state: &HttpState,
     peer: Option<SocketAddr>,
     secret: &TokenSecret,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let store = match state.store() {
+    let store = match state.app.require_store() {
         Ok(store) => store,
-        Err(error) => return error.into_response(),
+        Err(error) => return ApiError::from(error).into_response(),
     };
     let token = match store.token_by_hash(&secret.hash()).await {
         Ok(Some(token)) => token,
@@ -145,20 +117,17 @@ async fn with_token(
         ApiError::Unauthorized("this token expired".into()).into_response()
     } else if method != Method::GET && method != Method::HEAD {
         ApiError::Forbidden("tokens are read-only; sign in through the site to change anything".into()).into_response()
-    } else if let Err(wait) = state.token_limiter().check(token.id) {
+    } else if let Err(wait) = state.token_limiter.check(token.id) {
         let mut response = ApiError::RateLimited(format!(
             "over {} requests per minute for this token",
-            state.access().tokens.per_minute
+            state.app.access().tokens.per_minute
         ))
         .into_response();
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         response
     } else {
-        stamp(
-            request.headers_mut(),
-            &Identity { user: token.user_name.clone(), groups: Vec::new(), token: Some(token.id) },
-        );
+        stamp(&mut request, Identity { user: token.user_name.clone(), groups: Vec::new(), token: Some(token.id) });
         next.run(request).await
     };
     let peer = peer.map(|peer| peer.ip().to_string()).unwrap_or_default();

@@ -5,7 +5,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use slurmlens_wire::{ErrorBody, ErrorEnvelope};
 
+use crate::app::AppError;
 use crate::sources::slurmdbd::SlurmDbdError;
+use crate::store::StoreError;
 
 /// A failed request.
 #[derive(Debug)]
@@ -36,31 +38,27 @@ impl ApiError {
     }
 }
 
+impl From<AppError> for ApiError {
+    fn from(error: AppError) -> Self {
+        match error {
+            AppError::Invalid { parameter, message } => Self::InvalidParameter { parameter, message },
+            AppError::Unauthorized(message) => Self::Unauthorized(message),
+            AppError::NotFound(message) => Self::NotFound(message),
+            AppError::Unavailable { service, cause } => Self::Unavailable { source: service, cause },
+            AppError::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
 impl From<SlurmDbdError> for ApiError {
     fn from(error: SlurmDbdError) -> Self {
-        match error {
-            SlurmDbdError::Unavailable(cause) => Self::Unavailable { source: "slurmdbd", cause },
-            SlurmDbdError::Schema(cause) => Self::Internal(format!("slurmdbd: {cause}")),
-        }
+        AppError::from(error).into()
     }
 }
 
-impl From<crate::store::StoreError> for ApiError {
-    fn from(error: crate::store::StoreError) -> Self {
-        match error {
-            crate::store::StoreError::Unavailable(cause) => Self::Unavailable { source: "slurmlens database", cause },
-            crate::store::StoreError::Query(cause) => Self::Internal(format!("store: {cause}")),
-        }
-    }
-}
-
-impl From<crate::reports::ReportError> for ApiError {
-    fn from(error: crate::reports::ReportError) -> Self {
-        match error {
-            crate::reports::ReportError::SlurmDbd(error) => error.into(),
-            crate::reports::ReportError::Store(error) => error.into(),
-            crate::reports::ReportError::Encode(cause) => Self::Internal(cause),
-        }
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        AppError::from(error).into()
     }
 }
 

@@ -2,27 +2,22 @@
 //! secret, validated field by field, stored idempotently (a replayed record changes nothing).
 //! `GET /api/v1/jobs/{job_id}/gpus`: what was recorded for one job, for viewers who may see the job.
 
-use axum::Json;
 use axum::body::Body;
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use axum::{Extension, Json};
 use slurmlens_wire as wire;
 
-use super::AppStateExtractor;
+use super::HttpState;
 use super::error::ApiError;
 use super::params::{Params, QueryPairs, pairs};
+use crate::app::{App, Viewer};
 use crate::config::IngestConfig;
 use crate::domain::cluster::ClusterName;
-use crate::domain::gpu::{GpuAllocation, GpuRef};
 
 /// Largest body accepted: a spool delivery sends at most a few hundred records per request.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
-/// Most records in one request.
-pub const MAX_RECORDS: usize = 1000;
-/// Most GPUs one node can report for one job.
-const MAX_GPUS_PER_RECORD: usize = 64;
 /// Shortest secret accepted in the configuration.
 const MIN_SECRET_LEN: usize = 16;
 
@@ -84,7 +79,7 @@ fn unauthorized(message: &str) -> Response {
 
 /// Answers an ingest request: the cluster named by the bearer secret (else the 401), then `ingest`'s
 /// receipt as JSON or its error envelope.
-pub(crate) async fn answer_authenticated<T, F>(state: &AppStateExtractor, headers: &HeaderMap, ingest: F) -> Response
+pub(crate) async fn answer_authenticated<T, F>(state: &HttpState, headers: &HeaderMap, ingest: F) -> Response
 where
     T: serde::Serialize,
     F: AsyncFnOnce(ClusterName) -> Result<T, ApiError>,
@@ -100,10 +95,7 @@ where
 }
 
 /// The cluster whose ingest secret the request's `Authorization: Bearer` carries, or the 401 to answer.
-pub(crate) fn authenticated_cluster(
-    state: &AppStateExtractor,
-    headers: &HeaderMap,
-) -> Result<ClusterName, Box<Response>> {
+pub(crate) fn authenticated_cluster(state: &HttpState, headers: &HeaderMap) -> Result<ClusterName, Box<Response>> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -113,7 +105,7 @@ pub(crate) fn authenticated_cluster(
     let Some(token) = token else {
         return Err(Box::new(unauthorized("send `Authorization: Bearer <the cluster's ingest secret>`")));
     };
-    let Some(cluster) = state.ingest_secrets().cluster_for(token.as_bytes()).cloned() else {
+    let Some(cluster) = state.ingest.cluster_for(token.as_bytes()).cloned() else {
         return Err(Box::new(unauthorized("the ingest secret is not valid for any cluster")));
     };
     Ok(cluster)
@@ -140,15 +132,16 @@ pub(crate) fn authenticated_cluster(
     ),
     security(("ingest_secret" = [])),
 )]
-pub async fn post_gpu_allocations(state: AppStateExtractor, headers: HeaderMap, body: Body) -> Response {
-    answer_authenticated(&state, &headers, async |cluster| ingest(&state, &cluster, body).await).await
+pub async fn post_gpu_allocations(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+    answer_authenticated(&state, &headers, async |cluster| {
+        let batch = decode_batch(body).await?;
+        Ok(state.app().ingest_gpu_allocations(&cluster, &batch).await?)
+    })
+    .await
 }
 
-async fn ingest(
-    state: &AppStateExtractor,
-    cluster: &ClusterName,
-    body: Body,
-) -> Result<wire::GpuAllocationReceipt, ApiError> {
+/// The body as a batch of GPU records, or a 400 naming the first field that is not.
+async fn decode_batch(body: Body) -> Result<wire::GpuAllocationBatch, ApiError> {
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|_| ApiError::invalid("body", format!("the body is larger than {MAX_BODY_BYTES} bytes")))?;
@@ -159,141 +152,7 @@ async fn ingest(
         ApiError::invalid(&field, format!("not a GPU allocation batch: {}", e.inner()))
     })?;
     deserializer.end().map_err(|e| ApiError::invalid("body", format!("text after the JSON document: {e}")))?;
-    if batch.records.is_empty() || batch.records.len() > MAX_RECORDS {
-        return Err(ApiError::invalid("records", format!("send 1 to {MAX_RECORDS} records")));
-    }
-    let now = Utc::now();
-    let mut allocations = Vec::new();
-    let mut ends = Vec::new();
-    for (at, record) in batch.records.iter().enumerate() {
-        let field = |name: &str| format!("records[{at}].{name}");
-        allocations.extend(validate_record(record, cluster, now, &field)?);
-        if record.event == wire::GpuAllocationEvent::End {
-            ends.push((record.job_id, record.at));
-        }
-    }
-    store_allocations(state, cluster, &allocations, &ends).await?;
-    Ok(wire::GpuAllocationReceipt { accepted: batch.records.len() as u64 })
-}
-
-/// Validates one record of `cluster` received at `now`: its rows, one per GPU, or a 400 whose parameter
-/// `field` names (the JSON batch says `records[3].gpus`; the OTLP logs path names the attribute).
-pub(crate) fn validate_record(
-    record: &wire::GpuAllocationRecord,
-    cluster: &ClusterName,
-    now: DateTime<Utc>,
-    field: &dyn Fn(&str) -> String,
-) -> Result<Vec<GpuAllocation>, ApiError> {
-    if record.cluster != cluster.as_str() {
-        return Err(ApiError::invalid(
-            &field("cluster"),
-            format!("`{}` is not the cluster this secret belongs to (`{cluster}`)", record.cluster),
-        ));
-    }
-    let mut allocations = Vec::with_capacity(record.gpus.len());
-    parse_allocations(record, now, field, &mut allocations)?;
-    Ok(allocations)
-}
-
-/// Stores validated rows idempotently, then marks the jobs whose end was reported (`(job_id, at)`) and
-/// schedules the archive of their reports.
-pub(crate) async fn store_allocations(
-    state: &AppStateExtractor,
-    cluster: &ClusterName,
-    allocations: &[GpuAllocation],
-    ends: &[(u32, DateTime<Utc>)],
-) -> Result<(), ApiError> {
-    let store = state.store()?;
-    if !allocations.is_empty() {
-        store.upsert_gpu_allocations(cluster, allocations).await?;
-    }
-    for (job_id, at) in ends {
-        store.end_job(cluster, *job_id, *at).await?;
-        crate::reports::schedule_archive(state.0.clone(), cluster.clone(), *job_id);
-    }
-    Ok(())
-}
-
-/// One record → one [`GpuAllocation`] per GPU, or a 400 naming the field at fault.
-fn parse_allocations(
-    record: &wire::GpuAllocationRecord,
-    now: DateTime<Utc>,
-    field: &dyn Fn(&str) -> String,
-    out: &mut Vec<GpuAllocation>,
-) -> Result<(), ApiError> {
-    if !is_node_name(&record.node) {
-        return Err(ApiError::invalid(&field("node"), format!("`{}` is not a Slurm node name", record.node)));
-    }
-    if record.job_id == 0 {
-        return Err(ApiError::invalid(&field("job_id"), "job ids start at 1"));
-    }
-    if !is_step_name(&record.step) {
-        return Err(ApiError::invalid(
-            &field("step"),
-            format!("`{}` is not a step: `job`, `batch`, `extern`, `interactive` or a number", record.step),
-        ));
-    }
-    let earliest = Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).single().unwrap_or(now);
-    if record.at < earliest || record.at > now + Duration::days(1) {
-        return Err(ApiError::invalid(&field("at"), format!("{} is not a plausible time", record.at.to_rfc3339())));
-    }
-    if record.gpus.is_empty() || record.gpus.len() > MAX_GPUS_PER_RECORD {
-        return Err(ApiError::invalid(&field("gpus"), format!("send 1 to {MAX_GPUS_PER_RECORD} GPUs")));
-    }
-    if let Some(path) = &record.cgroup_path
-        && !is_cgroup_path(path)
-    {
-        return Err(ApiError::invalid(&field("cgroup_path"), "not an absolute cgroup path (at most 1024 characters)"));
-    }
-    let mut seen = Vec::new();
-    for (at, gpu) in record.gpus.iter().enumerate() {
-        if seen.contains(&gpu.index) {
-            return Err(ApiError::invalid(&field(&format!("gpus[{at}].index")), format!("GPU {} twice", gpu.index)));
-        }
-        seen.push(gpu.index);
-        if let Some(uuid) = &gpu.uuid
-            && !is_gpu_uuid(uuid)
-        {
-            return Err(ApiError::invalid(&field(&format!("gpus[{at}].uuid")), format!("`{uuid}` is not a GPU UUID")));
-        }
-        let ended_at = (record.event == wire::GpuAllocationEvent::End).then_some(record.at);
-        out.push(GpuAllocation {
-            job_id: record.job_id,
-            step: record.step.clone(),
-            gpu: GpuRef { node: record.node.clone(), index: gpu.index },
-            uuid: gpu.uuid.clone(),
-            cgroup_path: record.cgroup_path.clone(),
-            first_seen: record.at,
-            last_seen: record.at,
-            ended_at,
-        });
-    }
-    Ok(())
-}
-
-/// Slurm node names as sites write them: letters, digits, `-`, `_`, `.`; a letter or digit first.
-pub(crate) fn is_node_name(name: &str) -> bool {
-    (1..=128).contains(&name.len())
-        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-fn is_step_name(step: &str) -> bool {
-    matches!(step, "job" | "batch" | "extern" | "interactive") || (step.len() <= 10 && step.parse::<u32>().is_ok())
-}
-
-/// `GPU-5c3d…` or `MIG-…` (older drivers: `MIG-GPU-…/1/0`).
-fn is_gpu_uuid(uuid: &str) -> bool {
-    (uuid.starts_with("GPU-") || uuid.starts_with("MIG-"))
-        && uuid.len() <= 64
-        && uuid.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'/'))
-}
-
-fn is_cgroup_path(path: &str) -> bool {
-    path.starts_with('/')
-        && path.len() <= 1024
-        && !path.chars().any(char::is_control)
-        && !path.split('/').any(|segment| segment == "..")
+    Ok(batch)
 }
 
 /// `GET /api/v1/jobs/{job_id}/gpus?cluster=`: the GPUs recorded for a job the viewer may see.
@@ -318,33 +177,13 @@ fn is_cgroup_path(path: &str) -> bool {
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn job_gpus(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     Path(job_id): Path<String>,
     query: QueryPairs,
 ) -> Result<Json<wire::JobGpus>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
-    let (record, _steps) = state.visible_job(&headers, reader, &job_id).await?;
-    let job_id_raw = record.identity.id_job;
-    let allocations = state.store()?.gpu_allocations(reader.cluster(), job_id_raw).await?;
-    Ok(Json(wire::JobGpus {
-        cluster: reader.cluster().to_string(),
-        job_id: job_id_raw,
-        gpus: allocations
-            .into_iter()
-            .map(|allocation| wire::JobGpu {
-                node: allocation.gpu.node,
-                index: allocation.gpu.index,
-                step: allocation.step,
-                uuid: allocation.uuid,
-                cgroup_path: allocation.cgroup_path,
-                first_seen: allocation.first_seen,
-                last_seen: allocation.last_seen,
-                ended_at: allocation.ended_at,
-            })
-            .collect(),
-    }))
+    Ok(Json(app.job_gpus(&viewer, params.text("cluster"), &job_id).await?))
 }
 
 #[cfg(test)]
@@ -374,20 +213,5 @@ mod tests {
         assert!(IngestSecrets::from_config(&config(&[("other", "lab-secret-0123456789")]), &clusters).is_err());
         let shared = config(&[("lab", "same-secret-0123456789"), ("sakura", "same-secret-0123456789")]);
         assert!(IngestSecrets::from_config(&shared, &clusters).is_err());
-    }
-
-    #[test]
-    fn knows_slurm_names() {
-        assert!(is_node_name("gpu-001.rack2_a"));
-        assert!(!is_node_name("-n1"));
-        assert!(!is_node_name("n1;drop"));
-        assert!(!is_node_name(""));
-        assert!(is_step_name("job") && is_step_name("0") && is_step_name("batch"));
-        assert!(!is_step_name("-1") && !is_step_name("x"));
-        assert!(is_gpu_uuid("GPU-5c3d9f2e-8a1b-4c6d-9e0f-123456789abc"));
-        assert!(!is_gpu_uuid("GPU-<script>"));
-        assert!(is_cgroup_path("/slurm_n1/uid_1001/job_7"));
-        assert!(!is_cgroup_path("/slurm/../etc"));
-        assert!(!is_cgroup_path("relative"));
     }
 }

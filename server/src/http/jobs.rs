@@ -1,25 +1,32 @@
 //! `/api/v1/jobs` and `/api/v1/health`.
 
-use axum::Json;
-use axum::extract::Path;
-use axum::http::HeaderMap;
-use chrono::{Duration, Utc};
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
 use slurmlens_wire as wire;
 
 use super::error::ApiError;
 use super::params::{Params, QueryPairs, pairs};
-use super::{AppStateExtractor, wire_map};
-use crate::domain::ids::JobSelector;
-use crate::domain::job::{JobCursor, JobFilter, TimeWindow};
-use crate::domain::state::StateFilter;
+use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE};
+use crate::app::report::DEFAULT_POINTS;
+use crate::app::{App, Viewer};
+use crate::domain::job::JobFilter;
 
-/// Largest page a client may ask for.
-pub const MAX_PAGE: u64 = 5000;
-const DEFAULT_PAGE: u64 = 500;
-
-fn now_epoch() -> u64 {
-    u64::try_from(Utc::now().timestamp()).unwrap_or(0)
-}
+/// The parameters `GET /api/v1/jobs` takes.
+const LIST_PARAMETERS: [&str; 13] = [
+    "cluster",
+    "start",
+    "end",
+    "user",
+    "account",
+    "partition",
+    "state",
+    "node",
+    "min_gpus",
+    "max_gpus",
+    "limit",
+    "cursor",
+    "blame",
+];
 
 /// `GET /api/v1/health`: 200 when slurmdbd's database answers, 503 otherwise.
 #[utoipa::path(
@@ -35,8 +42,8 @@ fn now_epoch() -> u64 {
     ),
     security(()),
 )]
-pub async fn health(state: AppStateExtractor) -> Result<Json<wire::Health>, ApiError> {
-    state.slurmdbd(None)?.ping().await?;
+pub async fn health(State(app): State<App>) -> Result<Json<wire::Health>, ApiError> {
+    app.cluster(None)?.ping().await?;
     Ok(Json(wire::Health { status: "ok".into(), slurmdbd: "ok".into() }))
 }
 
@@ -74,87 +81,32 @@ pub async fn health(state: AppStateExtractor) -> Result<Json<wire::Health>, ApiE
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn list(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     query: QueryPairs,
 ) -> Result<Json<wire::Page<wire::Job>>, ApiError> {
-    let params = Params::new(
-        pairs(query)?,
-        &[
-            "cluster",
-            "start",
-            "end",
-            "user",
-            "account",
-            "partition",
-            "state",
-            "node",
-            "min_gpus",
-            "max_gpus",
-            "limit",
-            "cursor",
-            "blame",
-        ],
-    )?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
-    let blame = params.list("blame");
-    if let Some(bad) = blame.iter().find(|word| !["infrastructure", "application", "unknown"].contains(&word.as_str()))
-    {
-        return Err(ApiError::invalid("blame", format!("`{bad}` is not infrastructure, application or unknown")));
-    }
-    let end = params.time("end")?.unwrap_or_else(Utc::now);
-    let start = params.time("start")?.unwrap_or(end - Duration::hours(24));
-    let window = TimeWindow::new(start, end).map_err(|e| ApiError::invalid("start", e.to_string()))?;
-    let states = params
-        .list("state")
-        .iter()
-        .map(|name| name.parse::<StateFilter>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ApiError::invalid("state", e.to_string()))?;
+    let params = Params::new(pairs(query)?, &LIST_PARAMETERS)?;
+    Ok(Json(app.list_jobs(&viewer, &jobs_query(&app, &params)?).await?))
+}
+
+/// The listing's query string, parsed (the cluster is checked first, as every endpoint does).
+fn jobs_query(app: &App, params: &Params) -> Result<JobsQuery, ApiError> {
+    app.cluster(params.text("cluster"))?;
+    let blame = JobsQuery::blame(params.list("blame"))?;
+    let end = params.time("end")?;
+    let window = JobsQuery::window(params.time("start")?, end)?;
     let filter = JobFilter {
         users: params.list("user"),
         accounts: params.list("account"),
         partitions: params.list("partition"),
-        states,
+        states: JobsQuery::states(&params.list("state"))?,
         node: params.text("node").map(String::from),
         min_gpus: params.number("min_gpus", 0, u64::from(u32::MAX))?,
         max_gpus: params.number("max_gpus", 0, u64::from(u32::MAX))?,
     };
-    let limit = params.number("limit", 1, MAX_PAGE)?.unwrap_or(DEFAULT_PAGE) as usize;
-    let cursor = params
-        .text("cursor")
-        .map(JobCursor::decode)
-        .transpose()
-        .map_err(|e| ApiError::invalid("cursor", e.to_string()))?;
-    let scope = state.viewer(&headers, reader).await?;
-    let catalog = reader.tres_catalog().await?;
-    let (records, next) = reader.jobs_in_window(&scope, window, &filter, &catalog, cursor, limit).await?;
-    let now = now_epoch();
-    let cluster = reader.cluster().as_str();
-    let mut items: Vec<wire::Job> =
-        records.iter().map(|record| wire_map::job(record, &catalog, cluster, now)).collect();
-    // Efficiency and blame from archived reports; without our store the listing is Slurm's facts alone.
-    if let Some(store) = state.store_handle() {
-        let keys: Vec<(u32, u64)> = records.iter().map(|r| (r.identity.id_job, r.time_submit)).collect();
-        match store.digests_among(reader.cluster(), &keys).await {
-            Ok(found) => {
-                for (item, key) in items.iter_mut().zip(&keys) {
-                    if let Some(digest) = found.get(key) {
-                        item.mean_gpu_util = digest.mean_gpu_util;
-                        item.mean_tensor_active = digest.mean_tensor_active;
-                        item.blame = digest.blame.clone().or(item.blame.take());
-                    }
-                }
-            }
-            Err(error) => tracing::warn!(%error, "archived reports unavailable; listing without them"),
-        }
-    }
-    // `blame=` filters what the page holds (the verdict lives in our store, not in slurmdbd's rows):
-    // a page may then hold fewer than `limit` jobs; the cursor still walks the whole window.
-    if !blame.is_empty() {
-        items.retain(|item| item.blame.as_ref().is_some_and(|b| blame.contains(b)));
-    }
-    Ok(Json(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) }))
+    let limit = params.number("limit", 1, MAX_PAGE as u64)?.map_or(DEFAULT_PAGE, |limit| limit as usize);
+    let cursor = JobsQuery::cursor(params.text("cursor"))?;
+    Ok(JobsQuery { cluster: params.text("cluster").map(String::from), window, filter, limit, cursor, blame })
 }
 
 /// `GET /api/v1/jobs/{job_id}`: `123`, `123_4` or `8+1`, with steps and per-node allocation.
@@ -179,16 +131,13 @@ pub async fn list(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn show(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     Path(job_id): Path<String>,
     query: QueryPairs,
 ) -> Result<Json<wire::JobDetail>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
-    let catalog = reader.tres_catalog().await?;
-    let (record, steps) = state.visible_job(&headers, reader, &job_id).await?;
-    Ok(Json(wire_map::job_detail(&record, &steps, &catalog, reader.cluster().as_str(), now_epoch())))
+    Ok(Json(app.show_job(&viewer, params.text("cluster"), &job_id).await?))
 }
 
 /// `GET /api/v1/jobs/{job_id}/report?points=`: GPU and network use with verdicts; live while the job runs,
@@ -218,19 +167,13 @@ pub async fn show(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn report(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     Path(job_id): Path<String>,
     query: QueryPairs,
 ) -> Result<Json<wire::JobReport>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster", "points"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
-    let selector: JobSelector =
-        job_id.parse().map_err(|e: crate::domain::ids::BadJobId| ApiError::invalid("job_id", e.to_string()))?;
-    let points = params.number("points", 2, 2000)?.map_or(crate::reports::DEFAULT_POINTS, |points| points as usize);
-    let scope = state.viewer(&headers, reader).await?;
-    match state.reporter().report(reader, &scope, selector, points).await? {
-        Some(report) => Ok(Json(report)),
-        None => Err(ApiError::NotFound(format!("no job {job_id}"))),
-    }
+    app.cluster(params.text("cluster"))?;
+    let points = params.number("points", 2, 2000)?.map_or(DEFAULT_POINTS, |points| points as usize);
+    Ok(Json(app.job_report(&viewer, params.text("cluster"), &job_id, points).await?))
 }

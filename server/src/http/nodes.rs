@@ -1,23 +1,15 @@
 //! `/api/v1/nodes`, `/api/v1/node_events`, `/api/v1/gpus/values`, `/api/v1/gpus/busy` and
 //! `/api/v1/gpus/held`.
 
-use std::collections::BTreeMap;
-
-use axum::Json;
-use axum::http::HeaderMap;
-use chrono::{DateTime, Duration, Utc};
+use axum::extract::State;
+use axum::{Extension, Json};
+use chrono::Utc;
 use slurmlens_wire as wire;
 
 use super::error::ApiError;
 use super::params::{Params, QueryPairs, pairs};
-use super::{AppState, AppStateExtractor, wire_map};
-use crate::domain::gpu::GpuRef;
-use crate::domain::job::{TimeWindow, exact_gpus_per_node};
-use crate::domain::report::HeldJob;
-use crate::domain::scope::ViewerScope;
-use crate::domain::tres::TresCatalog;
-use crate::reports::GpuScope;
-use crate::sources::slurmdbd::SlurmDbd;
+use crate::app::gpus::DEFAULT_METRIC;
+use crate::app::{App, Viewer};
 
 /// `GET /api/v1/nodes`: every node with its current state. Node names and states are not
 /// per-tenant data, so every viewer sees them (jobs on them stay scoped).
@@ -40,16 +32,12 @@ use crate::sources::slurmdbd::SlurmDbd;
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn list(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     query: QueryPairs,
 ) -> Result<Json<Vec<wire::Node>>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
-    state.viewer(&headers, reader).await?;
-    let catalog = reader.tres_catalog().await?;
-    let nodes = reader.nodes(&catalog).await?;
-    Ok(Json(nodes.iter().map(wire_map::node).collect()))
+    Ok(Json(app.list_nodes(&viewer, params.text("cluster")).await?))
 }
 
 /// `GET /api/v1/node_events`: drains, downs and failures overlapping `[start, end)` (default: 7 days).
@@ -75,18 +63,15 @@ pub async fn list(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn events(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     query: QueryPairs,
 ) -> Result<Json<Vec<wire::NodeEvent>>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster", "start", "end", "node"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
-    state.viewer(&headers, reader).await?;
-    let end = params.time("end")?.unwrap_or_else(Utc::now);
-    let start = params.time("start")?.unwrap_or(end - Duration::days(7));
-    let window = TimeWindow::new(start, end).map_err(|e| ApiError::invalid("start", e.to_string()))?;
-    let events = reader.node_events(window, params.text("node")).await?;
-    Ok(Json(events.iter().map(wire_map::node_event).collect()))
+    app.cluster(params.text("cluster"))?;
+    let end = params.time("end")?;
+    let window = (params.time("start")?, end);
+    Ok(Json(app.node_events(&viewer, params.text("cluster"), window, params.text("node")).await?))
 }
 
 /// `GET /api/v1/gpus/values?metric=&at=`: one metric (`gpu_util`, `tensor_active`, `fb_used`, `power`,
@@ -117,71 +102,15 @@ pub async fn events(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn gpu_values(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     query: QueryPairs,
 ) -> Result<Json<wire::GpuValues>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster", "metric", "at"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
+    app.cluster(params.text("cluster"))?;
     let at = params.time("at")?.unwrap_or_else(Utc::now);
-    let metric = params.text("metric").unwrap_or("gpu_util");
-    let reporter = state.reporter();
-    let known = reporter.gpu_value_metrics();
-    if !known.iter().any(|(key, _)| key == metric) {
-        let names: Vec<&str> = known.iter().map(|(key, _)| key.as_str()).collect();
-        return Err(ApiError::invalid("metric", format!("unknown metric `{metric}`; one of {}", names.join(", "))));
-    }
-    let scope = state.viewer(&headers, reader).await?;
-    let catalog = reader.tres_catalog().await?;
-    let gpus = match &scope {
-        ViewerScope::Nobody => return Err(ApiError::Unauthorized("sign in to see GPU readings".into())),
-        ViewerScope::Staff => {
-            GpuScope::Nodes(reader.nodes(&catalog).await?.iter().map(|node| wire_map::node(node).node).collect())
-        }
-        ViewerScope::User { .. } => GpuScope::Jobs(held_jobs(&state, reader, &scope, &catalog, at).await?),
-    };
-    let values = reporter.gpu_values(&gpus, metric, at).await;
-    values.map(Json).ok_or_else(|| ApiError::invalid("metric", format!("unknown metric `{metric}`")))
-}
-
-/// The jobs `scope` may see running at `at`, with the GPU indices the plugin recorded for them. Without
-/// slurmlens's database (or while it fails) they have no records: only nodes held whole then count.
-async fn held_jobs(
-    state: &AppState,
-    reader: &SlurmDbd,
-    scope: &ViewerScope,
-    catalog: &TresCatalog,
-    at: DateTime<Utc>,
-) -> Result<Vec<HeldJob>, ApiError> {
-    let running = reader.running_at(scope, moment(at)?, catalog).await?;
-    let job_ids: Vec<u32> = running.iter().map(|job| job.identity.id_job).collect();
-    let mut recorded: BTreeMap<u32, Vec<GpuRef>> = BTreeMap::new();
-    if let Some(store) = state.store_handle() {
-        match store.gpu_indices_among(reader.cluster(), &job_ids).await {
-            Ok(held) => {
-                for (job_id, node, index) in held {
-                    recorded.entry(job_id).or_default().push(GpuRef { node, index });
-                }
-            }
-            Err(error) => tracing::warn!(%error, "GPU records unavailable; readings only for nodes held whole"),
-        }
-    }
-    Ok(running
-        .iter()
-        .map(|job| {
-            let nodes = job.nodes.hosts().to_vec();
-            HeldJob {
-                gpus_per_node: exact_gpus_per_node(catalog.gpus(&job.tres_alloc), nodes.len()),
-                nodes,
-                recorded: recorded.remove(&job.identity.id_job).unwrap_or_default(),
-            }
-        })
-        .collect())
-}
-
-/// The window `[at, at + 1 s)` the running-at queries take.
-fn moment(at: DateTime<Utc>) -> Result<TimeWindow, ApiError> {
-    TimeWindow::new(at, at + Duration::seconds(1)).map_err(|e| ApiError::invalid("at", e.to_string()))
+    let metric = params.text("metric").unwrap_or(DEFAULT_METRIC);
+    Ok(Json(app.gpu_values(&viewer, params.text("cluster"), metric, at).await?))
 }
 
 /// `GET /api/v1/gpus/busy?at=`: per node, how many GPUs jobs the viewer may *not* see held at `at`
@@ -208,20 +137,14 @@ fn moment(at: DateTime<Utc>) -> Result<TimeWindow, ApiError> {
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn busy_gpus(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     query: QueryPairs,
 ) -> Result<Json<Vec<wire::BusyGpus>>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster", "at"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
+    app.cluster(params.text("cluster"))?;
     let at = params.time("at")?.unwrap_or_else(Utc::now);
-    let scope = state.viewer(&headers, reader).await?;
-    if matches!(scope, ViewerScope::Staff | ViewerScope::Nobody) {
-        return Ok(Json(Vec::new()));
-    }
-    let catalog = reader.tres_catalog().await?;
-    let busy = reader.busy_gpus(&scope, moment(at)?, &catalog).await?;
-    Ok(Json(busy.into_iter().map(|(node, gpus)| wire::BusyGpus { node, gpus }).collect()))
+    Ok(Json(app.busy_gpus(&viewer, params.text("cluster"), at).await?))
 }
 
 /// `GET /api/v1/gpus/held?at=`: the GPU indices the Slurm plugin recorded for the jobs running at `at`
@@ -246,17 +169,12 @@ pub async fn busy_gpus(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn held_gpus(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     query: QueryPairs,
 ) -> Result<Json<Vec<wire::HeldGpu>>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster", "at"])?;
-    let reader = state.slurmdbd(params.text("cluster"))?;
+    app.cluster(params.text("cluster"))?;
     let at = params.time("at")?.unwrap_or_else(Utc::now);
-    let scope = state.viewer(&headers, reader).await?;
-    let catalog = reader.tres_catalog().await?;
-    let running: Vec<u32> =
-        reader.running_at(&scope, moment(at)?, &catalog).await?.iter().map(|job| job.identity.id_job).collect();
-    let held = state.store()?.gpu_indices_among(reader.cluster(), &running).await?;
-    Ok(Json(held.into_iter().map(|(job_id, node, gpu)| wire::HeldGpu { job_id, node, gpu }).collect()))
+    Ok(Json(app.held_gpus(&viewer, params.text("cluster"), at).await?))
 }

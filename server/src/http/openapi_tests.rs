@@ -113,7 +113,7 @@ fn app() -> axum::Router {
     config.ingest = IngestConfig {
         secrets: [(config.clusters[0].as_str().to_string(), IngestSecret(INGEST_SECRET.into()))].into(),
     };
-    super::router(crate::serve::app_state(&config).expect("the test configuration is valid"))
+    super::router(crate::serve::http_state(&config).expect("the test configuration is valid"))
 }
 
 /// Each documented operation reaches its handler (not the "no such route" fallback, not a 405), and

@@ -7,6 +7,7 @@
 use std::io::Read;
 
 use axum::body::Body;
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -15,18 +16,19 @@ use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, 
 use prost::Message;
 use slurmlens_wire as wire;
 
-use super::AppStateExtractor;
+use super::HttpState;
 use super::error::ApiError;
-use super::ingest::{authenticated_cluster, store_allocations, validate_record};
+use super::ingest::authenticated_cluster;
 use super::otlp_map::{self, Position};
-use super::traces::{store_summaries, validate_records};
+use crate::app::ingest::{MAX_TRACE_RECORDS, validate_record, validate_records};
+use crate::app::{App, AppError};
 use crate::domain::cluster::ClusterName;
 
 /// Largest body accepted, before and after gzip: the trace endpoint's limit.
 pub const MAX_OTLP_BODY_BYTES: usize = super::traces::MAX_TRACE_BODY_BYTES;
 /// Most log records in one request: the trace endpoint's limit (set the Collector's batch processor
 /// `send_batch_max_size` at or below it).
-pub const MAX_OTLP_LOG_RECORDS: usize = super::traces::MAX_TRACE_RECORDS;
+pub const MAX_OTLP_LOG_RECORDS: usize = MAX_TRACE_RECORDS;
 /// Refusals spelled out in `errorMessage`; the count covers them all.
 const REASONS_SHOWN: usize = 20;
 
@@ -203,7 +205,7 @@ impl LogsOutcome {
     ),
     security(("ingest_secret" = [])),
 )]
-pub async fn post_logs(state: AppStateExtractor, headers: HeaderMap, body: Body) -> Response {
+pub async fn post_logs(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
     let cluster = match authenticated_cluster(&state, &headers) {
         Ok(cluster) => cluster,
         Err(response) => return *response,
@@ -219,7 +221,7 @@ pub async fn post_logs(state: AppStateExtractor, headers: HeaderMap, body: Body)
         Ok(decoded) => decoded,
         Err(error) => return error.into_response(),
     };
-    match ingest_logs(&state, &cluster, &request).await {
+    match ingest_logs(state.app(), &cluster, &request).await {
         Ok(outcome) => outcome.into_response(encoding),
         Err(error) => error.into_response(),
     }
@@ -227,7 +229,7 @@ pub async fn post_logs(state: AppStateExtractor, headers: HeaderMap, body: Body)
 
 /// Maps the request's records and hands each kind to its JSON endpoint's validation and storage.
 async fn ingest_logs(
-    state: &AppStateExtractor,
+    app: &App,
     cluster: &ClusterName,
     request: &ExportLogsServiceRequest,
 ) -> Result<LogsOutcome, ApiError> {
@@ -252,14 +254,14 @@ async fn ingest_logs(
                     ends.push((record.job_id, record.at));
                 }
             }
-            Err(ApiError::InvalidParameter { parameter, message }) => {
+            Err(AppError::Invalid { parameter, message }) => {
                 outcome.rejected.push((*position, format!("{parameter}: {message}")));
             }
-            Err(other) => return Err(other),
+            Err(other) => return Err(other.into()),
         }
     }
     if !allocations.is_empty() || !ends.is_empty() {
-        store_allocations(state, cluster, &allocations, &ends).await?;
+        app.store_allocations(cluster, &allocations, &ends).await?;
     }
 
     for (node, records) in mapped.traces {
@@ -272,7 +274,7 @@ async fn ingest_logs(
             outcome.rejected.push((position, otlp_map::trace_reason(&refusal.reason)));
         }
         if !summaries.is_empty() {
-            store_summaries(state, cluster, &node, summaries, Vec::new()).await?;
+            app.store_summaries(cluster, &node, summaries, Vec::new()).await?;
         }
     }
     outcome.rejected.sort_by_key(|(position, _)| *position);

@@ -14,7 +14,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use slurmlens_wire as wire;
 
-use super::ingest::is_node_name;
+use crate::app::ingest::is_node_name;
 
 /// `event.name` of a trace summary (`POST /api/v1/traces`'s record).
 pub const TRACE_SUMMARY_EVENT: &str = "slurmlens.trace_summary";

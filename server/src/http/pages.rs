@@ -1,211 +1,163 @@
-//! The web pages' data source: implements [`WebData`] by calling the API's own handlers in process,
-//! so a page shows exactly what `/api/v1` would answer the same request (same viewer, same scope,
-//! same errors), and mounts the pages' router (`slurmlens_web::server::routes`).
+//! The web pages' data source: the server's [`WebData`], which binds each page request to the viewer
+//! the sign-in layer found on it and reads through the same application calls as `/api/v1`, so a
+//! page shows exactly what the API answers the same person. Mounts the pages' router.
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use chrono::{DateTime, Utc};
 use slurmlens_web::api::DataError;
 use slurmlens_web::query::JobQuery;
-use slurmlens_web::server::{DataFuture, WebData, WebOptions};
+use slurmlens_web::server::{DataFuture, PageData, WebData, WebOptions};
 use slurmlens_wire as wire;
 
-use super::{ApiError, AppState, jobs, nodes, signals};
+use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE, split_list};
+use crate::app::{App, AppError, Viewer};
+use crate::domain::job::JobFilter;
 
-/// The pages' router over `state`, served with `options` (site root, topology).
-pub fn routes(state: &AppState, options: WebOptions) -> Router {
-    slurmlens_web::server::routes(Arc::new(Pages { state: state.clone() }), options)
+/// The pages' router over `app`, served with `options` (site root, topology).
+pub fn routes(app: &App, options: WebOptions) -> Router {
+    slurmlens_web::server::routes(Arc::new(Pages { app: app.clone() }), options)
 }
 
 struct Pages {
-    state: AppState,
+    app: App,
 }
 
-fn cluster_pairs(cluster: Option<&str>) -> Vec<(String, String)> {
-    cluster.map(|name| vec![("cluster".to_string(), name.to_string())]).unwrap_or_default()
-}
+impl WebData for Pages {
+    fn clusters(&self) -> Vec<String> {
+        self.app.cluster_names()
+    }
 
-/// A job's optional part (report, logs, profile): absent where the job is not found for this viewer.
-fn optional<T>(answer: Result<Json<T>, ApiError>) -> Result<Option<T>, DataError> {
-    match answer {
-        Ok(Json(value)) => Ok(Some(value)),
-        Err(ApiError::NotFound(_)) => Ok(None),
-        Err(error) => Err(data_error(error)),
+    fn for_request(&self, request: &Parts) -> Arc<dyn PageData> {
+        // The sign-in layer runs before every page; a request it did not see is nobody's.
+        let viewer = request.extensions.get::<Viewer>().cloned().unwrap_or_default();
+        Arc::new(Viewing { app: self.app.clone(), viewer })
     }
 }
 
-/// Keeps the API's status and message; a 5xx cause is logged here, once, and stays out of the page.
-fn data_error(error: ApiError) -> DataError {
+/// One page request's reads, as its viewer.
+struct Viewing {
+    app: App,
+    viewer: Viewer,
+}
+
+/// Keeps the API's status and message. A page renders its error into HTML, where the server's error
+/// logging cannot see it, so a 5xx cause is logged here, once, and stays out of the page.
+fn data_error(error: AppError) -> DataError {
     match error {
-        ApiError::InvalidParameter { parameter, message } => DataError::invalid(format!("{parameter}: {message}")),
-        ApiError::NotFound(message) => DataError::not_found(message),
-        ApiError::Unauthorized(message) => DataError { status: 401, message },
-        ApiError::Forbidden(message) => DataError { status: 403, message },
-        ApiError::RateLimited(message) => DataError { status: 429, message },
-        ApiError::Unavailable { source, cause } => {
-            tracing::error!(source, %cause, "page data unavailable");
-            DataError::unavailable(format!("{source} is unavailable right now; try again shortly"))
+        AppError::Invalid { parameter, message } => DataError::invalid(format!("{parameter}: {message}")),
+        AppError::NotFound(message) => DataError::not_found(message),
+        AppError::Unauthorized(message) => DataError { status: 401, message },
+        AppError::Unavailable { service, cause } => {
+            tracing::error!(service, %cause, "page data unavailable");
+            DataError::unavailable(format!("{service} is unavailable right now; try again shortly"))
         }
-        other => {
-            tracing::error!(error = ?other, "page data failed");
+        AppError::Internal(cause) => {
+            tracing::error!(%cause, "page data failed");
             DataError { status: 500, message: "internal error".into() }
         }
     }
 }
 
-impl WebData for Pages {
-    fn clusters(&self) -> Vec<String> {
-        let default = self.state.inner.default_cluster.as_str().to_string();
-        let others =
-            self.state.inner.clusters.keys().map(|name| name.as_str().to_string()).filter(|name| *name != default);
-        std::iter::once(default.clone()).chain(others).collect()
+/// A job's optional part (report, logs, profile): absent where the job is not found for this viewer.
+fn optional<T>(answer: Result<T, AppError>) -> Result<Option<T>, DataError> {
+    match answer {
+        Ok(value) => Ok(Some(value)),
+        Err(AppError::NotFound(_)) => Ok(None),
+        Err(error) => Err(data_error(error)),
     }
+}
 
-    fn jobs<'a>(&'a self, headers: &'a HeaderMap, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
+/// A page's job query, parsed as `/api/v1/jobs` parses its query string.
+fn jobs_query(query: &JobQuery) -> Result<JobsQuery, AppError> {
+    let time = |seconds: Option<i64>, name: &str| {
+        seconds
+            .map(|seconds| {
+                DateTime::<Utc>::from_timestamp(seconds, 0).ok_or_else(|| AppError::invalid(name, "not a time"))
+            })
+            .transpose()
+    };
+    let filters = &query.filters;
+    let end = time(query.end, "end")?;
+    let window = JobsQuery::window(time(query.start, "start")?, end)?;
+    let filter = JobFilter {
+        users: split_list(filters.user.as_deref()),
+        accounts: split_list(filters.account.as_deref()),
+        partitions: split_list(filters.partition.as_deref()),
+        states: JobsQuery::states(&split_list(filters.state.as_deref()))?,
+        ..JobFilter::default()
+    };
+    let limit = query.limit.map_or(DEFAULT_PAGE, |limit| limit as usize);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(AppError::invalid("limit", format!("{limit} is out of range 1..={MAX_PAGE}")));
+    }
+    let cursor = JobsQuery::cursor(query.cursor.as_deref())?;
+    Ok(JobsQuery { cluster: query.cluster.clone(), window, filter, limit, cursor, blame: Vec::new() })
+}
+
+impl PageData for Viewing {
+    fn jobs<'a>(&'a self, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
         Box::pin(async move {
-            jobs::list(State(self.state.clone()), headers.clone(), Ok(Query(query.pairs())))
-                .await
-                .map(|Json(page)| page)
-                .map_err(data_error)
+            self.app.cluster(query.cluster.as_deref()).map_err(data_error)?;
+            let query = jobs_query(query).map_err(data_error)?;
+            self.app.list_jobs(&self.viewer, &query).await.map_err(data_error)
         })
     }
 
-    fn job<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        job_id: &'a str,
-    ) -> DataFuture<'a, wire::JobDetail> {
-        Box::pin(async move {
-            jobs::show(
-                State(self.state.clone()),
-                headers.clone(),
-                Path(job_id.to_string()),
-                Ok(Query(cluster_pairs(cluster))),
-            )
-            .await
-            .map(|Json(detail)| detail)
-            .map_err(data_error)
-        })
+    fn job<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail> {
+        Box::pin(async move { self.app.show_job(&self.viewer, cluster, job_id).await.map_err(data_error) })
     }
 
-    fn report<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        job_id: &'a str,
-    ) -> DataFuture<'a, Option<wire::JobReport>> {
-        Box::pin(async move {
-            let mut pairs = cluster_pairs(cluster);
-            pairs.push(("points".to_string(), slurmlens_web::charts::PAGE_POINTS.to_string()));
-            optional(
-                jobs::report(State(self.state.clone()), headers.clone(), Path(job_id.to_string()), Ok(Query(pairs)))
-                    .await,
-            )
-        })
+    fn nodes<'a>(&'a self, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>> {
+        Box::pin(async move { self.app.list_nodes(&self.viewer, cluster).await.map_err(data_error) })
     }
 
-    fn logs<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        job_id: &'a str,
-    ) -> DataFuture<'a, Option<wire::JobLogs>> {
-        Box::pin(async move {
-            let pairs = cluster_pairs(cluster);
-            optional(
-                signals::job_logs(
-                    State(self.state.clone()),
-                    headers.clone(),
-                    Path(job_id.to_string()),
-                    Ok(Query(pairs)),
-                )
-                .await,
-            )
-        })
+    fn report<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobReport>> {
+        let points = slurmlens_web::charts::PAGE_POINTS as usize;
+        Box::pin(async move { optional(self.app.job_report(&self.viewer, cluster, job_id, points).await) })
     }
 
-    fn profile<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        job_id: &'a str,
-    ) -> DataFuture<'a, Option<wire::JobProfile>> {
-        Box::pin(async move {
-            let pairs = cluster_pairs(cluster);
-            optional(
-                signals::job_profile(
-                    State(self.state.clone()),
-                    headers.clone(),
-                    Path(job_id.to_string()),
-                    Ok(Query(pairs)),
-                )
-                .await,
-            )
-        })
+    fn logs<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobLogs>> {
+        let request = Default::default();
+        Box::pin(async move { optional(self.app.job_logs(&self.viewer, cluster, job_id, request).await) })
     }
 
-    fn gpu_values<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        metric: &'a str,
-        at: i64,
-    ) -> DataFuture<'a, Option<wire::GpuValues>> {
-        Box::pin(async move {
-            let mut pairs = cluster_pairs(cluster);
-            pairs.push(("metric".to_string(), metric.to_string()));
-            pairs.push(("at".to_string(), at.to_string()));
-            nodes::gpu_values(State(self.state.clone()), headers.clone(), Ok(Query(pairs)))
-                .await
-                .map(|Json(values)| Some(values))
-                .map_err(data_error)
-        })
+    fn profile<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {
+        let request =
+            crate::app::signals::ProfileRequest { top: crate::app::signals::DEFAULT_TOP, ..Default::default() };
+        Box::pin(async move { optional(self.app.job_profile(&self.viewer, cluster, job_id, request).await) })
     }
 
-    fn held_gpus<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        at: i64,
-    ) -> DataFuture<'a, Vec<wire::HeldGpu>> {
+    fn held_gpus<'a>(&'a self, cluster: Option<&'a str>, at: i64) -> DataFuture<'a, Vec<wire::HeldGpu>> {
         Box::pin(async move {
-            let mut pairs = cluster_pairs(cluster);
-            pairs.push(("at".to_string(), at.to_string()));
-            match nodes::held_gpus(State(self.state.clone()), headers.clone(), Ok(Query(pairs))).await {
-                Ok(Json(held)) => Ok(held),
+            match self.app.held_gpus(&self.viewer, cluster, moment(at)?).await {
+                Ok(held) => Ok(held),
                 // No store configured: the grid shows counts, as without the plugin.
-                Err(ApiError::Unavailable { .. }) => Ok(Vec::new()),
+                Err(AppError::Unavailable { .. }) => Ok(Vec::new()),
                 Err(error) => Err(data_error(error)),
             }
         })
     }
 
-    fn busy_gpus<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        cluster: Option<&'a str>,
-        at: i64,
-    ) -> DataFuture<'a, Vec<wire::BusyGpus>> {
-        Box::pin(async move {
-            let mut pairs = cluster_pairs(cluster);
-            pairs.push(("at".to_string(), at.to_string()));
-            nodes::busy_gpus(State(self.state.clone()), headers.clone(), Ok(Query(pairs)))
-                .await
-                .map(|Json(busy)| busy)
-                .map_err(data_error)
-        })
+    fn busy_gpus<'a>(&'a self, cluster: Option<&'a str>, at: i64) -> DataFuture<'a, Vec<wire::BusyGpus>> {
+        Box::pin(async move { self.app.busy_gpus(&self.viewer, cluster, moment(at)?).await.map_err(data_error) })
     }
 
-    fn nodes<'a>(&'a self, headers: &'a HeaderMap, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>> {
+    fn gpu_values<'a>(
+        &'a self,
+        cluster: Option<&'a str>,
+        metric: &'a str,
+        at: i64,
+    ) -> DataFuture<'a, Option<wire::GpuValues>> {
         Box::pin(async move {
-            nodes::list(State(self.state.clone()), headers.clone(), Ok(Query(cluster_pairs(cluster))))
-                .await
-                .map(|Json(nodes)| nodes)
-                .map_err(data_error)
+            self.app.gpu_values(&self.viewer, cluster, metric, moment(at)?).await.map(Some).map_err(data_error)
         })
     }
+}
+
+/// A page's moment (Unix seconds), as the API reads `at`.
+fn moment(at: i64) -> Result<DateTime<Utc>, DataError> {
+    DateTime::<Utc>::from_timestamp(at, 0).ok_or_else(|| DataError::invalid(format!("at: `{at}` is not a time")))
 }

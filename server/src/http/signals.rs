@@ -2,64 +2,16 @@
 //! (Pyroscope), scoped like its report. Parameters are parsed into domain types here; anything that
 //! could change the query sent is a 400 before a source is asked.
 
-use axum::Json;
-use axum::extract::Path;
-use axum::http::HeaderMap;
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
 use slurmlens_wire as wire;
 
-use super::AppStateExtractor;
 use super::error::ApiError;
 use super::params::{Params, QueryPairs, pairs};
+use crate::app::signals::{DEFAULT_TOP, LogsRequest, MAX_TOP, ProfileRequest};
+use crate::app::{App, Viewer};
 use crate::domain::logsql::ContainsText;
 use crate::domain::profile::ProfileType;
-use crate::domain::trace::{CgroupJobKey, SlurmCgroup};
-use crate::signals::{JobScope, LogsRequest, MAX_TOP, ProfileRequest};
-
-/// The job the viewer may see (404 otherwise), as the signals need it, and `node` checked against its
-/// nodes (400 when it is not one of them).
-async fn job_scope(
-    state: &AppStateExtractor,
-    headers: &HeaderMap,
-    params: &Params,
-    job_id: &str,
-) -> Result<(JobScope, Option<String>), ApiError> {
-    let reader = state.slurmdbd(params.text("cluster"))?;
-    let (record, _steps) = state.visible_job(headers, reader, job_id).await?;
-    let nodes = record.nodes.hosts().to_vec();
-    let node = match params.text("node") {
-        Some(node) if nodes.iter().any(|held| held == node) => Some(node.to_string()),
-        Some(_) => {
-            let held = if nodes.is_empty() { "none".to_string() } else { nodes.join(", ") };
-            return Err(ApiError::invalid("node", format!("not one of the job's nodes ({held})")));
-        }
-        None => None,
-    };
-    // Slurm ≥ 26.05 names a job's cgroup by SLUID, which slurmdbd's tables read here do not carry: the
-    // cgroup paths the plugin recorded name it. Without our store (or records) the job id suffices.
-    let mut sluids = Vec::new();
-    if let Some(store) = state.store_handle() {
-        match store.gpu_allocations(reader.cluster(), record.identity.id_job).await {
-            Ok(records) => {
-                for path in records.iter().filter_map(|r| r.cgroup_path.as_deref()) {
-                    if let Ok(SlurmCgroup { job: CgroupJobKey::Sluid(sluid), .. }) = path.parse::<SlurmCgroup>()
-                        && !sluids.contains(&sluid)
-                    {
-                        sluids.push(sluid);
-                    }
-                }
-            }
-            Err(error) => tracing::warn!(%error, "GPU records unavailable; profiles matched by job id only"),
-        }
-    }
-    let job = JobScope {
-        job_id: record.identity.id_job,
-        nodes,
-        start: crate::domain::time::epoch(record.time_start),
-        end: crate::domain::time::epoch(record.time_end),
-        sluids,
-    };
-    Ok((job, node))
-}
 
 /// `GET /api/v1/jobs/{job_id}/logs?node=&contains=&limit=`: the job's log lines and the ones that matter.
 #[utoipa::path(
@@ -90,8 +42,8 @@ async fn job_scope(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn job_logs(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     Path(job_id): Path<String>,
     query: QueryPairs,
 ) -> Result<Json<wire::JobLogs>, ApiError> {
@@ -100,10 +52,9 @@ pub async fn job_logs(
         .text("contains")
         .map(|text| text.parse::<ContainsText>().map_err(|e| ApiError::invalid("contains", format!("`contains` {e}"))))
         .transpose()?;
-    let signals = state.signals();
-    let limit = params.number("limit", 1, u64::from(signals.max_lines()))?.map(|limit| limit as u32);
-    let (job, node) = job_scope(&state, &headers, &params, &job_id).await?;
-    Ok(Json(signals.job_logs(&job, &LogsRequest { node, contains, limit }).await))
+    let limit = params.number("limit", 1, u64::from(app.signals().max_lines()))?.map(|limit| limit as u32);
+    let request = LogsRequest { node: params.text("node").map(String::from), contains, limit };
+    Ok(Json(app.job_logs(&viewer, params.text("cluster"), &job_id, request).await?))
 }
 
 /// `GET /api/v1/jobs/{job_id}/profile?profile_type=&node=&top=`: where the job's processes spent CPU.
@@ -135,8 +86,8 @@ pub async fn job_logs(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn job_profile(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     Path(job_id): Path<String>,
     query: QueryPairs,
 ) -> Result<Json<wire::JobProfile>, ApiError> {
@@ -145,7 +96,7 @@ pub async fn job_profile(
         .text("profile_type")
         .map(|text| text.parse::<ProfileType>().map_err(|e| ApiError::invalid("profile_type", format!("`{text}` {e}"))))
         .transpose()?;
-    let top = params.number("top", 1, MAX_TOP)?.unwrap_or(20) as usize;
-    let (job, node) = job_scope(&state, &headers, &params, &job_id).await?;
-    Ok(Json(state.signals().job_profile(&job, &ProfileRequest { profile_type, node, top }).await))
+    let top = params.number("top", 1, MAX_TOP)?.map_or(DEFAULT_TOP, |top| top as usize);
+    let request = ProfileRequest { profile_type, node: params.text("node").map(String::from), top };
+    Ok(Json(app.job_profile(&viewer, params.text("cluster"), &job_id, request).await?))
 }

@@ -1,28 +1,28 @@
 //! `/api/v1/tokens`: personal API tokens a signed-in user makes, lists and revokes for themselves.
 //! Making and revoking need the site's sign-in (the proxy identity): a token cannot make tokens.
 
-use axum::Json;
 use axum::body::Body;
-use axum::extract::Path;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
 use chrono::{Duration, Utc};
 use slurmlens_wire as wire;
 
-use super::auth::Identity;
-use super::{ApiError, AppStateExtractor};
+use super::ApiError;
+use crate::app::{App, Identity, Viewer};
 use crate::domain::token::{TokenName, TokenSecret};
 use crate::store::tokens::StoredToken;
 
 const DEFAULT_DAYS: u32 = 90;
 const MAX_BODY_BYTES: usize = 4096;
 
-fn signed_in(headers: &HeaderMap) -> Result<Identity, ApiError> {
-    Identity::of(headers).ok_or_else(|| ApiError::Unauthorized("sign in through the site to manage tokens".into()))
+fn signed_in(viewer: &Viewer) -> Result<&Identity, ApiError> {
+    viewer.identity().ok_or_else(|| ApiError::Unauthorized("sign in through the site to manage tokens".into()))
 }
 
 /// The proxy's identity; a request made with a token is refused.
-fn signed_in_at_the_site(headers: &HeaderMap) -> Result<Identity, ApiError> {
-    let identity = signed_in(headers)?;
+fn signed_in_at_the_site(viewer: &Viewer) -> Result<&Identity, ApiError> {
+    let identity = signed_in(viewer)?;
     match identity.token {
         Some(_) => Err(ApiError::Forbidden("a token cannot make or revoke tokens; sign in through the site".into())),
         None => Ok(identity),
@@ -49,18 +49,18 @@ fn signed_in_at_the_site(headers: &HeaderMap) -> Result<Identity, ApiError> {
     security(("user_header" = [])),
 )]
 pub async fn create(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     body: Body,
 ) -> Result<(StatusCode, Json<wire::CreatedToken>), ApiError> {
-    let identity = signed_in_at_the_site(&headers)?;
+    let identity = signed_in_at_the_site(&viewer)?;
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|_| ApiError::invalid("body", format!("the body is larger than {MAX_BODY_BYTES} bytes")))?;
     let asked: wire::NewToken = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::invalid("body", format!("expected {{\"name\": …, \"expires_in_days\": …}}: {e}")))?;
     let name: TokenName = asked.name.parse().map_err(|e: String| ApiError::invalid("name", e))?;
-    let max_days = state.access().tokens.max_days;
+    let max_days = app.access().tokens.max_days;
     let days = asked.expires_in_days.unwrap_or(DEFAULT_DAYS.min(max_days));
     if !(1..=max_days).contains(&days) {
         return Err(ApiError::invalid("expires_in_days", format!("between 1 and {max_days} days")));
@@ -68,7 +68,7 @@ pub async fn create(
     let secret = TokenSecret::generate();
     let created = Utc::now();
     let expires = created + Duration::days(i64::from(days));
-    let id = state.store()?.create_token(&identity.user, &name, &secret.hash(), created, expires).await?;
+    let id = app.require_store()?.create_token(&identity.user, &name, &secret.hash(), created, expires).await?;
     tracing::info!(user = %identity.user, token = id, days, "token created");
     let token = secret.reveal().to_string();
     Ok((StatusCode::CREATED, Json(wire::CreatedToken { id, name: name.as_str().to_string(), token, created, expires })))
@@ -89,9 +89,12 @@ pub async fn create(
     ),
     security(("token" = []), ("user_header" = [])),
 )]
-pub async fn list(state: AppStateExtractor, headers: HeaderMap) -> Result<Json<Vec<wire::TokenInfo>>, ApiError> {
-    let identity = signed_in(&headers)?;
-    let tokens = state.store()?.tokens_of(&identity.user).await?;
+pub async fn list(
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
+) -> Result<Json<Vec<wire::TokenInfo>>, ApiError> {
+    let identity = signed_in(&viewer)?;
+    let tokens = app.require_store()?.tokens_of(&identity.user).await?;
     let now = Utc::now();
     Ok(Json(tokens.into_iter().map(|token| info(token, now)).collect()))
 }
@@ -116,13 +119,13 @@ pub async fn list(state: AppStateExtractor, headers: HeaderMap) -> Result<Json<V
     security(("user_header" = [])),
 )]
 pub async fn revoke(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let identity = signed_in_at_the_site(&headers)?;
+    let identity = signed_in_at_the_site(&viewer)?;
     let id: u64 = id.parse().map_err(|_| ApiError::invalid("id", format!("`{id}` is not a token id")))?;
-    if state.store()?.revoke_token(&identity.user, id, Utc::now()).await? {
+    if app.require_store()?.revoke_token(&identity.user, id, Utc::now()).await? {
         tracing::info!(user = %identity.user, token = id, "token revoked");
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -148,13 +151,13 @@ pub async fn revoke(
     security(("token" = []), ("user_header" = [])),
 )]
 pub async fn uses(
-    state: AppStateExtractor,
-    headers: HeaderMap,
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<wire::TokenUse>>, ApiError> {
-    let identity = signed_in(&headers)?;
+    let identity = signed_in(&viewer)?;
     let id: u64 = id.parse().map_err(|_| ApiError::invalid("id", format!("`{id}` is not a token id")))?;
-    let store = state.store()?;
+    let store = app.require_store()?;
     if store.token_of(&identity.user, id).await?.is_none() {
         return Err(ApiError::NotFound(format!("no token {id}")));
     }

@@ -244,7 +244,7 @@ impl Server {
         let address = format!("127.0.0.1:{port}");
         let listener = wait_for_async_bind(&address).await;
         let port = listener.local_addr().expect("bound address").port();
-        let state = slurmlens::serve::app_state(config).expect("app state");
+        let state = slurmlens::serve::http_state(config).expect("app state");
         let router = slurmlens::http::router(state)
             .layer(axum::middleware::from_fn(move |request, next| count_arrivals(arrivals.clone(), request, next)));
         let (shutdown, stopped) = oneshot::channel::<()>();

@@ -155,7 +155,7 @@ pub fn test_config(anonymous: AnonymousAccess) -> Config {
 pub async fn spawn_app(config: Config) -> TestApp {
     let listener = slurmlens::serve::bind(&config).await.expect("binding port 0");
     let address = listener.local_addr().expect("bound address");
-    let state = slurmlens::serve::app_state(&config).expect("app state");
+    let state = slurmlens::serve::http_state(&config).expect("app state");
     tokio::spawn(async move {
         let service = slurmlens::http::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
         axum::serve(listener, service).await.expect("server runs");

@@ -1,19 +1,27 @@
 //! Server-side rendering of the pages through the router the server mounts, with an in-memory
-//! [`WebData`] (the web crate's only seam: the real one is the server's API handlers, tested in the
-//! server's integration tests and the browser tests).
+//! [`WebData`] (the web crate's only seam: the real one is the server's application layer, tested in
+//! the server's integration tests and the browser tests). The fixture names the viewer by the
+//! `X-Remote-User` header, as the server's sign-in layer would.
 
 use std::sync::{Arc, LazyLock};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode};
+use axum::http::request::Parts;
+use axum::http::{Request, StatusCode};
 use slurmlens_web::api::DataError;
 use slurmlens_web::query::JobQuery;
-use slurmlens_web::server::{DataFuture, WebData, WebOptions, routes};
+use slurmlens_web::server::{DataFuture, PageData, WebData, WebOptions, routes};
 use slurmlens_wire as wire;
 use tower::ServiceExt;
 
 struct Fixture {
-    jobs: Vec<wire::Job>,
+    jobs: Arc<Vec<wire::Job>>,
+}
+
+/// The fixture as one request's viewer sees it: `None` sees everyone's jobs (staff-like).
+struct Viewing {
+    jobs: Arc<Vec<wire::Job>>,
+    viewer: Option<String>,
 }
 
 fn job(id: u32, user: &str, nodes: &str, start: &str, end: Option<&str>, gpus: u64) -> wire::Job {
@@ -31,27 +39,29 @@ fn job(id: u32, user: &str, nodes: &str, start: &str, end: Option<&str>, gpus: u
     serde_json::from_value(value).expect("valid job")
 }
 
-/// The signed-in user of a request, as the server's access configuration names the header.
-fn viewer(headers: &HeaderMap) -> Option<String> {
-    headers.get("x-remote-user").and_then(|value| value.to_str().ok()).map(str::to_string)
-}
-
 impl WebData for Fixture {
     fn clusters(&self) -> Vec<String> {
         vec!["lab".into()]
     }
 
+    /// The signed-in user of a request, as the server's access configuration names the header.
+    fn for_request(&self, request: &Parts) -> Arc<dyn PageData> {
+        let viewer = request.headers.get("x-remote-user").and_then(|value| value.to_str().ok()).map(str::to_string);
+        Arc::new(Viewing { jobs: self.jobs.clone(), viewer })
+    }
+}
+
+impl PageData for Viewing {
     /// Everyone's jobs without a signed-in user (staff-like); a named user's own jobs only.
-    fn jobs<'a>(&'a self, headers: &'a HeaderMap, _: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
+    fn jobs<'a>(&'a self, _: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
         Box::pin(async move {
-            let viewer = viewer(headers);
-            let items =
-                self.jobs.iter().filter(|job| viewer.as_deref().is_none_or(|name| job.user == name)).cloned().collect();
+            let viewer = self.viewer.as_deref();
+            let items = self.jobs.iter().filter(|job| viewer.is_none_or(|name| job.user == name)).cloned().collect();
             Ok(wire::Page { items, next_cursor: None })
         })
     }
 
-    fn job<'a>(&'a self, _: &'a HeaderMap, _: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail> {
+    fn job<'a>(&'a self, _: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail> {
         Box::pin(async move {
             let job =
                 self.jobs.iter().find(|job| job.job_id == job_id).ok_or_else(|| DataError::not_found("no such job"))?;
@@ -71,7 +81,6 @@ impl WebData for Fixture {
 
     fn gpu_values<'a>(
         &'a self,
-        _: &'a HeaderMap,
         _: Option<&'a str>,
         metric: &'a str,
         at: i64,
@@ -90,16 +99,11 @@ impl WebData for Fixture {
     }
 
     /// Counts of the running jobs the viewer may not see, per node, as the server's scoped source gives.
-    fn busy_gpus<'a>(
-        &'a self,
-        headers: &'a HeaderMap,
-        _: Option<&'a str>,
-        at: i64,
-    ) -> DataFuture<'a, Vec<wire::BusyGpus>> {
+    fn busy_gpus<'a>(&'a self, _: Option<&'a str>, at: i64) -> DataFuture<'a, Vec<wire::BusyGpus>> {
         Box::pin(async move {
-            let Some(viewer) = viewer(headers) else { return Ok(Vec::new()) };
+            let Some(viewer) = &self.viewer else { return Ok(Vec::new()) };
             let mut busy: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
-            for job in self.jobs.iter().filter(|job| job.user != viewer) {
+            for job in self.jobs.iter().filter(|job| &job.user != viewer) {
                 let running = job.start.is_some_and(|start| start.timestamp() <= at)
                     && job.end.is_none_or(|end| end.timestamp() > at);
                 if running {
@@ -111,12 +115,7 @@ impl WebData for Fixture {
     }
 
     /// Job 8's report: metrics answered, but no node_exporter, ipmi_exporter or Lustre series.
-    fn report<'a>(
-        &'a self,
-        _: &'a HeaderMap,
-        _: Option<&'a str>,
-        job_id: &'a str,
-    ) -> DataFuture<'a, Option<wire::JobReport>> {
+    fn report<'a>(&'a self, _: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobReport>> {
         Box::pin(async move {
             let Some(job) = self.jobs.iter().find(|job| job.job_id == job_id && job_id == "8") else { return Ok(None) };
             let report = serde_json::json!({
@@ -130,7 +129,7 @@ impl WebData for Fixture {
         })
     }
 
-    fn nodes<'a>(&'a self, _: &'a HeaderMap, _: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>> {
+    fn nodes<'a>(&'a self, _: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>> {
         Box::pin(async move {
             Ok((1..=4)
                 .map(|n| wire::Node {
@@ -151,7 +150,7 @@ fn app() -> axum::Router {
         job(7, "alice", "n1", "2026-11-29T10:00:00Z", Some("2026-11-29T11:00:00Z"), 2),
         job(8, "bob", "n2", "2026-11-29T10:30:00Z", None, 4),
     ];
-    routes(Arc::new(Fixture { jobs }), WebOptions::default())
+    routes(Arc::new(Fixture { jobs: Arc::new(jobs) }), WebOptions::default())
 }
 
 /// One runtime for every test of this binary: leptos' executor is global to the process, so tests that

@@ -1,4 +1,4 @@
-//! Where a job's traced GPU time went (gap 1): the stored trace summaries of a job summed per GPU and
+//! Where a job's traced GPU time went (the trace breakdown): the stored trace summaries of a job summed per GPU and
 //! for the whole job, shared in compute, NCCL, memory copies, synchronisation and idle, with the top
 //! kernels and collectives and the bottleneck verdict. Used by `GET /api/v1/jobs/{id}/traces` and by
 //! the report.

@@ -1,16 +1,17 @@
-//! Every signal the site already collects, per job (issue 8): the job's log lines from VictoriaLogs and
-//! its processes' CPU profile from Pyroscope, both scoped by the server to the job's nodes, window and
+//! Every signal the site already collects, per job: the job's log lines from VictoriaLogs and its
+//! processes' CPU profile from Pyroscope, both scoped by the server to the job's nodes, window and
 //! cgroup. A source that is absent, slow or failing degrades to a status and a message, never an error.
-//! Used by `GET /api/v1/jobs/{id}/logs` and `/profile`.
 
 use chrono::{DateTime, Duration, Utc};
 use slurmlens_wire as wire;
 
+use super::{App, AppError, Viewer};
 use crate::config::{PyroscopeConfig, VictoriaLogsConfig};
 use crate::domain::logs::{self, LogEntry};
 use crate::domain::logsql::{ContainsText, JobLogQuery};
 use crate::domain::profile::{self, ProfileSelector, ProfileType};
 use crate::domain::promql::LabelName;
+use crate::domain::trace::{CgroupJobKey, SlurmCgroup};
 use crate::sources::pyroscope::Pyroscope;
 use crate::sources::victorialogs::VictoriaLogs;
 
@@ -20,6 +21,8 @@ const WINDOW_MARGIN_S: i64 = 60;
 
 /// Most functions listed by self and by total.
 pub const MAX_TOP: u64 = 100;
+/// Functions listed by self and by total when a request does not say.
+pub const DEFAULT_TOP: usize = 20;
 
 /// The log and profile sources, as configured.
 #[derive(Clone, Default)]
@@ -306,5 +309,75 @@ impl Signals {
             })
             .collect();
         answer
+    }
+}
+
+impl App {
+    /// The job's log lines and the important ones, for a viewer who may see the job.
+    pub async fn job_logs(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        job_id: &str,
+        request: LogsRequest,
+    ) -> Result<wire::JobLogs, AppError> {
+        let job = self.signal_scope(viewer, cluster, job_id, request.node.as_deref()).await?;
+        Ok(self.signals().job_logs(&job, &request).await)
+    }
+
+    /// Where the job's processes spent CPU, for a viewer who may see the job.
+    pub async fn job_profile(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        job_id: &str,
+        request: ProfileRequest,
+    ) -> Result<wire::JobProfile, AppError> {
+        let job = self.signal_scope(viewer, cluster, job_id, request.node.as_deref()).await?;
+        Ok(self.signals().job_profile(&job, &request).await)
+    }
+
+    /// The job `viewer` may see (`NotFound` otherwise), as the signals need it, with `node` checked
+    /// against its nodes (`Invalid` when it is not one of them).
+    async fn signal_scope(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        job_id: &str,
+        node: Option<&str>,
+    ) -> Result<JobScope, AppError> {
+        let reader = self.cluster(cluster)?;
+        let (record, _steps) = self.visible_job(viewer, reader, job_id).await?;
+        let nodes = record.nodes.hosts().to_vec();
+        if let Some(node) = node
+            && !nodes.iter().any(|held| held == node)
+        {
+            let held = if nodes.is_empty() { "none".to_string() } else { nodes.join(", ") };
+            return Err(AppError::invalid("node", format!("not one of the job's nodes ({held})")));
+        }
+        // Slurm >= 26.05 names a job's cgroup by SLUID, which slurmdbd's tables read here do not carry:
+        // the cgroup paths the plugin recorded name it. Without our store (or records) the id suffices.
+        let mut sluids = Vec::new();
+        if let Some(store) = self.store() {
+            match store.gpu_allocations(reader.cluster(), record.identity.id_job).await {
+                Ok(records) => {
+                    for path in records.iter().filter_map(|r| r.cgroup_path.as_deref()) {
+                        if let Ok(SlurmCgroup { job: CgroupJobKey::Sluid(sluid), .. }) = path.parse::<SlurmCgroup>()
+                            && !sluids.contains(&sluid)
+                        {
+                            sluids.push(sluid);
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "GPU records unavailable; profiles matched by job id only"),
+            }
+        }
+        Ok(JobScope {
+            job_id: record.identity.id_job,
+            nodes,
+            start: crate::domain::time::epoch(record.time_start),
+            end: crate::domain::time::epoch(record.time_end),
+            sluids,
+        })
     }
 }

@@ -1,0 +1,145 @@
+//! Jobs: one page of a window (with the archived reports' digests), one job with its steps, and its
+//! report. The viewer's scope is applied before any job is read.
+
+use chrono::{DateTime, Duration, Utc};
+use slurmlens_wire as wire;
+
+use super::{App, AppError, Viewer, now_epoch, wire_map};
+use crate::domain::job::{JobCursor, JobFilter, TimeWindow};
+use crate::domain::state::StateFilter;
+
+/// Largest page a client may ask for.
+pub const MAX_PAGE: usize = 5000;
+/// Page size when none is asked for.
+pub const DEFAULT_PAGE: usize = 500;
+
+/// The failure verdicts a listing can be filtered by (`blame=`).
+pub const BLAME_WORDS: [&str; 3] = ["infrastructure", "application", "unknown"];
+
+/// What one page of the job listing asks, parsed.
+#[derive(Debug, Clone)]
+pub struct JobsQuery {
+    pub cluster: Option<String>,
+    pub window: TimeWindow,
+    pub filter: JobFilter,
+    pub limit: usize,
+    pub cursor: Option<JobCursor>,
+    /// Keep only jobs whose archived report gives one of these verdicts (empty: all).
+    pub blame: Vec<String>,
+}
+
+impl JobsQuery {
+    /// The window `[start, end)`, by default the 24 hours before `end` (default now).
+    pub fn window(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>) -> Result<TimeWindow, AppError> {
+        let end = end.unwrap_or_else(Utc::now);
+        let start = start.unwrap_or(end - Duration::hours(24));
+        TimeWindow::new(start, end).map_err(|e| AppError::invalid("start", e.to_string()))
+    }
+
+    /// State names as sacct or squeue write them (`FAILED`, `CD`, `OOM`).
+    pub fn states(names: &[String]) -> Result<Vec<StateFilter>, AppError> {
+        names
+            .iter()
+            .map(|name| name.parse::<StateFilter>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| AppError::invalid("state", e.to_string()))
+    }
+
+    /// A listing's `blame=` words, each one of [`BLAME_WORDS`].
+    pub fn blame(words: Vec<String>) -> Result<Vec<String>, AppError> {
+        match words.iter().find(|word| !BLAME_WORDS.contains(&word.as_str())) {
+            Some(bad) => {
+                Err(AppError::invalid("blame", format!("`{bad}` is not infrastructure, application or unknown")))
+            }
+            None => Ok(words),
+        }
+    }
+
+    /// A cursor as the previous page handed it out.
+    pub fn cursor(text: Option<&str>) -> Result<Option<JobCursor>, AppError> {
+        text.map(JobCursor::decode).transpose().map_err(|e| AppError::invalid("cursor", e.to_string()))
+    }
+}
+
+/// A comma-separated list (`FAILED,TIMEOUT`), empty when absent.
+pub fn split_list(text: Option<&str>) -> Vec<String> {
+    text.map(|text| text.split(',').map(str::trim).filter(|v| !v.is_empty()).map(String::from).collect())
+        .unwrap_or_default()
+}
+
+impl App {
+    /// One page of the jobs overlapping the window that `viewer` may see, newest submission first, each
+    /// with its archived report's digest (mean utilisation, tensor activity, blame) where one exists.
+    /// `blame` filters what the page holds (the verdict lives in our store, not in slurmdbd's rows): a
+    /// page may then hold fewer than `limit` jobs; the cursor still walks the whole window.
+    pub async fn list_jobs(&self, viewer: &Viewer, query: &JobsQuery) -> Result<wire::Page<wire::Job>, AppError> {
+        let reader = self.cluster(query.cluster.as_deref())?;
+        let scope = self.scope(viewer, reader).await?;
+        let catalog = reader.tres_catalog().await?;
+        let (records, next) =
+            reader.jobs_in_window(&scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;
+        let now = now_epoch();
+        let cluster = reader.cluster().as_str();
+        let mut items: Vec<wire::Job> =
+            records.iter().map(|record| wire_map::job(record, &catalog, cluster, now)).collect();
+        // Without our store the listing is Slurm's facts alone.
+        if let Some(store) = self.store() {
+            let keys: Vec<(u32, u64)> = records.iter().map(|r| (r.identity.id_job, r.time_submit)).collect();
+            match store.digests_among(reader.cluster(), &keys).await {
+                Ok(found) => {
+                    for (item, key) in items.iter_mut().zip(&keys) {
+                        if let Some(digest) = found.get(key) {
+                            item.mean_gpu_util = digest.mean_gpu_util;
+                            item.mean_tensor_active = digest.mean_tensor_active;
+                            item.blame = digest.blame.clone().or(item.blame.take());
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "archived reports unavailable; listing without them"),
+            }
+        }
+        if !query.blame.is_empty() {
+            items.retain(|item| item.blame.as_ref().is_some_and(|b| query.blame.contains(b)));
+        }
+        Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) })
+    }
+
+    /// One job as sacct shows it, with its steps and its GPUs per node.
+    pub async fn show_job(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        job_id: &str,
+    ) -> Result<wire::JobDetail, AppError> {
+        let reader = self.cluster(cluster)?;
+        let catalog = reader.tres_catalog().await?;
+        let (record, steps) = self.visible_job(viewer, reader, job_id).await?;
+        Ok(wire_map::job_detail(&record, &steps, &catalog, reader.cluster().as_str(), now_epoch()))
+    }
+
+    /// The job's report with `points` per timeline: live while it runs, archived once it ended.
+    pub async fn job_report(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        job_id: &str,
+        points: usize,
+    ) -> Result<wire::JobReport, AppError> {
+        let reader = self.cluster(cluster)?;
+        let (record, _steps) = self.visible_job(viewer, reader, job_id).await?;
+        let catalog = reader.tres_catalog().await?;
+        Ok(self.reporter().report_for(reader, &record, &catalog, points).await?)
+    }
+
+    /// Where the job's traced GPU time went (empty without trace summaries).
+    pub async fn job_traces(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        job_id: &str,
+    ) -> Result<wire::JobTraces, AppError> {
+        let reader = self.cluster(cluster)?;
+        let (record, _steps) = self.visible_job(viewer, reader, job_id).await?;
+        Ok(super::traces::job_traces(self.require_store()?, reader.cluster(), record.identity.id_job).await?)
+    }
+}

@@ -1,0 +1,193 @@
+//! The application layer: every use case of slurmlens (list jobs, show one, build its report, read
+//! GPUs at a moment, take in the plugin's and collectors' records), typed, with no HTTP in it. The API
+//! handlers (`http/`) and the web pages both call these functions with the same [`Viewer`], so a page
+//! shows exactly what `/api/v1` answers the same person, by construction.
+//!
+//! [`App`] holds the sources (one slurmdbd reader per cluster, slurmlens's own store, the report maker
+//! over VictoriaMetrics, the log and profile sources) and decides who may see what.
+
+pub mod error;
+pub mod gpus;
+pub mod ingest;
+pub mod jobs;
+pub mod nodes;
+pub mod report;
+pub mod signals;
+pub mod traces;
+pub mod wire_map;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use error::AppError;
+
+use crate::config::{AccessConfig, AnonymousAccess};
+use crate::domain::cluster::ClusterName;
+use crate::domain::ids::{BadJobId, JobSelector};
+use crate::domain::job::{JobRecord, StepRecord};
+use crate::domain::scope::ViewerScope;
+use crate::sources::slurmdbd::SlurmDbd;
+use crate::store::Store;
+use report::Reporter;
+use signals::Signals;
+
+/// Who is asking, as the HTTP edge established it (a personal token, or the site's sign-in proxy).
+/// It travels as a typed request extension; nothing else about a request reaches the use cases.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Viewer {
+    /// No identity: what that may see is the site's `anonymous` setting.
+    #[default]
+    Anonymous,
+    /// A signed-in person.
+    Signed(Identity),
+}
+
+/// A signed-in viewer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub user: String,
+    /// From the proxy's groups header; tokens carry none.
+    pub groups: Vec<String>,
+    /// The personal token the request came with, if any.
+    pub token: Option<u64>,
+}
+
+impl Viewer {
+    /// The signed-in identity, if any.
+    pub fn identity(&self) -> Option<&Identity> {
+        match self {
+            Self::Anonymous => None,
+            Self::Signed(identity) => Some(identity),
+        }
+    }
+}
+
+/// The application: cheap to clone, holds no per-request state.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    clusters: BTreeMap<ClusterName, SlurmDbd>,
+    default_cluster: ClusterName,
+    access: AccessConfig,
+    store: Option<Store>,
+    reporter: Reporter,
+    signals: Signals,
+}
+
+impl App {
+    /// `readers` must not be empty (`None` otherwise); the first one is the default cluster. `store`
+    /// is slurmlens's own database; without one, the features that need it are unavailable and the
+    /// rest works.
+    pub fn new(
+        readers: Vec<SlurmDbd>,
+        access: AccessConfig,
+        store: Option<Store>,
+        reporter: Reporter,
+        signals: Signals,
+    ) -> Option<Self> {
+        let default_cluster = readers.first()?.cluster().clone();
+        let clusters = readers.into_iter().map(|reader| (reader.cluster().clone(), reader)).collect();
+        Some(Self { inner: Arc::new(Inner { clusters, default_cluster, access, store, reporter, signals }) })
+    }
+
+    /// Every configured cluster's reader.
+    pub fn readers(&self) -> impl Iterator<Item = &SlurmDbd> {
+        self.inner.clusters.values()
+    }
+
+    /// The clusters served, the default first.
+    pub fn cluster_names(&self) -> Vec<String> {
+        let default = self.inner.default_cluster.as_str().to_string();
+        let others = self.inner.clusters.keys().map(|name| name.as_str().to_string()).filter(|name| *name != default);
+        std::iter::once(default.clone()).chain(others).collect()
+    }
+
+    /// The report maker.
+    pub fn reporter(&self) -> &Reporter {
+        &self.inner.reporter
+    }
+
+    /// The log and profile sources.
+    pub fn signals(&self) -> &Signals {
+        &self.inner.signals
+    }
+
+    /// The site's access settings (who is staff, what anonymous viewers may see, tokens).
+    pub fn access(&self) -> &AccessConfig {
+        &self.inner.access
+    }
+
+    /// slurmlens's own database, if one is configured.
+    pub fn store(&self) -> Option<&Store> {
+        self.inner.store.as_ref()
+    }
+
+    /// slurmlens's own database, or `Unavailable` when none is configured.
+    pub fn require_store(&self) -> Result<&Store, AppError> {
+        self.inner.store.as_ref().ok_or(AppError::Unavailable {
+            service: "slurmlens database",
+            cause: "no [database] url is configured".into(),
+        })
+    }
+
+    /// The reader of cluster `name`, or of the default cluster.
+    pub fn cluster(&self, name: Option<&str>) -> Result<&SlurmDbd, AppError> {
+        let Some(name) = name else {
+            return self
+                .inner
+                .clusters
+                .get(&self.inner.default_cluster)
+                .ok_or_else(|| AppError::Internal("no cluster".into()));
+        };
+        let unknown = || {
+            let known = self.inner.clusters.keys().map(ClusterName::as_str).collect::<Vec<_>>().join(", ");
+            AppError::invalid("cluster", format!("unknown cluster `{name}`; known: {known}"))
+        };
+        let parsed: ClusterName = name.parse().map_err(|_| unknown())?;
+        self.inner.clusters.get(&parsed).ok_or_else(unknown)
+    }
+
+    /// What `viewer` may see on `reader`'s cluster: staff everything; a user their own jobs and those
+    /// of the accounts they coordinate (slurmdbd's `acct_coord_table`). Without an identity: everything
+    /// where the site says anonymous is staff (a lab, a demo), otherwise `Unauthorized`.
+    pub async fn scope(&self, viewer: &Viewer, reader: &SlurmDbd) -> Result<ViewerScope, AppError> {
+        let access = &self.inner.access;
+        match viewer {
+            Viewer::Signed(identity) if is_staff(identity, access) => Ok(ViewerScope::Staff),
+            Viewer::Signed(identity) => Ok(reader.scope_for_user(&identity.user).await?),
+            Viewer::Anonymous => match access.anonymous {
+                AnonymousAccess::Staff => Ok(ViewerScope::Staff),
+                AnonymousAccess::Nobody => {
+                    Err(AppError::Unauthorized("sign in through the site, or send a personal token".into()))
+                }
+            },
+        }
+    }
+
+    /// The job `job_id` (`123`, `123_4`, `8+1`) as `viewer` may see it, with its steps: a job they may
+    /// not see is `NotFound`, the same answer as one that does not exist.
+    pub async fn visible_job(
+        &self,
+        viewer: &Viewer,
+        reader: &SlurmDbd,
+        job_id: &str,
+    ) -> Result<(JobRecord, Vec<StepRecord>), AppError> {
+        let selector: JobSelector = job_id.parse().map_err(|e: BadJobId| AppError::invalid("job_id", e.to_string()))?;
+        let scope = self.scope(viewer, reader).await?;
+        reader.job(&scope, selector).await?.ok_or_else(|| AppError::NotFound(format!("no job {job_id}")))
+    }
+}
+
+/// Staff see every job: a configured staff user, or a member of a staff group.
+fn is_staff(identity: &Identity, access: &AccessConfig) -> bool {
+    access.staff_users.contains(&identity.user)
+        || identity.groups.iter().any(|group| access.staff_groups.contains(group))
+}
+
+/// Seconds since the epoch now, as slurmdbd counts (the elapsed time of running jobs).
+pub(crate) fn now_epoch() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(0)
+}

@@ -1,0 +1,518 @@
+//! The report's assembly: what was gathered becomes the wire report (per-GPU summaries and
+//! timelines, node signals, Lustre I/O, totals, verdicts), the failure analysis of a job that ended
+//! badly, and the micro-bursts per node. Pure: unit-tested on fixtures.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use slurmlens_wire as wire;
+
+use super::Reporter;
+use super::gather::{BurstReading, BurstReadings, Gathered, IoReadings, NodeData};
+use crate::domain::blame::{self, Ending, Evidence, Strength};
+use crate::domain::job::JobRecord;
+use crate::domain::node_signals::{self, IoSource, NodeFacts};
+use crate::domain::report::{self, AttributedGpu, GpuFacts, Summary};
+use crate::domain::time::epoch;
+
+impl Reporter {
+    pub(super) fn fill(
+        &self,
+        report: &mut wire::JobReport,
+        record: &JobRecord,
+        gathered: Gathered,
+        end: DateTime<Utc>,
+        points: usize,
+    ) {
+        let catalog = &self.settings.catalog;
+        let Gathered { attributed, data, network, io, whole_nodes, step_s, window_s, .. } = gathered;
+        let hours = window_s as f64 / 3600.0;
+        let mut facts = Vec::new();
+        let mut energy_mj = 0.0;
+        let mut energy_known = false;
+        let mut idle_hours = 0.0;
+        let mut peak_memory: Option<f64> = None;
+        let mut capacity: Option<f64> = None;
+        for AttributedGpu { gpu, rule, uncertain } in &attributed {
+            let entry = data.get(gpu);
+            let summary_of = |key: &str| -> Option<Summary> {
+                let entry = entry?;
+                Some(Summary {
+                    mean: *entry.means.get(key)?,
+                    max: entry.maxes.get(key).copied().unwrap_or(f64::NAN),
+                    samples: entry.counts.get(key).or_else(|| entry.counts.values().next()).copied().unwrap_or(0.0)
+                        as u64,
+                })
+            };
+            let summary: Vec<wire::MetricSummary> = catalog
+                .gpu_metrics
+                .iter()
+                .filter_map(|spec| {
+                    let summary = summary_of(&spec.key)?;
+                    Some(wire::MetricSummary {
+                        metric: spec.key.clone(),
+                        unit: spec.unit.clone(),
+                        mean: summary.mean,
+                        max: summary.max,
+                        samples: summary.samples,
+                    })
+                })
+                .collect();
+            let series: Vec<wire::MetricSeries> = catalog
+                .gpu_metrics
+                .iter()
+                .filter_map(|spec| {
+                    let entry = entry?;
+                    let timeline = entry.timelines.get(&spec.key).filter(|timeline| !timeline.is_empty());
+                    // A job shorter than a step (or whose last bucket is still being written) has no
+                    // range point yet; its exact mean over the window stands for it at the window's end.
+                    let points = match timeline {
+                        Some(timeline) => report::downsample(timeline, points),
+                        None => vec![(end.timestamp(), *entry.means.get(&spec.key)?)],
+                    };
+                    Some(wire::MetricSeries { metric: spec.key.clone(), unit: spec.unit.clone(), points })
+                })
+                .collect();
+            if let Some(share) = entry.and_then(|entry| entry.idle_share) {
+                idle_hours += share * hours;
+            }
+            if let Some(energy) = entry.and_then(|entry| entry.energy_mj) {
+                energy_mj += energy;
+                energy_known = true;
+            }
+            let fb_used = summary_of("fb_used");
+            let gpu_capacity = entry.and_then(|entry| {
+                let used_last = entry.timelines.get("fb_used").and_then(|t| t.last()).map(|&(_, v)| v)?;
+                Some(used_last + entry.fb_free?)
+            });
+            if let Some(used) = fb_used {
+                peak_memory = Some(peak_memory.map_or(used.max, |peak: f64| peak.max(used.max)));
+            }
+            if let Some(gpu_capacity) = gpu_capacity {
+                capacity = Some(capacity.map_or(gpu_capacity, |c: f64| c.max(gpu_capacity)));
+            }
+            let xid_events: Vec<wire::XidEvent> = entry
+                .map(|entry| {
+                    entry
+                        .xid
+                        .iter()
+                        .map(|(at, xid, message)| wire::XidEvent {
+                            at: epoch(u64::try_from(*at).unwrap_or(0)).unwrap_or_default(),
+                            xid: *xid,
+                            message: message.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            facts.push(GpuFacts {
+                label: format!("{} gpu {}", gpu.node, gpu.index),
+                gpu_util: summary_of("gpu_util"),
+                tensor_active: summary_of("tensor_active"),
+                fb_used,
+                fb_capacity_mib: gpu_capacity,
+                xid: entry.map(|entry| entry.xid.iter().map(|(at, xid, _)| (*at, *xid)).collect()).unwrap_or_default(),
+            });
+            report.gpus.push(wire::GpuReport {
+                node: gpu.node.clone(),
+                gpu: gpu.index,
+                uuid: entry.and_then(|entry| entry.uuid.clone()),
+                attribution: rule.name().to_string(),
+                uncertain: *uncertain,
+                summary,
+                series,
+                xid_events,
+            });
+        }
+        // RDMA first, then the node beside its GPUs; a signal whose exporter is not scraped is absent.
+        let node_keys: Vec<(String, String)> = catalog
+            .rdma_metrics
+            .iter()
+            .map(|spec| (spec.key.clone(), spec.unit.clone()))
+            .chain(node_signals::NODE_SIGNALS.into_iter().map(|(key, unit)| (key.to_string(), unit.to_string())))
+            .collect();
+        for node in record.nodes.hosts() {
+            let Some(entry) = network.get(node) else { continue };
+            let summary = node_keys
+                .iter()
+                .filter_map(|(key, unit)| {
+                    let mean = *entry.means.get(key)?;
+                    let max = entry.timelines.get(key).map_or(mean, |t| t.iter().map(|&(_, v)| v).fold(mean, f64::max));
+                    Some(wire::MetricSummary { metric: key.clone(), unit: unit.clone(), mean, max, samples: 0 })
+                })
+                .collect();
+            let series = node_keys
+                .iter()
+                .filter_map(|(key, unit)| {
+                    let timeline = entry.timelines.get(key)?;
+                    Some(wire::MetricSeries {
+                        metric: key.clone(),
+                        unit: unit.clone(),
+                        points: report::downsample(timeline, points),
+                    })
+                })
+                .collect();
+            report.nodes.push(wire::NodeNetworkReport { node: node.clone(), summary, series });
+        }
+        let io = io_report(&io, window_s, points);
+        // The job's mean Lustre read rate and whose it is, for the findings.
+        let lustre_read = io
+            .as_ref()
+            .and_then(|(source, io)| Some((io.summary.iter().find(|s| s.metric == "lustre_read")?.mean, *source)));
+        report.io = io.map(|(_, io)| io);
+        let with_data = report.gpus.iter().filter(|gpu| !gpu.summary.is_empty()).count();
+        let mean_of = |key: &str| -> Option<f64> {
+            let values: Vec<f64> = facts
+                .iter()
+                .filter_map(|fact| match key {
+                    "gpu_util" => fact.gpu_util.map(|s| s.mean),
+                    _ => fact.tensor_active.map(|s| s.mean),
+                })
+                .collect();
+            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        };
+        let job_gpus = report.job.alloc_gpus as f64;
+        report.totals = wire::ReportTotals {
+            gpu_hours: job_gpus * hours,
+            idle_gpu_hours: idle_hours,
+            energy_kwh: energy_known.then(|| energy_mj / 3.6e9),
+            peak_memory_mib: peak_memory,
+            memory_capacity_mib: capacity,
+            mean_gpu_util: mean_of("gpu_util"),
+            mean_tensor_active: mean_of("tensor_active"),
+            node_power_w: None,
+            node_energy_kwh: None,
+        };
+        let job_nodes: Vec<&NodeData> = record.nodes.hosts().iter().filter_map(|node| network.get(node)).collect();
+        let gpu_util = attributed.iter().filter_map(|a| data.get(&a.gpu)?.timelines.get("gpu_util")).map(Vec::as_slice);
+        let node_facts = node_facts(report, &job_nodes, gpu_util, lustre_read, whole_nodes);
+        report.totals.node_power_w = node_facts.node_power_w;
+        report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
+        report.verdicts = report::verdicts(&facts)
+            .into_iter()
+            .map(|finding| wire::Verdict {
+                kind: finding.kind.to_string(),
+                severity: finding.severity.to_string(),
+                message: finding.message,
+                evidence: finding.evidence,
+            })
+            .collect();
+        report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(|finding| wire::Verdict {
+            kind: finding.kind.to_string(),
+            severity: finding.severity.to_string(),
+            message: finding.message,
+            evidence: finding.evidence,
+        }));
+        if attributed.iter().any(|a| a.uncertain) {
+            report.verdicts.push(wire::Verdict {
+                kind: "attribution_uncertain".into(),
+                severity: "info".into(),
+                message:
+                    "the job shared a node and no GPU record exists: every GPU of the node is shown, marked uncertain"
+                        .into(),
+                evidence: attributed
+                    .iter()
+                    .filter(|a| a.uncertain)
+                    .map(|a| format!("{} gpu {}", a.gpu.node, a.gpu.index))
+                    .collect(),
+            });
+        }
+        let (status, message) = if attributed.is_empty() && report.job.alloc_gpus > 0 {
+            ("no_data", Some("no GPU series were found on the job's nodes".to_string()))
+        } else if with_data == 0 && !attributed.is_empty() {
+            ("no_data", Some("no samples of the job's GPUs in its window".to_string()))
+        } else {
+            ("ok", None)
+        };
+        report.window_end = Some(end);
+        report.metrics = wire::MetricsStatus { status: status.into(), message, step_s };
+    }
+
+    /// Bursts per node and direction: the agent's peaks next to the counters' average and highest
+    /// scrape-to-scrape rate; "unknown" where only counters exist.
+    pub(super) fn bursts(
+        &self,
+        report: &wire::JobReport,
+        nodes: &[String],
+        peaks: BurstReadings,
+    ) -> Vec<wire::NodeBursts> {
+        let settings = &self.settings.catalog.bursts;
+        let threshold = settings.line_rate_bytes_per_s * settings.threshold;
+        let mut rows = Vec::new();
+        for node in nodes {
+            let network = report.nodes.iter().find(|n| &n.node == node);
+            for (direction, key) in [("tx", "rdma_tx"), ("rx", "rdma_rx")] {
+                let scrape = network.and_then(|n| n.summary.iter().find(|s| s.metric == key));
+                let BurstReading { peak, seconds_above: above } =
+                    peaks.get(&(node.clone(), direction)).copied().unwrap_or_default();
+                if scrape.is_none() && peak.is_none() {
+                    continue;
+                }
+                let measured = peak.is_some();
+                rows.push(wire::NodeBursts {
+                    node: node.clone(),
+                    direction: direction.into(),
+                    status: if measured { "measured" } else { "unknown" }.into(),
+                    scrape_mean_bytes_per_s: scrape.map(|s| s.mean),
+                    scrape_peak_bytes_per_s: scrape.map(|s| s.max),
+                    burst_peak_bytes_per_s: peak,
+                    seconds_above: if measured { Some(above.unwrap_or(0.0)) } else { None },
+                    threshold_bytes_per_s: threshold,
+                    message: (!measured).then(|| {
+                        format!(
+                            "only byte counters on this node: a burst shorter than a scrape is averaged away, so the \
+                             peak is unknown (a node agent exporting {} would show it)",
+                            if direction == "tx" { settings.tx_peak.as_str() } else { settings.rx_peak.as_str() }
+                        )
+                    }),
+                });
+            }
+        }
+        rows
+    }
+}
+
+/// Per step, the mean of the series that have a point at it.
+pub(super) fn mean_by_step<'a>(series: impl Iterator<Item = &'a [(i64, f64)]>) -> Vec<(i64, f64)> {
+    let mut steps: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+    for points in series {
+        for &(at, value) in points {
+            let step = steps.entry(at).or_default();
+            step.0 += value;
+            step.1 += 1.0;
+        }
+    }
+    steps.into_iter().map(|(at, (sum, n))| (at, sum / n)).collect()
+}
+
+/// What the node findings look at: the nodes' signals, and of the job's GPUs their idle share, power
+/// and utilisation per step (`gpu_util`: their timelines, on the same step grid as the nodes').
+pub(super) fn node_facts<'a>(
+    report: &wire::JobReport,
+    nodes: &[&NodeData],
+    gpu_util: impl Iterator<Item = &'a [(i64, f64)]>,
+    lustre_read: Option<(f64, IoSource)>,
+    whole_nodes: bool,
+) -> NodeFacts {
+    let over_nodes =
+        |key: &str| -> Vec<f64> { nodes.iter().filter_map(|entry| entry.means.get(key).copied()).collect() };
+    let mean = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+    let sum = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>());
+    let gpu_power: Vec<f64> =
+        report.gpus.iter().filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == "power").map(|s| s.mean)).collect();
+    // The steps in which the job's GPUs idled, against the nodes' iowait in the same steps.
+    let util = mean_by_step(gpu_util);
+    let iowait = mean_by_step(nodes.iter().filter_map(|entry| entry.timelines.get("cpu_iowait").map(Vec::as_slice)));
+    let totals = &report.totals;
+    NodeFacts {
+        gpu_idle_share: (totals.gpu_hours > 0.0).then(|| totals.idle_gpu_hours / totals.gpu_hours),
+        gpu_power_w: sum(gpu_power),
+        node_power_w: sum(over_nodes("node_power")),
+        whole_nodes,
+        cpu_iowait_pct: mean(over_nodes("cpu_iowait")),
+        io_pressure_pct: mean(over_nodes("io_pressure")),
+        iowait_gpu_idle_vs_busy: node_signals::split_by_gpu_idle(&util, &iowait, report::IDLE_UTIL_PCT),
+        lustre_read_bytes_per_s: lustre_read,
+        memory_pressure_pct: mean(over_nodes("memory_pressure")),
+    }
+}
+
+/// The job's Lustre I/O: its own job statistics where the file system keeps them, else the clients of
+/// its nodes; `None` when neither is scraped.
+pub(super) fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option<(IoSource, wire::IoReport)> {
+    let source = [IoSource::JobStats, IoSource::Nodes].into_iter().find(|source| {
+        io.iter().any(|((from, _), (timeline, mean))| from == source && (mean.is_some() || !timeline.is_empty()))
+    })?;
+    let mut summary = Vec::new();
+    let mut series = Vec::new();
+    let mut totals = (0.0, 0.0);
+    for (key, unit) in node_signals::IO_SIGNALS {
+        let Some((timeline, mean)) = io.get(&(source, key)) else { continue };
+        let mean = mean.unwrap_or(0.0);
+        let max = timeline.iter().map(|&(_, v)| v).fold(mean, f64::max);
+        summary.push(wire::MetricSummary { metric: key.to_string(), unit: unit.into(), mean, max, samples: 0 });
+        if !timeline.is_empty() {
+            series.push(wire::MetricSeries {
+                metric: key.to_string(),
+                unit: unit.into(),
+                points: report::downsample(timeline, points),
+            });
+        }
+        match key {
+            "lustre_read" => totals.0 = mean * window_s as f64,
+            "lustre_write" => totals.1 = mean * window_s as f64,
+            _ => {}
+        }
+    }
+    Some((
+        source,
+        wire::IoReport { source: source.name().into(), read_bytes: totals.0, write_bytes: totals.1, summary, series },
+    ))
+}
+
+/// The classification of a badly ended job from the evidence gathered, the XID errors on its GPUs and
+/// Slurm's own record of its end, with the evidence in time order.
+pub(super) fn failure_analysis(
+    record: &JobRecord,
+    ending: &Ending,
+    mut evidence: Vec<Evidence>,
+    gpus: &[wire::GpuReport],
+    end: DateTime<Utc>,
+) -> wire::FailureAnalysis {
+    for gpu in gpus {
+        for event in &gpu.xid_events {
+            let (strength, meaning) = blame::xid_strength(event.xid);
+            evidence.push(Evidence {
+                at: event.at.timestamp(),
+                source: "xid",
+                place: format!("{} gpu {}", gpu.node, gpu.gpu),
+                detail: format!("XID {}: {meaning}", event.xid),
+                strength,
+            });
+        }
+    }
+    let verdict = blame::classify(ending, evidence);
+    let mut listed: Vec<wire::FailureEvidence> = vec![wire::FailureEvidence {
+        at: end,
+        source: "slurm".into(),
+        place: record.node_list.clone(),
+        detail: format!("Slurm recorded {} with exit code {}", record.state.name(), record.exit_code),
+        strength: "fact".into(),
+    }];
+    listed.extend(verdict.evidence.iter().map(|fact| {
+        wire::FailureEvidence {
+            at: epoch(u64::try_from(fact.at).unwrap_or(0)).unwrap_or(end),
+            source: fact.source.into(),
+            place: fact.place.clone(),
+            detail: fact.detail.clone(),
+            strength: match fact.strength {
+                Strength::Strong => "strong",
+                Strength::Weak => "weak",
+                Strength::Application => "application",
+            }
+            .into(),
+        }
+    }));
+    listed.sort_by_key(|fact| fact.at);
+    wire::FailureAnalysis { blame: verdict.blame.as_str().into(), reason: verdict.reason, evidence: listed }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{END, START, at, failed_job, gathered, reporter};
+    use super::super::{ending_of, wire_map};
+    use super::*;
+    use crate::domain::tres::{TresCatalog, TresId, TresKind};
+
+    fn catalog() -> TresCatalog {
+        let kind = |id, kind: &str, name: &str| TresKind { id: TresId(id), kind: kind.into(), name: name.into() };
+        TresCatalog::new([kind(1, "cpu", ""), kind(4, "node", ""), kind(1001, "gres", "gpu")])
+    }
+
+    /// The report before assembly, as the report maker starts it.
+    fn empty_report() -> wire::JobReport {
+        wire::JobReport {
+            source: "final".into(),
+            generated_at: at(END),
+            window_start: Some(at(START)),
+            window_end: None,
+            metrics: wire::MetricsStatus { status: "no_data".into(), message: None, step_s: 0 },
+            gpus: Vec::new(),
+            nodes: Vec::new(),
+            totals: wire::ReportTotals::default(),
+            verdicts: Vec::new(),
+            failure: None,
+            bursts: Vec::new(),
+            traces: None,
+            io: None,
+            job: wire_map::job(&failed_job(), &catalog(), "lab", END as u64),
+        }
+    }
+
+    #[test]
+    fn totals_add_up_over_the_attributed_gpus() {
+        let mut report = empty_report();
+        reporter().fill(&mut report, &failed_job(), gathered(), at(END), 120);
+        let totals = &report.totals;
+        assert_eq!(report.gpus.len(), 16);
+        assert_eq!((report.metrics.status.as_str(), report.metrics.step_s), ("ok", 60));
+        assert!((totals.gpu_hours - 16.0).abs() < 1e-9, "16 GPUs for an hour");
+        assert!((totals.idle_gpu_hours - 2.0).abs() < 1e-9, "GPU 0 of each node idled the whole hour");
+        assert_eq!(totals.mean_gpu_util, Some(35.0));
+        assert_eq!(totals.mean_tensor_active, Some(17.5));
+        assert!(totals.energy_kwh.is_some_and(|kwh| (kwh - 4.8).abs() < 1e-9), "16 × 300 W × 1 h");
+        assert_eq!(totals.node_power_w, Some(4000.0));
+        let gpu0 = &report.gpus[0];
+        assert_eq!((gpu0.node.as_str(), gpu0.gpu, gpu0.attribution.as_str()), ("gpu001", 0, "whole_node"));
+        assert_eq!(gpu0.series.iter().find(|s| s.metric == "gpu_util").map(|s| s.points.len()), Some(60));
+    }
+
+    #[test]
+    fn idle_gpus_are_named_in_a_verdict() {
+        let mut report = empty_report();
+        reporter().fill(&mut report, &failed_job(), gathered(), at(END), 120);
+        let idle = report.verdicts.iter().find(|verdict| verdict.kind == "idle_gpus");
+        assert!(
+            idle.is_some_and(|v| v.evidence.iter().any(|line| line.contains("gpu001 gpu 0"))),
+            "{:?}",
+            report.verdicts
+        );
+    }
+
+    #[test]
+    fn a_gpu_that_fell_off_the_bus_is_the_infrastructures_fault() {
+        let record = failed_job();
+        let mut gpu = wire::GpuReport {
+            node: "gpu002".into(),
+            gpu: 5,
+            uuid: None,
+            attribution: "whole_node".into(),
+            uncertain: false,
+            summary: Vec::new(),
+            series: Vec::new(),
+            xid_events: Vec::new(),
+        };
+        let alone = failure_analysis(&record, &ending_of(&record), Vec::new(), std::slice::from_ref(&gpu), at(END));
+        assert_eq!(alone.blame, "application", "exit 1 with nothing wrong around it: {}", alone.reason);
+        gpu.xid_events.push(wire::XidEvent { at: at(END - 120), xid: 79, message: None });
+        let analysis = failure_analysis(&record, &ending_of(&record), Vec::new(), &[gpu], at(END));
+        assert_eq!(analysis.blame, "infrastructure", "{}", analysis.reason);
+        let sources: Vec<&str> = analysis.evidence.iter().map(|fact| fact.source.as_str()).collect();
+        assert_eq!(sources, ["xid", "slurm"], "evidence in time order, Slurm's own record last");
+        assert!(analysis.evidence[0].detail.contains("fallen off the bus"));
+    }
+
+    #[test]
+    fn lustre_io_prefers_the_jobs_own_statistics() {
+        let mut io: IoReadings = BTreeMap::new();
+        io.insert((IoSource::Nodes, "lustre_read"), (vec![(START + 60, 9e9)], Some(9e9)));
+        io.insert((IoSource::JobStats, "lustre_read"), (vec![(START + 60, 2e6), (START + 120, 4e6)], Some(3e6)));
+        let (source, report) = io_report(&io, 3600, 120).unwrap_or_else(|| panic!("an I/O report"));
+        assert_eq!(source, IoSource::JobStats);
+        assert!((report.read_bytes - 3e6 * 3600.0).abs() < 1e-3, "the mean rate over the window");
+        assert_eq!(report.summary.iter().find(|s| s.metric == "lustre_read").map(|s| s.max), Some(4e6));
+        assert!(io_report(&BTreeMap::new(), 3600, 120).is_none(), "no exporter, no I/O section");
+    }
+
+    #[test]
+    fn bursts_are_unknown_where_only_counters_exist() {
+        let mut report = empty_report();
+        report.nodes.push(wire::NodeNetworkReport {
+            node: "gpu001".into(),
+            summary: vec![wire::MetricSummary {
+                metric: "rdma_tx".into(),
+                unit: "B/s".into(),
+                mean: 1e9,
+                max: 2e9,
+                samples: 0,
+            }],
+            series: Vec::new(),
+        });
+        let mut peaks: BurstReadings = BTreeMap::new();
+        peaks.insert(("gpu002".into(), "rx"), BurstReading { peak: Some(4.9e10), seconds_above: Some(3.0) });
+        let rows = reporter().bursts(&report, &["gpu001".into(), "gpu002".into()], peaks);
+        let row = |node: &str, direction: &str| rows.iter().find(|r| r.node == node && r.direction == direction);
+        assert!(row("gpu001", "tx").is_some_and(|r| r.status == "unknown" && r.message.is_some()));
+        assert!(row("gpu002", "rx").is_some_and(|r| r.status == "measured" && r.seconds_above == Some(3.0)));
+        assert!(row("gpu001", "rx").is_none() && row("gpu002", "tx").is_none(), "no reading, no row");
+    }
+}

@@ -1,0 +1,360 @@
+//! The per-job report: joins a job from slurmdbd with the GPU records of our own store and the
+//! series in VictoriaMetrics, applies the report rules, and archives the result when the job has ended.
+//! It is made in four steps, each in its own file: [`plan`] lists every VictoriaMetrics query before
+//! any is sent, [`gather`] sends them at once and sorts the answers per GPU and node, [`assemble`] turns
+//! those into the wire report (totals, verdicts, failure analysis, bursts), and [`archive`] keeps
+//! finished jobs' reports. [`readings`] reads GPUs at a moment for the grid.
+
+mod archive;
+mod assemble;
+mod gather;
+mod plan;
+mod readings;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use slurmlens_wire as wire;
+
+pub use archive::{archive_recent, schedule_archive};
+pub use plan::ReportQueries;
+pub use readings::GpuScope;
+
+use super::{now_epoch, wire_map};
+use crate::domain::blame::{self, Ending, Evidence};
+use crate::domain::ids::JobSelector;
+use crate::domain::job::JobRecord;
+use crate::domain::report;
+use crate::domain::scope::ViewerScope;
+use crate::domain::series::SeriesCatalog;
+use crate::domain::time::epoch;
+use crate::domain::tres::TresCatalog;
+use crate::sources::slurmdbd::{SlurmDbd, SlurmDbdError};
+use crate::sources::victoriametrics::VictoriaMetrics;
+use crate::store::{Store, StoreError};
+use assemble::failure_analysis;
+use plan::{FaultScope, Span};
+
+impl Reporter {
+    pub fn new(vm: Option<VictoriaMetrics>, store: Option<Store>, settings: ReportSettings) -> Self {
+        Self { vm, store, settings }
+    }
+
+    /// The report of one job, or `None` when the viewer may not see it or it does not exist.
+    pub async fn report(
+        &self,
+        reader: &SlurmDbd,
+        scope: &ViewerScope,
+        selector: JobSelector,
+        points: usize,
+    ) -> Result<Option<wire::JobReport>, ReportError> {
+        let Some((record, _steps)) = reader.job(scope, selector).await? else {
+            return Ok(None);
+        };
+        let catalog = reader.tres_catalog().await?;
+        Ok(Some(self.report_for(reader, &record, &catalog, points).await?))
+    }
+
+    /// The report of a decoded job record: archived if one exists, else computed (and archived when due).
+    pub async fn report_for(
+        &self,
+        reader: &SlurmDbd,
+        record: &JobRecord,
+        tres: &TresCatalog,
+        points: usize,
+    ) -> Result<wire::JobReport, ReportError> {
+        let now = now_epoch();
+        let cluster = reader.cluster();
+        let job = wire_map::job(record, tres, cluster.as_str(), now);
+        let finished = record.state.base().is_finished() && record.time_end > 0;
+        if finished && let Some(store) = &self.store {
+            match store.archived_report(cluster, record.identity.id_job, record.time_submit).await {
+                Ok(Some(json)) => {
+                    if let Ok(mut archived) = serde_json::from_str::<wire::JobReport>(&json) {
+                        // Slurm may rewrite a finished row (slurmctld restart): the facts stay live.
+                        archived.job = job;
+                        archived.source = "archived".into();
+                        return Ok(archived);
+                    }
+                    tracing::warn!(job = record.identity.id_job, "archived report unreadable; recomputing");
+                }
+                Ok(None) => {}
+                Err(error) => tracing::warn!(%error, "archive unavailable; computing the report live"),
+            }
+        }
+        let report = self.compute(reader, record, job, points).await;
+        let due = finished && now >= record.time_end + self.settings.archive_delay.as_secs();
+        if due
+            && report.metrics.status == "ok"
+            && let Some(store) = &self.store
+        {
+            let json = serde_json::to_string(&report).map_err(|e| ReportError::Encode(e.to_string()))?;
+            // The report is served either way; a failed archive is retried by the next read or sweep.
+            let digest = crate::store::ReportDigest {
+                mean_gpu_util: report.totals.mean_gpu_util,
+                mean_tensor_active: report.totals.mean_tensor_active,
+                blame: report.failure.as_ref().map(|failure| failure.blame.clone()),
+            };
+            let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
+            if let Err(error) = archived.await {
+                tracing::warn!(%error, job = record.identity.id_job, "archiving the report failed");
+            }
+        }
+        Ok(report)
+    }
+
+    async fn compute(&self, reader: &SlurmDbd, record: &JobRecord, job: wire::Job, points: usize) -> wire::JobReport {
+        let now = Utc::now();
+        let start = epoch(record.time_start);
+        let end = window_end(record, now);
+        let finished = record.state.base().is_finished();
+        let mut report = wire::JobReport {
+            source: if finished { "final".into() } else { "live".into() },
+            generated_at: now,
+            window_start: start,
+            window_end: start.map(|_| end),
+            metrics: wire::MetricsStatus { status: "no_data".into(), message: None, step_s: 0 },
+            gpus: Vec::new(),
+            nodes: Vec::new(),
+            totals: wire::ReportTotals::default(),
+            verdicts: Vec::new(),
+            failure: None,
+            bursts: Vec::new(),
+            traces: None,
+            io: None,
+            job,
+        };
+        let ending = ending_of(record);
+        let classify = classifies(record);
+        let Some(start) = start.filter(|start| *start < end) else {
+            report.metrics.message = Some("the job ran too briefly for any metrics to cover it".into());
+            if classify {
+                let evidence = match epoch(record.time_start) {
+                    Some(started) => self.node_event_evidence(reader, record.nodes.hosts(), started, end).await,
+                    None => Vec::new(),
+                };
+                report.failure = Some(failure_analysis(record, &ending, evidence, &report.gpus, end));
+            }
+            report.traces = self.traces(reader, record, &report.totals).await;
+            return report;
+        };
+        let recorded = match &self.store {
+            Some(store) => match store.gpu_allocations(reader.cluster(), record.identity.id_job).await {
+                Ok(records) => records.into_iter().map(|record| (record.gpu, record.uuid)).collect(),
+                Err(error) => {
+                    tracing::warn!(%error, "GPU records unavailable; attributing without them");
+                    Vec::new()
+                }
+            },
+            None => Vec::new(),
+        };
+        let nodes = record.nodes.hosts().to_vec();
+        let faults = FaultScope { classify, tors: self.tors_of(reader.cluster().as_str(), &nodes) };
+        let mut evidence = Vec::new();
+        if classify {
+            evidence.extend(self.node_event_evidence(reader, &nodes, start, end).await);
+        }
+        match &self.vm {
+            None => {
+                report.metrics = wire::MetricsStatus {
+                    status: "unavailable".into(),
+                    message: Some("no metrics source is configured".into()),
+                    step_s: 0,
+                };
+            }
+            Some(vm) => {
+                let gathered = tokio::time::timeout(
+                    self.settings.metrics_timeout,
+                    self.gather(vm, record, report.job.alloc_gpus, &recorded, Span { start, end, points }, &faults),
+                )
+                .await;
+                match gathered {
+                    Ok(Ok(mut gathered)) => {
+                        evidence.append(&mut gathered.faults);
+                        let bursts = std::mem::take(&mut gathered.bursts);
+                        self.fill(&mut report, record, gathered, end, points);
+                        report.bursts = self.bursts(&report, &nodes, bursts);
+                    }
+                    Ok(Err(error)) => {
+                        report.metrics = wire::MetricsStatus {
+                            status: "unavailable".into(),
+                            message: Some(format!("metrics unavailable: {error}")),
+                            step_s: 0,
+                        };
+                    }
+                    Err(_) => {
+                        report.metrics = wire::MetricsStatus {
+                            status: "unavailable".into(),
+                            message: Some(format!(
+                                "metrics unavailable: VictoriaMetrics did not answer within {} ms",
+                                self.settings.metrics_timeout.as_millis()
+                            )),
+                            step_s: 0,
+                        };
+                    }
+                }
+            }
+        }
+        if classify {
+            report.failure = Some(failure_analysis(record, &ending, evidence, &report.gpus, end));
+        }
+        report.traces = self.traces(reader, record, &report.totals).await;
+        report
+    }
+
+    /// The job's trace breakdown, if summaries were sent, with DCGM's view beside the trace verdict:
+    /// the tensor pipes' activity says whether "compute" was tensor work or not.
+    async fn traces(
+        &self,
+        reader: &SlurmDbd,
+        record: &JobRecord,
+        totals: &wire::ReportTotals,
+    ) -> Option<wire::JobTraces> {
+        let store = self.store.as_ref()?;
+        let mut traces = match super::traces::job_traces(store, reader.cluster(), record.identity.id_job).await {
+            Ok(traces) => traces,
+            Err(error) => {
+                tracing::warn!(%error, "trace summaries unavailable; reporting without them");
+                return None;
+            }
+        };
+        if traces.total.traced_s <= 0.0 {
+            return None;
+        }
+        if let Some(verdict) = traces.total.verdict.as_mut() {
+            if let Some(tensor) = totals.mean_tensor_active {
+                let reading = if tensor >= report::GOOD_TENSOR_PCT {
+                    "tensor cores well used"
+                } else if tensor < report::LOW_TENSOR_PCT {
+                    "kernels run with little tensor-core work (FP32, or small matrices)"
+                } else {
+                    "tensor cores partly used"
+                };
+                verdict.evidence.push(format!("DCGM: mean tensor activity {tensor:.0} % — {reading}"));
+            }
+            if let Some(util) = totals.mean_gpu_util {
+                verdict.evidence.push(format!("DCGM: mean GPU utilisation {util:.0} % (busy is not efficient)"));
+            }
+        }
+        Some(traces)
+    }
+
+    /// The racks (ToRs) holding `nodes`, from the site's topology (or the names' default racks).
+    fn tors_of(&self, cluster: &str, nodes: &[String]) -> Vec<String> {
+        let racks = self.settings.topology.resolve(cluster, nodes, 8);
+        let mut tors: Vec<String> = racks
+            .nodes
+            .iter()
+            .filter(|place| nodes.contains(&place.name))
+            .filter_map(|place| racks.racks.get(place.rack as usize).map(|rack| rack.name.clone()))
+            .collect();
+        tors.sort();
+        tors.dedup();
+        tors
+    }
+
+    /// Drains, downs and failures of the job's nodes from five minutes before it started to five after
+    /// it ended. Unreadable events are logged and left out: the analysis says what it has.
+    async fn node_event_evidence(
+        &self,
+        reader: &SlurmDbd,
+        nodes: &[String],
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Vec<Evidence> {
+        let margin = chrono::Duration::minutes(5);
+        let Ok(window) = crate::domain::job::TimeWindow::new(start - margin, end + margin) else { return Vec::new() };
+        match reader.node_events(window, None).await {
+            Ok(events) => events
+                .into_iter()
+                .filter(|event| nodes.contains(&event.node))
+                .map(|event| {
+                    let state = crate::domain::state::NodeState::from_raw(event.state).name();
+                    let down = state.split('+').any(|flag| flag == "DOWN");
+                    Evidence {
+                        at: i64::try_from(event.time_start).unwrap_or(0),
+                        source: "node_event",
+                        place: event.node.clone(),
+                        detail: format!("{state}: {}", event.reason),
+                        strength: blame::node_event_strength(&event.reason, down),
+                    }
+                })
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "node events unavailable; classifying without them");
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// Failures that stop a report (metrics failing does not: the report degrades instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    SlurmDbd(#[from] SlurmDbdError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("report could not be encoded: {0}")]
+    Encode(String),
+    #[error("no window to archive: {0}")]
+    Window(String),
+}
+
+/// How reports are made.
+#[derive(Debug, Clone)]
+pub struct ReportSettings {
+    pub catalog: SeriesCatalog,
+    /// Upper bound of all metric queries of one report together.
+    pub metrics_timeout: Duration,
+    /// A job's report is archived once it ended this long ago (late scrapes have arrived).
+    pub archive_delay: Duration,
+    /// Racks (ToRs) of the nodes: where a job's ping-mesh paths start and end.
+    pub topology: slurmlens_web::topology::Topology,
+}
+
+impl Default for ReportSettings {
+    fn default() -> Self {
+        Self {
+            catalog: SeriesCatalog::default(),
+            metrics_timeout: Duration::from_secs(5),
+            archive_delay: Duration::from_secs(120),
+            topology: slurmlens_web::topology::Topology::default(),
+        }
+    }
+}
+
+/// Makes reports.
+#[derive(Clone)]
+pub struct Reporter {
+    vm: Option<VictoriaMetrics>,
+    store: Option<Store>,
+    settings: ReportSettings,
+}
+
+/// Points per timeline when a request does not say (`?points=`).
+pub const DEFAULT_POINTS: usize = 120;
+
+/// How a job ended, as the failure classification reads it.
+fn ending_of(record: &JobRecord) -> Ending {
+    Ending {
+        state: record.state.base(),
+        exit_code: record.exit_code.status,
+        signal: record.exit_code.signal,
+        cancelled_by: record.kill_requid,
+        owner_uid: record.uid,
+    }
+}
+
+/// Whether the report classifies the job's ending (application or infrastructure): it ended badly.
+fn classifies(record: &JobRecord) -> bool {
+    record.state.base().is_finished() && blame::needs_classification(&ending_of(record))
+}
+
+/// The end of a report's window: the job's end, or now while it runs.
+fn window_end(record: &JobRecord, now: DateTime<Utc>) -> DateTime<Utc> {
+    epoch(record.time_end).unwrap_or(now).min(now)
+}
+
+#[cfg(test)]
+mod fixtures;
