@@ -177,7 +177,6 @@ pub fn job_nodes(jobs: &[wire::Job]) -> BTreeSet<String> {
     jobs.iter().flat_map(|job| hostlist::expand(&job.node_list)).collect()
 }
 
-/// GPUs a job holds on each of its nodes, rounded up (slurmdbd keeps only the total).
 /// GPUs per node where a job's total splits exactly: all of them on one node, or an even split
 /// (`--gres=gpu:N` is per node); `None` otherwise.
 pub fn exact_gpus_per_node(total: u64, nodes: usize) -> Option<u64> {
@@ -188,6 +187,7 @@ pub fn exact_gpus_per_node(total: u64, nodes: usize) -> Option<u64> {
     }
 }
 
+/// GPUs a job holds on each of its nodes, rounded up (slurmdbd keeps only the total).
 pub fn per_node_gpus(gpus: u64, nodes: usize) -> u64 {
     if nodes == 0 { 0 } else { gpus.div_ceil(nodes as u64) }
 }

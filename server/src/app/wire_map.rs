@@ -133,3 +133,21 @@ pub fn node_event(event: &NodeEventRecord) -> wire::NodeEvent {
         end: epoch(event.time_end),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::tres::TresKind;
+
+    /// A page of the job listing, pinned: `Page<Job>` is what every API client and the pages read.
+    #[test]
+    fn a_page_of_jobs_has_sacct_shaped_rows() {
+        let record = crate::app::report::fixtures::failed_job();
+        let kind = |id, kind: &str, name: &str| TresKind { id: TresId(id), kind: kind.into(), name: name.into() };
+        let catalog = TresCatalog::new([kind(1, "cpu", ""), kind(4, "node", ""), kind(1001, "gres", "gpu")]);
+        let now = record.time_end + 60;
+        let page =
+            wire::Page { items: vec![job(&record, &catalog, "lab", now)], next_cursor: Some("1795946340.1".into()) };
+        insta::assert_json_snapshot!(page);
+    }
+}

@@ -1,4 +1,4 @@
-//! Gap 2, "was the failure mine?": whether a job that ended badly ended because of the infrastructure
+//! Failure attribution, "was the failure mine?": whether a job that ended badly ended because of the infrastructure
 //! (GPU hardware, node, network) or the application, with the evidence in time order.
 //!
 //! The rules read facts gathered elsewhere (XID codes from dcgm-exporter, node events from slurmdbd,

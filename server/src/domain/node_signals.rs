@@ -1,4 +1,4 @@
-//! The node beside its GPUs (issue 8): the PromQL a report sends for node_exporter's CPU, memory,
+//! The node beside its GPUs: the PromQL a report sends for node_exporter's CPU, memory,
 //! pressure and network series, ipmi_exporter's node power and the Lustre exporter's I/O, and the
 //! findings they support ("the GPUs idled while the CPUs waited on I/O", "the GPUs drew 80 % of the
 //! nodes' power").

@@ -1,6 +1,6 @@
 //! The series catalogue: which metrics and labels real exporters emit (dcgm-exporter, rdma_exporter,
 //! node_exporter, ipmi_exporter, the Lustre exporter), with the defaults of
-//! `shared/reference/datasources.md` and per-site overrides from the config.
+//! their documentation and per-site overrides from the config.
 
 use serde::{Deserialize, Serialize};
 
@@ -53,9 +53,9 @@ pub struct SeriesCatalog {
     /// Value of the last XID error (a gauge with `err_code`/`err_msg` labels).
     pub xid: MetricName,
     pub rdma_metrics: Vec<MetricSpec>,
-    /// Infrastructure faults read for "was the failure mine?" (gap 2).
+    /// Infrastructure faults read for "was the failure mine?" (failure attribution).
     pub faults: FaultSeries,
-    /// Short-interval peak rates exported by a node agent next to the counters (gap 3).
+    /// Short-interval peak rates exported by a node agent next to the counters (micro-bursts).
     pub bursts: BurstSeries,
     /// The node beside its GPUs: node_exporter (CPU, memory, pressure, network) and ipmi_exporter (power).
     pub node: NodeSeries,

@@ -91,3 +91,30 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn envelope(error: ApiError) -> (StatusCode, serde_json::Value) {
+        let response = error.into_response();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("a body");
+        (status, serde_json::from_slice(&bytes).expect("JSON"))
+    }
+
+    /// Every failure is the one envelope; a 5xx says nothing of its cause.
+    #[tokio::test]
+    async fn every_failure_renders_the_one_envelope() {
+        let invalid = envelope(ApiError::invalid("start", "`soon` is not a time")).await;
+        let unavailable =
+            envelope(ApiError::Unavailable { source: "slurmdbd", cause: "connection refused (10.0.0.5:3306)".into() })
+                .await;
+        let internal = envelope(ApiError::Internal("slurmdbd: no column time_end".into())).await;
+        assert_eq!(
+            [invalid.0, unavailable.0, internal.0],
+            [StatusCode::BAD_REQUEST, StatusCode::SERVICE_UNAVAILABLE, StatusCode::INTERNAL_SERVER_ERROR]
+        );
+        insta::assert_json_snapshot!([invalid.1, unavailable.1, internal.1]);
+    }
+}

@@ -1,4 +1,4 @@
-//! "Was the failure mine?" (gap 2) and micro-bursts (gap 3) in the report, against the lab's real
+//! "Was the failure mine?" (failure attribution) and micro-bursts in the report, against the lab's real
 //! Slurm jobs and VictoriaMetrics. The fault series are imported in the exporters' own shapes, since a
 //! lossy switch port or a NIC burst cannot be caused on loopback.
 

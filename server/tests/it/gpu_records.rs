@@ -1,4 +1,4 @@
-//! The store's GPU records (issue 5): records that arrive out of order still tell the job's story.
+//! The store's GPU records: records that arrive out of order still tell the job's story.
 
 use chrono::{Duration, TimeZone, Utc};
 use slurmlens::domain::gpu::{GpuAllocation, GpuRef};

@@ -1,4 +1,4 @@
-//! The node beside its GPUs in a job's report (issue 8), against the lab's real node_exporter, scraped by
+//! The node beside its GPUs in a job's report, against the lab's real node_exporter, scraped by
 //! a real vmagent into VictoriaMetrics; ipmi_exporter's power and the Lustre exporter's job statistics
 //! imported in those exporters' exact format. Every figure is checked against a direct PromQL query.
 

@@ -1,4 +1,4 @@
-//! OTLP/HTTP logs in (issue 8): the same trace summaries and GPU records sent as OTLP logs (protobuf and
+//! OTLP/HTTP logs in: the same trace summaries and GPU records sent as OTLP logs (protobuf and
 //! JSON, gzip, and through the OpenTelemetry JS SDK's stock exporters) store exactly the rows the JSON
 //! endpoints store, name the same refused record, store nothing twice on replay, and nothing at all
 //! without the cluster's secret or from a body that is not OTLP.

@@ -1,4 +1,4 @@
-//! The Slurm plugins (slurm-plugin/, issue 5) loaded by the lab's real Slurm: the report link at
+//! The Slurm plugins (slurm-plugin/) loaded by the lab's real Slurm: the report link at
 //! submission and atop the job output, the GPU records each node's prolog and epilog send (equal to
 //! `scontrol show job -d`), jobs that run unharmed while the server is down and spooled records that
 //! arrive exactly once when it returns, and the ingest endpoint's refusals.

@@ -1,4 +1,4 @@
-//! The per-job report against the lab's real VictoriaMetrics and Slurm (issue 3).
+//! The per-job report against the lab's real VictoriaMetrics and Slurm.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! The API agrees with `sacct -a -X -P` on every job of a real job mix (issue 2).
+//! The API agrees with `sacct -a -X -P` on every job of a real job mix.
 
 use chrono::{DateTime, Utc};
 use slurmlens::config::AnonymousAccess;

@@ -1,4 +1,4 @@
-//! Every signal per job (issue 8): `GET /api/v1/jobs/{id}/logs` and `/profile` against stand-ins for
+//! Every signal per job: `GET /api/v1/jobs/{id}/logs` and `/profile` against stand-ins for
 //! VictoriaLogs and Pyroscope (see `standins.rs`) and a real Slurm job of the lab. The queries the
 //! stand-ins received are asserted: the job's nodes and window only, values escaped; injection attempts
 //! are 400s that reach no source; another tenant's job is a 404; a source down, slow or absent is a 200

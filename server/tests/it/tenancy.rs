@@ -1,4 +1,4 @@
-//! Who sees what on the grid (issue 6): another tenant's GPUs reach a user only as busy counts per
+//! Who sees what on the grid: another tenant's GPUs reach a user only as busy counts per
 //! node, never as a job id, user, name or reading; GPU readings are sent for the user's own GPUs only;
 //! staff still see every GPU.
 

@@ -1,4 +1,4 @@
-//! Trace summaries (issue 7): `POST /api/v1/traces` stores exactly the valid records of a batch and names
+//! Trace summaries: `POST /api/v1/traces` stores exactly the valid records of a batch and names
 //! each refused one, stores nothing on replay or without the cluster's secret; an nsys CSV import and
 //! eBPF batches show up in `GET /api/v1/jobs/{id}/traces` with the right verdict.
 
@@ -230,7 +230,7 @@ async fn breakdown_of_a_communication_bound_job_says_communication_bound() {
     }
     let collectives: Vec<&str> = traces.top_collectives.iter().map(|top| top.name.as_str()).collect();
     assert_eq!(collectives, vec!["AllReduce", "AllGather"]);
-    // The report carries the same breakdown (gap 1 beside the GPU metrics).
+    // The report carries the same breakdown (the trace breakdown beside the GPU metrics).
     let report: slurmlens_wire::JobReport =
         app.get(&format!("/api/v1/jobs/{job_id}/report?cluster=lab")).await.json().await.expect("report");
     let in_report = report.traces.expect("the report carries the trace breakdown");

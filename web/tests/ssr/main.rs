@@ -249,7 +249,7 @@ fn the_grid_colours_gpus_by_a_metric_and_marks_gpus_without_readings() {
 
 #[test]
 fn a_tenant_sees_other_tenants_gpus_as_busy_cells_that_name_no_one() {
-    // Issue 6: alice's job 7 holds two GPUs of n1 at this moment; bob sees them busy, unnamed.
+    // Tenancy on the grid: alice's job 7 holds two GPUs of n1 at this moment; bob sees them busy, unnamed.
     let at = chrono::DateTime::parse_from_rfc3339("2026-11-29T10:45:00Z").expect("time").timestamp();
     for path in [format!("/grid?cluster=lab&at={at}"), format!("/grid?cluster=lab&at={at}&metric=gpu_util")] {
         let (status, html) = get_as(Some("bob"), &path);

@@ -446,6 +446,19 @@ mod tests {
         assert_eq!(gpu0.series.iter().find(|s| s.metric == "gpu_util").map(|s| s.points.len()), Some(60));
     }
 
+    /// The report's shape, pinned: a change to any field's name, type or order shows up as a diff
+    /// to review (`cargo insta review`). Two GPUs keep the snapshot readable.
+    #[test]
+    fn the_reports_shape_is_pinned() {
+        let mut report = empty_report();
+        let mut gathered = gathered();
+        gathered.attributed.retain(|attributed| attributed.gpu.node == "gpu001" && attributed.gpu.index < 2);
+        reporter().fill(&mut report, &failed_job(), gathered, at(END), 4);
+        report.failure =
+            Some(failure_analysis(&failed_job(), &ending_of(&failed_job()), Vec::new(), &report.gpus, at(END)));
+        insta::assert_json_snapshot!(report, { ".generated_at" => "[generated_at]" });
+    }
+
     #[test]
     fn idle_gpus_are_named_in_a_verdict() {
         let mut report = empty_report();

@@ -24,7 +24,7 @@ pub const START: i64 = 1_795_946_400;
 pub const END: i64 = START + 3600;
 
 /// A report maker with the default series catalogue and no sources.
-pub fn reporter() -> Reporter {
+pub(super) fn reporter() -> Reporter {
     Reporter::new(None, None, ReportSettings::default())
 }
 
@@ -70,7 +70,7 @@ pub fn failed_job() -> JobRecord {
 
 /// What the job's sixteen GPUs and two nodes read over its hour, in minute steps: GPU `index` of
 /// each node at `10 * index` % utilisation (GPU 0 idle), 300 W; node `gpu001` drew 4 kW.
-pub fn gathered() -> Gathered {
+pub(super) fn gathered() -> Gathered {
     let mut data = BTreeMap::new();
     let mut attributed = Vec::new();
     for node in ["gpu001", "gpu002"] {

@@ -357,4 +357,4 @@ fn window_end(record: &JobRecord, now: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;

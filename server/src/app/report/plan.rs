@@ -159,7 +159,7 @@ impl Reporter {
             metric: metric.clone(),
             matchers: vec![Matcher::AnyHost(host_label.clone(), nodes.to_vec())],
         };
-        // Gap 3: a node agent's 100 ms peak rates and its seconds above the burst threshold.
+        // Micro-bursts: a node agent's 100 ms peak rates and its seconds above the burst threshold.
         let bursts = &catalog.bursts;
         let threshold_label: LabelName = "threshold".parse().unwrap_or_else(|_| unreachable!("a valid label"));
         for (direction, peak, above) in
@@ -176,7 +176,7 @@ impl Reporter {
         if !faults.classify {
             return plan;
         }
-        // Gap 2: the steps in which a fault showed on the job's links, GPUs or ToR paths.
+        // Failure attribution: the steps in which a fault showed on the job's links, GPUs or ToR paths.
         let series = &catalog.faults;
         for (kind, metric) in
             [(FaultKind::LinkDowned, &series.link_downed), (FaultKind::SymbolErrors, &series.symbol_errors)]
@@ -281,7 +281,7 @@ pub(super) enum Wanted {
     NodeMean(String, f64),
     /// The job's Lustre I/O (key, source, over the window rather than per step).
     Io(&'static str, IoSource, bool),
-    /// Steps in which a fault counter rose or a fault gauge was set: evidence for gap 2.
+    /// Steps in which a fault counter rose or a fault gauge was set: evidence for the failure attribution.
     Fault(FaultKind),
     /// A node's highest 100 ms rate over the window (direction).
     BurstPeak(&'static str),
