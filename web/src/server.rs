@@ -19,16 +19,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
+use slurmlens_slurm::hostlist;
+use slurmlens_slurm::topology::{Racks, Topology, infer_gpus_per_node};
 use slurmlens_wire as wire;
 
 use crate::api::{DataError, JobView};
 use crate::app::{App, shell};
 use crate::gantt::{self, GanttData, per_node_gpus};
 use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
-use crate::hostlist;
 use crate::joblist::{self, Column, order_of};
 use crate::query::{GanttQuery, GridQuery, JobQuery, ListQuery};
-use crate::topology::{Racks, Topology, infer_gpus_per_node};
 
 /// A boxed future borrowing the data source, as the trait's methods return (keeps it object-safe).
 pub type DataFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DataError>> + Send + 'a>>;
@@ -300,7 +300,7 @@ pub async fn grid_snapshot(
         .map(|(node, busy)| {
             let visible: u64 = jobs
                 .iter()
-                .filter(|job| hostlist::expand(&job.node_list).iter().any(|host| host == node))
+                .filter(|job| hostlist::expand_lenient(&job.node_list).iter().any(|host| host == node))
                 .map(|job| per_node_gpus(job.alloc_gpus, job.alloc_nodes.max(1) as usize))
                 .sum();
             busy + visible
