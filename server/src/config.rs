@@ -49,7 +49,7 @@ pub struct Config {
     /// The web pages' built site (`web/build.sh` writes `target/site`); none: pages without their wasm bundle.
     #[serde(default)]
     pub site_root: Option<PathBuf>,
-    /// Rack layout for the grid and Gantt (TOML, see `web/src/topology.rs`); none: racks from node names.
+    /// Rack layout for the grid and Gantt (TOML, see `crates/slurm/src/topology.rs`); none: racks from node names.
     #[serde(default)]
     pub topology: Option<PathBuf>,
 }

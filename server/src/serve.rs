@@ -50,15 +50,15 @@ pub fn http_state(config: &Config) -> anyhow::Result<HttpState> {
 }
 
 /// The site's rack layout from `topology` (none: racks from node names).
-pub fn topology(config: &Config) -> anyhow::Result<slurmlens_web::topology::Topology> {
+pub fn topology(config: &Config) -> anyhow::Result<slurmlens_slurm::topology::Topology> {
     match &config.topology {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading topology {}", path.display()))?;
-            slurmlens_web::topology::Topology::from_toml(&text)
+            slurmlens_slurm::topology::Topology::from_toml(&text)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("parsing topology {}", path.display()))
         }
-        None => Ok(slurmlens_web::topology::Topology::default()),
+        None => Ok(slurmlens_slurm::topology::Topology::default()),
     }
 }
 

@@ -5,13 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use slurmlens_slurm::hostlist;
+use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
 use crate::axis;
-use crate::hostlist;
 use crate::palette::{Categories, ColourBy, job_colour};
 use crate::timefmt;
-use crate::topology::Racks;
 
 /// The narrowest view: one hour.
 pub const MIN_SPAN: f64 = 3600.0;
@@ -174,17 +174,7 @@ impl Interner {
 
 /// The node names a job list touches, for laying out nodes the node list does not name.
 pub fn job_nodes(jobs: &[wire::Job]) -> BTreeSet<String> {
-    jobs.iter().flat_map(|job| hostlist::expand(&job.node_list)).collect()
-}
-
-/// GPUs per node where a job's total splits exactly: all of them on one node, or an even split
-/// (`--gres=gpu:N` is per node); `None` otherwise.
-pub fn exact_gpus_per_node(total: u64, nodes: usize) -> Option<u64> {
-    match nodes {
-        0 => None,
-        1 => Some(total),
-        n => total.is_multiple_of(n as u64).then_some(total / n as u64),
-    }
+    jobs.iter().flat_map(|job| hostlist::expand_lenient(&job.node_list)).collect()
 }
 
 /// GPUs a job holds on each of its nodes, rounded up (slurmdbd keeps only the total).
@@ -210,7 +200,7 @@ impl GanttData {
             let Some(job_start) = job.start else {
                 continue;
             };
-            let nodes: Vec<u32> = hostlist::expand(&job.node_list)
+            let nodes: Vec<u32> = hostlist::expand_lenient(&job.node_list)
                 .iter()
                 .filter_map(|name| node_index.get(name.as_str()).copied())
                 .collect();
@@ -848,7 +838,7 @@ mod tests {
     use chrono::DateTime;
 
     use super::*;
-    use crate::topology::Topology;
+    use slurmlens_slurm::topology::Topology;
 
     fn job(id: &str, user: &str, nodes: &str, start: i64, end: Option<i64>, gpus: u64) -> wire::Job {
         let time = |t: i64| DateTime::from_timestamp(t, 0).expect("valid time");
@@ -894,7 +884,7 @@ mod tests {
     }
 
     fn sample() -> GanttData {
-        let known = hostlist::expand("gpu[001-020]");
+        let known = hostlist::expand_lenient("gpu[001-020]");
         let racks = Topology::default().resolve("c", &known, 8);
         let jobs = vec![
             job("1", "alice", "gpu[001-002]", 1000, Some(2000), 16),

@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use slurmlens_slurm::hostlist;
+use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
 use crate::gantt::per_node_gpus;
-use crate::hostlist;
 use crate::palette::{Categories, ColourBy, FREE, job_colour, state_colour};
-use crate::topology::Racks;
 
 /// The grid at `at`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -194,7 +194,7 @@ impl GridSnapshot {
         let mut grid_jobs = Vec::with_capacity(running.len());
         for job in running {
             let job_index = grid_jobs.len() as u32;
-            let hosts = hostlist::expand(&job.node_list);
+            let hosts = hostlist::expand_lenient(&job.node_list);
             let detail = node_gpus.get(&job.job_id);
             for host in &hosts {
                 let Some(&node) = node_index.get(host.as_str()) else {
@@ -296,7 +296,7 @@ impl GridSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Topology;
+    use slurmlens_slurm::topology::Topology;
 
     fn job(id: u32, nodes: &str, start: &str, end: Option<&str>, gpus: u64) -> wire::Job {
         let mut value = serde_json::json!({
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn fills_gpu_cells_in_start_order_with_each_jobs_count() {
-        let racks = Topology::default().resolve("c", &hostlist::expand("n[1-2]"), 4);
+        let racks = Topology::default().resolve("c", &hostlist::expand_lenient("n[1-2]"), 4);
         let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z").expect("time").timestamp();
         let jobs = vec![
             job(2, "n1", "2026-11-30T11:00:00Z", None, 1),
@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn other_tenants_gpus_fill_the_lowest_cells_left_after_the_viewers_jobs() {
-        let racks = Topology::default().resolve("c", &hostlist::expand("n[1-3]"), 4);
+        let racks = Topology::default().resolve("c", &hostlist::expand_lenient("n[1-3]"), 4);
         let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z").expect("time").timestamp();
         // The viewer's jobs: one recorded on GPUs 0 and 2 of n1, one in start order on n2.
         let jobs = vec![job(5, "n1", "2026-11-30T10:00:00Z", None, 2), job(6, "n2", "2026-11-30T11:00:00Z", None, 1)];

@@ -1,7 +1,7 @@
 //! slurmlens web front end: leptos pages rendered by the slurmlens server and hydrated in the browser.
 //!
-//! The layout code (`axis`, `flame`, `hostlist`, `topology`, `gantt`, `grid`, `joblist`, `palette`, `query`,
-//! `timefmt`) is plain Rust, tested natively. `app` and `pages` are the leptos views; `canvas` draws the
+//! The layout code (`axis`, `flame`, `gantt`, `grid`, `joblist`, `palette`, `query`, `timefmt`) is plain
+//! Rust, tested natively; hostlists and rack topology come from `slurmlens-slurm`. `app` and `pages` are the leptos views; `canvas` draws the
 //! Gantt in the browser; `api` loads data (in process on the server, over HTTP in the browser);
 //! `server` (feature `ssr`) is the trait the server implements and the router it merges.
 
@@ -15,7 +15,6 @@ pub mod charts;
 pub mod flame;
 pub mod gantt;
 pub mod grid;
-pub mod hostlist;
 pub mod joblist;
 pub mod pages;
 pub mod palette;
@@ -23,7 +22,9 @@ pub mod query;
 #[cfg(feature = "ssr")]
 pub mod server;
 pub mod timefmt;
-pub mod topology;
+/// Kept under its old path while the demo (`server/src/demo/telemetry.rs`) still names
+/// `slurmlens_web::topology`; the module lives in `crates/slurm`.
+pub use slurmlens_slurm::topology;
 
 /// The browser entry point: hydrates the server-rendered page.
 #[cfg(feature = "hydrate")]

@@ -20,16 +20,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
+use slurmlens_slurm::gpus::exact_gpus_per_node;
+use slurmlens_slurm::hostlist;
+use slurmlens_slurm::topology::{Racks, Topology, infer_gpus_per_node};
 use slurmlens_wire as wire;
 
 use crate::api::{DataError, JobView};
 use crate::app::{App, shell};
-use crate::gantt::{self, GanttData, exact_gpus_per_node, per_node_gpus};
+use crate::gantt::{self, GanttData, per_node_gpus};
 use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
-use crate::hostlist;
 use crate::joblist::{self, Column, order_of};
 use crate::query::{GanttQuery, GridQuery, JobQuery, ListQuery};
-use crate::topology::{Racks, Topology, infer_gpus_per_node};
 
 /// A boxed future borrowing the data source, as the traits' methods return (keeps them object-safe).
 pub type DataFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DataError>> + Send + 'a>>;
@@ -269,7 +270,7 @@ pub async fn grid_snapshot(
         .map(|(node, busy)| {
             let visible: u64 = jobs
                 .iter()
-                .filter(|job| hostlist::expand(&job.node_list).iter().any(|host| host == node))
+                .filter(|job| hostlist::expand_lenient(&job.node_list).iter().any(|host| host == node))
                 .map(|job| per_node_gpus(job.alloc_gpus, job.alloc_nodes.max(1) as usize))
                 .sum();
             busy + visible
@@ -305,7 +306,7 @@ pub async fn grid_snapshot(
 fn multi_node_gpus(jobs: &[wire::Job]) -> NodeGpus {
     let mut node_gpus = NodeGpus::new();
     for job in jobs.iter().filter(|job| job.alloc_nodes > 1) {
-        let hosts = hostlist::expand(&job.node_list);
+        let hosts = hostlist::expand_lenient(&job.node_list);
         let per_node = exact_gpus_per_node(job.alloc_gpus, hosts.len());
         node_gpus
             .insert(job.job_id.clone(), hosts.into_iter().map(|host| (host, per_node)).collect::<BTreeMap<_, _>>());

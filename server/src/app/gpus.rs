@@ -10,7 +10,9 @@ use slurmlens_wire as wire;
 use super::report::GpuScope;
 use super::{App, AppError, Viewer};
 use crate::domain::gpu::GpuRef;
-use crate::domain::job::{TimeWindow, exact_gpus_per_node};
+use slurmlens_slurm::gpus::exact_gpus_per_node;
+
+use crate::domain::job::TimeWindow;
 use crate::domain::report::HeldJob;
 use crate::domain::scope::ViewerScope;
 use crate::domain::tres::TresCatalog;

@@ -72,7 +72,7 @@ pub fn job_detail(
     let nodes = hosts
         .iter()
         .map(|host| {
-            let per_node = crate::domain::job::exact_gpus_per_node(gpus, hosts.len());
+            let per_node = slurmlens_slurm::gpus::exact_gpus_per_node(gpus, hosts.len());
             let source = match (per_node, hosts.len()) {
                 (Some(_), 1) => "single_node",
                 (Some(_), _) => "even_split",

@@ -992,7 +992,7 @@ pub async fn seed_cluster(
     reader: &crate::sources::slurmdbd::SlurmDbd,
     store: Option<&crate::store::Store>,
     vm: &VictoriaMetrics,
-    topology: &slurmlens_web::topology::Topology,
+    topology: &slurmlens_slurm::topology::Topology,
     hours: i64,
     step_s: i64,
     gpus_per_node: u16,

@@ -101,16 +101,6 @@ impl TimeWindow {
     }
 }
 
-/// A job's GPUs on each of its `nodes` nodes, where slurmdbd's total tells it exactly: all of them on
-/// one node, the even share when the total divides (`--gres=gpu:N` is per node); else `None`.
-pub fn exact_gpus_per_node(total: u64, nodes: usize) -> Option<u64> {
-    match nodes {
-        0 => None,
-        1 => Some(total),
-        n => total.is_multiple_of(n as u64).then_some(total / n as u64),
-    }
-}
-
 /// Filters of a job listing; every one narrows (empty lists mean "any").
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
@@ -176,14 +166,6 @@ impl JobCursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gpus_per_node_are_exact_only_when_the_total_splits() {
-        assert_eq!(exact_gpus_per_node(3, 1), Some(3));
-        assert_eq!(exact_gpus_per_node(8, 2), Some(4));
-        assert_eq!(exact_gpus_per_node(3, 2), None);
-        assert_eq!(exact_gpus_per_node(4, 0), None);
-    }
 
     #[test]
     fn cursors_round_trip_and_reject_garbage() {

@@ -1,12 +1,14 @@
 //! Domain types and rules: Slurm's vocabulary, parsed. No axum, sqlx or reqwest below this line.
 
+/// Hostlists, job ids and job/node states live in `crates/slurm` (shared with the web pages); they
+/// are re-exported here so that `crate::domain::hostlist`, `::ids` and `::state` keep naming them.
+pub use slurmlens_slurm::{hostlist, ids, state};
+
 pub mod blame;
 pub mod bottleneck;
 pub mod cluster;
 pub mod exit_code;
 pub mod gpu;
-pub mod hostlist;
-pub mod ids;
 pub mod job;
 pub mod logs;
 pub mod logsql;
@@ -16,7 +18,6 @@ pub mod promql;
 pub mod report;
 pub mod scope;
 pub mod series;
-pub mod state;
 pub mod time;
 pub mod token;
 pub mod trace;

@@ -58,7 +58,7 @@ async fn a_crash_with_healthy_infrastructure_is_the_applications_and_a_lossy_pat
     let slow = job(&app, "timeout").await;
     let (start, end) = (slow.start.expect("ran").timestamp(), slow.end.expect("ended").timestamp());
     let node = slow.node_list.clone();
-    let racks = slurmlens_web::topology::Topology::default().resolve("lab", std::slice::from_ref(&node), 4);
+    let racks = slurmlens_slurm::topology::Topology::default().resolve("lab", std::slice::from_ref(&node), 4);
     let tor = racks.racks[racks.nodes[0].rack as usize].name.clone();
     let times = stamps(start, end);
     let probes: Vec<f64> = (0..times.len()).map(|i| 50.0 * i as f64).collect();

@@ -140,7 +140,7 @@ impl Reporter {
             evidence.present.entry(gpu.node.clone()).or_default().insert(gpu.index);
         }
         // slurmdbd keeps the job's total; `--gres=gpu:N` is per node, so an even split is exact.
-        let per_node = crate::domain::job::exact_gpus_per_node(alloc_gpus, nodes.len());
+        let per_node = slurmlens_slurm::gpus::exact_gpus_per_node(alloc_gpus, nodes.len());
         let attributed = report::attribute(&nodes, per_node, &evidence);
         let wanted: BTreeSet<GpuRef> = attributed.iter().map(|a| a.gpu.clone()).collect();
 

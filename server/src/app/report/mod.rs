@@ -310,7 +310,7 @@ pub struct ReportSettings {
     /// A job's report is archived once it ended this long ago (late scrapes have arrived).
     pub archive_delay: Duration,
     /// Racks (ToRs) of the nodes: where a job's ping-mesh paths start and end.
-    pub topology: slurmlens_web::topology::Topology,
+    pub topology: slurmlens_slurm::topology::Topology,
 }
 
 impl Default for ReportSettings {
@@ -319,7 +319,7 @@ impl Default for ReportSettings {
             catalog: SeriesCatalog::default(),
             metrics_timeout: Duration::from_secs(5),
             archive_delay: Duration::from_secs(120),
-            topology: slurmlens_web::topology::Topology::default(),
+            topology: slurmlens_slurm::topology::Topology::default(),
         }
     }
 }

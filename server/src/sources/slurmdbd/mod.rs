@@ -16,7 +16,7 @@ use sqlx::{Arguments, MySql, mysql::MySqlArguments};
 use crate::domain::cluster::ClusterName;
 use crate::domain::hostlist::Hostlist;
 use crate::domain::ids::JobSelector;
-use crate::domain::job::{JobCursor, JobFilter, JobRecord, StepRecord, TimeWindow, exact_gpus_per_node};
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, StepRecord, TimeWindow};
 use crate::domain::scope::ViewerScope;
 use crate::domain::state::{NodeState, StateFilter};
 use crate::domain::tres::{TresCatalog, TresId, TresKind, TresMap};
@@ -286,8 +286,7 @@ impl SlurmDbd {
             }
             let hosts = job.nodes.hosts();
             let total = catalog.gpus(&job.tres_alloc);
-            let per_node =
-                exact_gpus_per_node(total, hosts.len()).unwrap_or_else(|| total.div_ceil(hosts.len().max(1) as u64));
+            let per_node = slurmlens_slurm::gpus::gpus_per_node_rounded_up(total, hosts.len());
             if per_node == 0 {
                 continue;
             }

@@ -10,6 +10,8 @@
 //! name = "A01"
 //! nodes = "gpu[001-010]"   # top to bottom
 //! ```
+//!
+//! Reading the file needs the feature `toml` (the server's build); the web pages only resolve racks.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +26,7 @@ pub const DEFAULT_RACK_SIZE: u64 = 10;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
+    /// The clusters the file lays out; a cluster it does not name gets racks from node names.
     #[serde(default)]
     pub cluster: Vec<ClusterTopology>,
 }
@@ -32,10 +35,12 @@ pub struct Topology {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterTopology {
+    /// The cluster's name as slurmdbd knows it.
     pub name: String,
     /// GPUs per node unless a rack says otherwise.
     #[serde(default)]
     pub gpus_per_node: Option<u32>,
+    /// The racks, in display order.
     #[serde(default)]
     pub rack: Vec<RackSpec>,
 }
@@ -44,8 +49,11 @@ pub struct ClusterTopology {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RackSpec {
+    /// The rack's label on the grid.
     pub name: String,
+    /// A hostlist expression (`gpu[001-010]`); a malformed item names one node verbatim.
     pub nodes: String,
+    /// GPUs per node of this rack, over the cluster's.
     #[serde(default)]
     pub gpus_per_node: Option<u32>,
 }
@@ -53,7 +61,9 @@ pub struct RackSpec {
 /// A cluster laid out: racks in order, each naming its nodes by index into `nodes`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Racks {
+    /// The racks, in display order.
     pub racks: Vec<Rack>,
+    /// Every node placed, rack by rack, top to bottom.
     pub nodes: Vec<NodePlace>,
     /// Where the GPU counts come from: `topology` or `inferred` (the most GPUs seen on one node).
     pub gpus_source: String,
@@ -62,25 +72,31 @@ pub struct Racks {
 /// One rack of [`Racks`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rack {
+    /// From the file, or derived from the node names (`gpu r01`, `login*`).
     pub name: String,
+    /// Indices into [`Racks::nodes`], top to bottom.
     pub nodes: Vec<u32>,
 }
 
 /// One node of [`Racks`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodePlace {
+    /// The node's name.
     pub name: String,
+    /// Index into [`Racks::racks`].
     pub rack: u32,
+    /// GPUs the node holds, from the file or inferred.
     pub gpus: u32,
 }
 
 impl Topology {
     /// Parses the TOML text of a topology file.
+    #[cfg(feature = "toml")]
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        let topology: Self = toml_parse(text)?;
+        let topology: Self = toml::from_str(text).map_err(|e| e.to_string())?;
         for cluster in &topology.cluster {
             for rack in &cluster.rack {
-                if hostlist::expand(&rack.nodes).is_empty() {
+                if hostlist::expand_lenient(&rack.nodes).is_empty() {
                     return Err(format!("rack `{}` of cluster `{}` names no nodes", rack.name, cluster.name));
                 }
             }
@@ -103,7 +119,7 @@ impl Topology {
                 let gpus = rack_spec.gpus_per_node.or(spec.gpus_per_node).unwrap_or(inferred_gpus);
                 let rack_index = racks.racks.len() as u32;
                 let mut rack = Rack { name: rack_spec.name.clone(), nodes: Vec::new() };
-                for name in hostlist::expand(&rack_spec.nodes) {
+                for name in hostlist::expand_lenient(&rack_spec.nodes) {
                     if placed.contains_key(&name) {
                         continue;
                     }
@@ -161,22 +177,12 @@ pub fn infer_gpus_per_node(most_seen: u64) -> u32 {
     most.next_power_of_two()
 }
 
-#[cfg(feature = "ssr")]
-fn toml_parse(text: &str) -> Result<Topology, String> {
-    toml::from_str(text).map_err(|e| e.to_string())
-}
-
-#[cfg(not(feature = "ssr"))]
-fn toml_parse(_text: &str) -> Result<Topology, String> {
-    Err("topology files are read by the server build only".into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn names(expr: &str) -> Vec<String> {
-        hostlist::expand(expr)
+        hostlist::expand_lenient(expr)
     }
 
     #[test]
@@ -199,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "toml")]
     fn a_topology_file_places_nodes_and_unknown_ones_follow() {
         let topology = Topology::from_toml(
             "[[cluster]]\nname = \"lab\"\ngpus_per_node = 4\n[[cluster.rack]]\nname = \"A\"\nnodes = \"n[3-4]\"\n",
@@ -214,9 +220,9 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "toml")]
     fn the_demo_topology_places_every_demo_node() {
-        let topology = Topology::from_toml(include_str!("../../e2e/topology.toml")).expect("demo topology parses");
+        let topology = Topology::from_toml(include_str!("../../../e2e/topology.toml")).expect("demo topology parses");
         let racks = topology.resolve("sakura", &names("gpu[001-100]"), 1);
         assert_eq!((racks.racks.len(), racks.nodes.len()), (10, 100));
         assert!(racks.nodes.iter().all(|node| node.gpus == 8));
@@ -224,7 +230,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "ssr")]
+    #[cfg(feature = "toml")]
     fn refuses_unknown_keys_and_empty_racks() {
         assert!(Topology::from_toml("[[cluster]]\nname = \"x\"\nrackz = 1\n").is_err());
         assert!(

@@ -71,6 +71,7 @@ pub struct JobIdentity {
 }
 
 impl JobIdentity {
+    /// A job that is neither an array task nor a het component.
     pub fn plain(id_job: u32) -> Self {
         Self {
             id_job,
@@ -83,14 +84,17 @@ impl JobIdentity {
         }
     }
 
+    /// (array job id, task id) of an array task; None otherwise, a pending meta record included.
     pub fn array_task(&self) -> Option<(u32, u32)> {
         (self.id_array_job != 0 && self.id_array_task != NO_VAL).then_some((self.id_array_job, self.id_array_task))
     }
 
+    /// (het leader id, component offset) of a het component; None otherwise.
     pub fn het_component(&self) -> Option<(u32, u32)> {
         (self.het_job_id != 0 && self.het_job_offset != NO_VAL).then_some((self.het_job_id, self.het_job_offset))
     }
 
+    /// True when this record is the one `selector` names.
     pub fn matches(&self, selector: JobSelector) -> bool {
         match selector {
             JobSelector::Id(id) => self.id_job == id,

@@ -2,6 +2,10 @@
 //!
 //! Written here rather than taken from crates.io: the `hostlist` crate only expands (no compression),
 //! and Slurm's rules for zero padding and bracket groups need to be exact for sacct parity.
+//!
+//! One grammar, two readers: [`Hostlist::parse`] refuses a malformed expression (the server, where a bad
+//! `nodelist` is an error worth reporting), [`expand_lenient`] keeps a malformed item verbatim (the
+//! pages, where a job must still show on some row rather than vanish).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,15 +13,23 @@ use std::fmt;
 /// The most hosts one expression may expand to; stops `n[0-999999999]` from exhausting memory.
 pub const MAX_HOSTS: usize = 1_000_000;
 
+/// The most hosts [`expand_lenient`] returns. Lower than [`MAX_HOSTS`]: it runs in the browser, whose
+/// memory a malformed `n[0-999999]` in one job's node list must not take.
+pub const MAX_LENIENT_HOSTS: usize = 100_000;
+
 /// Why a hostlist expression was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostlistError {
+    /// A `[` without its `]`, a `]` without its `[`, or brackets inside brackets.
     #[error("unbalanced brackets in hostlist `{0}`")]
     UnbalancedBrackets(String),
+    /// A bracket range that is not `N` or `N-M` with N ≤ M.
     #[error("bad range `{range}` in hostlist `{expr}`")]
     BadRange { expr: String, range: String },
+    /// More than [`MAX_HOSTS`] hosts.
     #[error("hostlist `{0}` expands to more than {MAX_HOSTS} hosts")]
     TooLarge(String),
+    /// Two commas in a row, or a comma at either end.
     #[error("empty host name in hostlist `{0}`")]
     EmptyHost(String),
 }
@@ -40,7 +52,7 @@ impl Hostlist {
             if item.is_empty() {
                 return Err(HostlistError::EmptyHost(expr.to_string()));
             }
-            expand_item(expr, item, &mut hosts)?;
+            expand_item(expr, item, MAX_HOSTS, &mut hosts)?;
             if hosts.len() > MAX_HOSTS {
                 return Err(HostlistError::TooLarge(expr.to_string()));
             }
@@ -62,14 +74,17 @@ impl Hostlist {
         &self.hosts
     }
 
+    /// How many hosts, duplicates counted.
     pub fn len(&self) -> usize {
         self.hosts.len()
     }
 
+    /// True for `None assigned` and the like.
     pub fn is_empty(&self) -> bool {
         self.hosts.is_empty()
     }
 
+    /// True when `host` is one of the hosts.
     pub fn contains(&self, host: &str) -> bool {
         self.hosts.iter().any(|h| h == host)
     }
@@ -121,6 +136,32 @@ impl fmt::Display for Hostlist {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.compress())
     }
+}
+
+/// The hosts of `expr` in order, never failing: for the web pages, which place jobs on node rows.
+///
+/// `""`, `(null)` and `None assigned` (any case) give no hosts. Each top-level item the strict grammar of
+/// [`Hostlist::parse`] accepts is expanded; an item it refuses (unbalanced or nested brackets, a bad
+/// range, more than [`MAX_LENIENT_HOSTS`] hosts) is kept verbatim, so a job still shows somewhere
+/// rather than vanishing. Empty items are skipped, and the result stops at [`MAX_LENIENT_HOSTS`] hosts.
+pub fn expand_lenient(expr: &str) -> Vec<String> {
+    let trimmed = expr.trim();
+    if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("none assigned") || trimmed == "(null)" {
+        return Vec::new();
+    }
+    let mut hosts = Vec::new();
+    for item in split_top_level_lenient(trimmed) {
+        let mut expanded = Vec::new();
+        match expand_item(item, item, MAX_LENIENT_HOSTS, &mut expanded) {
+            Ok(()) => hosts.append(&mut expanded),
+            Err(_) => hosts.push(item.to_string()),
+        }
+        if hosts.len() >= MAX_LENIENT_HOSTS {
+            hosts.truncate(MAX_LENIENT_HOSTS);
+            break;
+        }
+    }
+    hosts
 }
 
 fn digit_count(number: u64) -> usize {
@@ -186,8 +227,30 @@ fn split_top_level(expr: &str) -> Result<Vec<&str>, HostlistError> {
     Ok(items)
 }
 
-/// Expands one comma-free item such as `rack[1-2]-gpu[01-04]` (bracket groups multiply out).
-fn expand_item(expr: &str, item: &str, out: &mut Vec<String>) -> Result<(), HostlistError> {
+/// Splits on commas outside brackets, forgiving unbalanced ones (an item keeps them, and its expansion
+/// then fails or keeps them verbatim); trims the items and drops empty ones.
+fn split_top_level_lenient(expr: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0usize;
+    for (index, c) in expr.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(&expr[start..index]);
+                start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&expr[start..]);
+    items.into_iter().map(str::trim).filter(|item| !item.is_empty()).collect()
+}
+
+/// Expands one comma-free item such as `rack[1-2]-gpu[01-04]` (bracket groups multiply out), refusing
+/// to grow `out` past `max_hosts`.
+fn expand_item(expr: &str, item: &str, max_hosts: usize, out: &mut Vec<String>) -> Result<(), HostlistError> {
     let Some(open) = item.find('[') else {
         out.push(item.to_string());
         return Ok(());
@@ -200,7 +263,7 @@ fn expand_item(expr: &str, item: &str, out: &mut Vec<String>) -> Result<(), Host
     let body = &item[open + 1..close];
     let rest = &item[close + 1..];
     let mut tails = Vec::new();
-    expand_item(expr, rest, &mut tails)?;
+    expand_item(expr, rest, max_hosts, &mut tails)?;
     for range in body.split(',') {
         let bad = || HostlistError::BadRange { expr: expr.to_string(), range: range.to_string() };
         let (lo_text, hi_text) = match range.split_once('-') {
@@ -219,7 +282,7 @@ fn expand_item(expr: &str, item: &str, out: &mut Vec<String>) -> Result<(), Host
             return Err(bad());
         }
         let count = (hi - lo + 1) as usize;
-        if count.saturating_mul(tails.len()).saturating_add(out.len()) > MAX_HOSTS {
+        if count.saturating_mul(tails.len()).saturating_add(out.len()) > max_hosts {
             return Err(HostlistError::TooLarge(expr.to_string()));
         }
         // Slurm pads to the width of the lower bound when it has a leading zero.
@@ -269,6 +332,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn lenient_expansion_keeps_malformed_items_verbatim() {
+        assert_eq!(expand_lenient("gpu[001-003,010]"), ["gpu001", "gpu002", "gpu003", "gpu010"]);
+        assert_eq!(expand_lenient("r[1-2]-g[1-2]"), ["r1-g1", "r1-g2", "r2-g1", "r2-g2"]);
+        assert!(expand_lenient("None assigned").is_empty());
+        assert!(expand_lenient("none ASSIGNED").is_empty());
+        assert!(expand_lenient("").is_empty());
+        assert!(expand_lenient("(null)").is_empty());
+        assert_eq!(expand_lenient("n[3-1],n5"), ["n[3-1]", "n5"]);
+        assert_eq!(expand_lenient("n[a-b], ,n5,"), ["n[a-b]", "n5"]);
+        assert_eq!(expand_lenient("n[[1]],m"), ["n[[1]]", "m"]);
+        assert_eq!(expand_lenient("n[0-999999999]"), ["n[0-999999999]"]);
+    }
+
+    #[test]
+    fn lenient_expansion_stops_at_its_cap() {
+        let hosts = expand_lenient("a[0-99999],b[0-99999]");
+        assert_eq!(hosts.len(), MAX_LENIENT_HOSTS);
+        assert_eq!(hosts.last().map(String::as_str), Some("a99999"));
+    }
+
     proptest! {
         #[test]
         fn compress_then_expand_gives_sorted_unique_hosts(
@@ -298,6 +382,16 @@ mod tests {
         #[test]
         fn parse_never_panics(expr in "[a-z0-9\\[\\],-]{0,24}") {
             let _ = Hostlist::parse(&expr);
+        }
+
+        #[test]
+        fn lenient_expansion_agrees_with_parse_where_parse_succeeds(expr in "[a-z0-9\\[\\],-]{0,24}") {
+            let lenient = expand_lenient(&expr);
+            if let Ok(list) = Hostlist::parse(&expr).map(|list| list.hosts().to_vec())
+                && list.len() <= MAX_LENIENT_HOSTS
+            {
+                prop_assert_eq!(lenient, list);
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ pub enum JobStateBase {
 }
 
 impl JobStateBase {
+    /// Every base state, in code order (index = slurmdbd's number).
     pub const ALL: [Self; 12] = [
         Self::Pending,
         Self::Running,
@@ -41,6 +42,7 @@ impl JobStateBase {
         self as u32
     }
 
+    /// The base state slurmdbd stores as `code`; None past `OUT_OF_MEMORY`.
     pub fn from_code(code: u32) -> Option<Self> {
         Self::ALL.get(code as usize).copied()
     }
@@ -72,7 +74,9 @@ impl JobStateBase {
 /// A job state filter value: a base state or `REQUEUED` (rows superseded by a requeue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StateFilter {
+    /// Rows in this base state that no requeue superseded.
     Base(JobStateBase),
+    /// Rows a requeue superseded.
     Requeued,
 }
 
@@ -132,10 +136,12 @@ impl JobState {
     ];
     const REQUEUE_FLAG: u32 = 0x0400;
 
+    /// The state word as slurmdbd's `state` column holds it.
     pub fn from_raw(raw: u32) -> Self {
         Self { raw }
     }
 
+    /// The state word, flags included.
     pub fn raw(self) -> u32 {
         self.raw
     }
@@ -158,6 +164,7 @@ impl JobState {
             .map_or_else(|| self.base().name(), |(_, name)| name)
     }
 
+    /// True when a listing filtered by `filter` shows this row; a requeued row shows only under `REQUEUED`.
     pub fn matches(self, filter: StateFilter) -> bool {
         match filter {
             StateFilter::Requeued => self.is_requeued(),
@@ -191,14 +198,17 @@ impl NodeState {
         (0x0400, "COMPLETING"),
     ];
 
+    /// The state word as the event table's `state` column holds it.
     pub fn from_raw(raw: u32) -> Self {
         Self { raw }
     }
 
+    /// True while the node drains or is drained (no new jobs).
     pub fn is_drain(self) -> bool {
         self.raw & 0x0200 != 0
     }
 
+    /// True when the node is DOWN or FAILed.
     pub fn is_down(self) -> bool {
         self.raw & 0xf == 1 || self.raw & 0x2000 != 0
     }
