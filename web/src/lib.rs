@@ -22,9 +22,6 @@ pub mod query;
 #[cfg(feature = "ssr")]
 pub mod server;
 pub mod timefmt;
-/// Kept under its old path while the demo (`server/src/demo/telemetry.rs`) still names
-/// `slurmlens_web::topology`; the module lives in `crates/slurm`.
-pub use slurmlens_slurm::topology;
 
 /// The browser entry point: hydrates the server-rendered page.
 #[cfg(feature = "hydrate")]
