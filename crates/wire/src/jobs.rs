@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::vocabulary::{Blame, GpusSource};
+
 /// A job allocation as `sacct -X` shows it, one row per job record (array task, het component).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -73,7 +75,7 @@ pub struct Job {
     /// For a job that ended badly: `infrastructure`, `application` or `unknown`, from its archived
     /// report (NODE_FAIL and BOOT_FAIL say `infrastructure` on Slurm's word alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blame: Option<String>,
+    pub blame: Option<Blame>,
 }
 
 /// One job with its steps and its allocation per node.
@@ -97,7 +99,7 @@ pub struct NodeAllocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u64>,
     /// How `gpus` was found: `single_node` or `even_split` (slurmdbd keeps only the job total).
-    pub gpus_source: String,
+    pub gpus_source: GpusSource,
 }
 
 /// A job step as `sacct` shows it (`123.batch`, `123.extern`, `123.0`).

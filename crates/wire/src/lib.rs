@@ -13,6 +13,7 @@ mod report;
 mod signals;
 mod tokens;
 mod traces;
+mod vocabulary;
 
 pub use errors::{ErrorBody, ErrorEnvelope, Page};
 pub use ingest::{AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord};
@@ -27,4 +28,8 @@ pub use tokens::{CreatedToken, NewToken, TokenInfo, TokenUse};
 pub use traces::{
     GpuTraceBreakdown, JobTraces, TraceBatch, TraceBreakdown, TraceReceipt, TraceRecord, TraceRejection, TraceTop,
     TraceVerdict,
+};
+pub use vocabulary::{
+    Attribution, Blame, BurstStatus, Direction, EvidenceSource, EvidenceStrength, GpusSource, IoSource, LogKind,
+    LogsStatus, MetricsState, ProfileStatus, ReportSource, Severity, TokenState, TraceBottleneck, ValuesState,
 };

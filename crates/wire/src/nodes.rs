@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::vocabulary::ValuesState;
+
 /// A node as slurmdbd knows it now: its open events and the jobs running on it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -68,7 +70,7 @@ pub struct GpuValues {
     pub unit: String,
     pub at: DateTime<Utc>,
     /// `ok`, or `unavailable` with `message` (the page then colours by job only).
-    pub status: String,
+    pub status: ValuesState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub values: Vec<GpuValue>,

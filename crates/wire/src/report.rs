@@ -4,6 +4,11 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::vocabulary::{
+    Attribution, Blame, BurstStatus, Direction, EvidenceSource, EvidenceStrength, IoSource, MetricsState, ReportSource,
+    Severity,
+};
+
 use crate::jobs::Job;
 use crate::traces::JobTraces;
 
@@ -13,7 +18,7 @@ use crate::traces::JobTraces;
 pub struct JobReport {
     pub job: Job,
     /// `live` (running, computed now), `final` (ended, computed now) or `archived` (stored at job end).
-    pub source: String,
+    pub source: ReportSource,
     pub generated_at: DateTime<Utc>,
     /// The window the metrics cover: the job's start to its end (or now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,7 +50,7 @@ pub struct JobReport {
 pub struct IoReport {
     /// `jobstats`: the file system's statistics of this job alone (Lustre `jobid_var`); `nodes`: the
     /// Lustre clients of the job's nodes, which include any other job running there.
-    pub source: String,
+    pub source: IoSource,
     /// Bytes read and written over the window.
     pub read_bytes: f64,
     pub write_bytes: f64,
@@ -59,7 +64,7 @@ pub struct IoReport {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FailureAnalysis {
     /// `infrastructure`, `application` or `unknown`.
-    pub blame: String,
+    pub blame: Blame,
     pub reason: String,
     /// In time order.
     pub evidence: Vec<FailureEvidence>,
@@ -71,12 +76,12 @@ pub struct FailureAnalysis {
 pub struct FailureEvidence {
     pub at: DateTime<Utc>,
     /// `slurm`, `xid`, `node_event`, `pingmesh_loss`, `pingmesh_rtt`, `link_errors`, `ecc`.
-    pub source: String,
+    pub source: EvidenceSource,
     /// A node, `node gpu N`, or a ping-mesh path `A01 → A02`.
     pub place: String,
     pub detail: String,
     /// `strong`, `weak` or `application`.
-    pub strength: String,
+    pub strength: EvidenceStrength,
 }
 
 /// Bursts of one node in one direction: what 100 ms peaks show that the scrape average hides.
@@ -85,9 +90,9 @@ pub struct FailureEvidence {
 pub struct NodeBursts {
     pub node: String,
     /// `tx` or `rx`.
-    pub direction: String,
+    pub direction: Direction,
     /// `measured` (a node agent exports peak rates) or `unknown` (counters only: the peak cannot be known).
-    pub status: String,
+    pub status: BurstStatus,
     /// Mean rate over the job from the byte counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scrape_mean_bytes_per_s: Option<f64>,
@@ -110,7 +115,7 @@ pub struct NodeBursts {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MetricsStatus {
     /// `ok`, `unavailable` (the source did not answer) or `no_data` (no series for this job's GPUs).
-    pub status: String,
+    pub status: MetricsState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// Seconds between points of the series in this report.
@@ -126,7 +131,7 @@ pub struct GpuReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
     /// Which evidence tied the GPU to the job: `hpc_job_label`, `plugin_record`, `whole_node`, `node_only`.
-    pub attribution: String,
+    pub attribution: Attribution,
     /// True when only node-level evidence exists (the job had part of a shared node).
     pub uncertain: bool,
     /// Per metric (`gpu_util`, `tensor_active`, …): mean and peak over the window.
@@ -208,7 +213,7 @@ pub struct Verdict {
     /// `idle_gpus`, `low_tensor_activity`, `memory_nearly_full`, `unbalanced_gpus`, `xid_errors`, `good`.
     pub kind: String,
     /// `info`, `warning` or `critical`.
-    pub severity: String,
+    pub severity: Severity,
     pub message: String,
     pub evidence: Vec<String>,
 }

@@ -3,13 +3,15 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::vocabulary::{LogKind, LogsStatus, ProfileStatus};
+
 /// `GET /api/v1/jobs/{job_id}/logs`: the job's log lines from the site's VictoriaLogs, its nodes only,
 /// its window only, with the lines that matter pulled up front.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct JobLogs {
     /// `ok`, `unavailable` (VictoriaLogs did not answer in time or refused) or `not_configured`.
-    pub status: String,
+    pub status: LogsStatus,
     /// Why the status is not `ok`, for a person.
     #[serde(default)]
     pub message: Option<String>,
@@ -48,7 +50,7 @@ pub struct LogLine {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ImportantLogLine {
     /// `xid`, `nccl_error`, `nccl_timeout`, `oom_kill`, `link_down` or `slurm`.
-    pub kind: String,
+    pub kind: LogKind,
     pub time: DateTime<Utc>,
     #[serde(default)]
     pub node: Option<String>,
@@ -64,7 +66,7 @@ pub struct ImportantLogLine {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct JobProfile {
     /// `ok`, `empty` (no samples in the window), `unavailable` or `not_configured`.
-    pub status: String,
+    pub status: ProfileStatus,
     #[serde(default)]
     pub message: Option<String>,
     /// Pyroscope's profile type id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds`).

@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::vocabulary::TokenState;
+
 /// `POST /api/v1/tokens`: a personal API token to make for the signed-in user.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -38,7 +40,7 @@ pub struct TokenInfo {
     pub revoked: Option<DateTime<Utc>>,
     pub last_used: Option<DateTime<Utc>>,
     /// `live`, `expired` or `revoked`.
-    pub state: String,
+    pub state: TokenState,
 }
 
 /// `GET /api/v1/tokens/{id}/uses`: one request made with a token, from the audit log.

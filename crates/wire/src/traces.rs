@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::vocabulary::TraceBottleneck;
+
 /// `POST /api/v1/traces`: one node's trace summaries (from the node-side eBPF collector), sent with
 /// `Authorization: Bearer <the cluster's ingest secret>`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -110,7 +112,7 @@ pub struct TraceBreakdown {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TraceVerdict {
-    pub kind: String,
+    pub kind: TraceBottleneck,
     pub evidence: Vec<String>,
 }
 
