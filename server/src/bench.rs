@@ -345,7 +345,7 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await?;
         record_time("report (server time, in process)", started.elapsed());
         let report: slurmlens_wire::JobReport = serde_json::from_slice(&bytes)?;
-        if report.metrics.status != "ok" {
+        if report.metrics.status != slurmlens_wire::MetricsState::Ok {
             bail!("report metrics {}: {:?}", report.metrics.status, report.metrics.message);
         }
         if report.metrics.step_s != step {

@@ -108,7 +108,10 @@ pub fn render(report: &JobReport) -> String {
         }
     }
     if let Some(io) = &report.io {
-        let whose = if io.source == "jobstats" { "job statistics" } else { "the nodes' clients" };
+        let whose = match io.source {
+            slurmlens_wire::IoSource::Jobstats => "job statistics",
+            slurmlens_wire::IoSource::Nodes => "the nodes' clients",
+        };
         let _ = writeln!(
             out,
             "Lustre   read {:.1} GB  written {:.1} GB  ({whose})",

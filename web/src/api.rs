@@ -78,7 +78,8 @@ impl JobView {
                 .important
                 .iter()
                 .map(|line| {
-                    let what = line.xid.map_or_else(|| line.kind.replace('_', " "), |code| format!("XID {code}"));
+                    let what =
+                        line.xid.map_or_else(|| line.kind.as_str().replace('_', " "), |code| format!("XID {code}"));
                     let node = line.node.as_deref().unwrap_or("?");
                     (line.time.timestamp(), format!("{what} on {node} at {}", line.time.format("%H:%M:%S UTC")))
                 })

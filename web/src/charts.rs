@@ -407,10 +407,9 @@ pub fn for_report(report: &wire::JobReport) -> Vec<Chart> {
         charts.extend(chart("node", title.to_string(), network_timeline(report, metric)));
     }
     if let Some(io) = &report.io {
-        let whose = if io.source == "jobstats" {
-            "the job's own (Lustre job statistics)"
-        } else {
-            "its nodes' clients, all jobs there"
+        let whose = match io.source {
+            wire::IoSource::Jobstats => "the job's own (Lustre job statistics)",
+            wire::IoSource::Nodes => "its nodes' clients, all jobs there",
         };
         charts.extend(chart("io", format!("Lustre reads and writes: {whose}"), io_timeline(report)));
     }

@@ -34,14 +34,14 @@ pub struct GridSnapshot {
 }
 
 /// One metric of every GPU at the snapshot's moment.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GridMetric {
     pub key: String,
     pub unit: String,
     /// The top of the colour scale: 100 for percentages, else the largest value seen.
     pub max: f64,
     /// `ok` or `unavailable` (then `message` says why and cells show "no data").
-    pub status: String,
+    pub status: wire::ValuesState,
     #[serde(default)]
     pub message: Option<String>,
     /// Parallel to `racks.nodes`, one entry per GPU cell.
@@ -69,7 +69,7 @@ impl GridMetric {
             key: values.metric.clone(),
             unit: values.unit.clone(),
             max,
-            status: values.status.clone(),
+            status: values.status,
             message: values.message.clone(),
             values: cells,
         }

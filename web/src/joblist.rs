@@ -114,7 +114,7 @@ impl Column {
             Self::NodeList => job.node_list.clone(),
             Self::ExitCode => job.exit_code.clone(),
             Self::GpuUtil => job.mean_gpu_util.map(|util| format!("{util:.1}")).unwrap_or_default(),
-            Self::Blame => job.blame.clone().unwrap_or_default(),
+            Self::Blame => job.blame.map(|blame| blame.as_str().to_string()).unwrap_or_default(),
         }
     }
 

@@ -292,9 +292,11 @@ pub async fn grid_snapshot(
             Ok(None) => None,
             Err(error) => Some(GridMetric {
                 key: metric.clone(),
-                status: "unavailable".into(),
+                unit: String::new(),
+                max: 0.0,
+                status: wire::ValuesState::Unavailable,
                 message: Some(error.message),
-                ..GridMetric::default()
+                values: Vec::new(),
             }),
         };
     }

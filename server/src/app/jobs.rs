@@ -14,7 +14,12 @@ pub const MAX_PAGE: usize = 5000;
 pub const DEFAULT_PAGE: usize = 500;
 
 /// The failure verdicts a listing can be filtered by (`blame=`).
-pub const BLAME_WORDS: [&str; 3] = ["infrastructure", "application", "unknown"];
+pub const BLAMES: [wire::Blame; 3] = [wire::Blame::Infrastructure, wire::Blame::Application, wire::Blame::Unknown];
+
+/// The verdict a `blame=` word (or an archived digest's column) names.
+pub fn blame_named(word: &str) -> Option<wire::Blame> {
+    BLAMES.into_iter().find(|blame| blame.as_str() == word)
+}
 
 /// What one page of the job listing asks, parsed.
 #[derive(Debug, Clone)]
@@ -25,7 +30,7 @@ pub struct JobsQuery {
     pub limit: usize,
     pub cursor: Option<JobCursor>,
     /// Keep only jobs whose archived report gives one of these verdicts (empty: all).
-    pub blame: Vec<String>,
+    pub blame: Vec<wire::Blame>,
 }
 
 impl JobsQuery {
@@ -45,14 +50,16 @@ impl JobsQuery {
             .map_err(|e| AppError::invalid("state", e.to_string()))
     }
 
-    /// A listing's `blame=` words, each one of [`BLAME_WORDS`].
-    pub fn blame(words: Vec<String>) -> Result<Vec<String>, AppError> {
-        match words.iter().find(|word| !BLAME_WORDS.contains(&word.as_str())) {
-            Some(bad) => {
-                Err(AppError::invalid("blame", format!("`{bad}` is not infrastructure, application or unknown")))
-            }
-            None => Ok(words),
-        }
+    /// A listing's `blame=` words, each one of [`BLAMES`].
+    pub fn blame(words: Vec<String>) -> Result<Vec<wire::Blame>, AppError> {
+        words
+            .iter()
+            .map(|word| {
+                blame_named(word).ok_or_else(|| {
+                    AppError::invalid("blame", format!("`{word}` is not infrastructure, application or unknown"))
+                })
+            })
+            .collect()
     }
 
     /// A cursor as the previous page handed it out.
@@ -91,7 +98,7 @@ impl App {
                         if let Some(digest) = found.get(key) {
                             item.mean_gpu_util = digest.mean_gpu_util;
                             item.mean_tensor_active = digest.mean_tensor_active;
-                            item.blame = digest.blame.clone().or(item.blame.take());
+                            item.blame = digest.blame.as_deref().and_then(blame_named).or(item.blame.take());
                         }
                     }
                 }

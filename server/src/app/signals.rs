@@ -132,7 +132,7 @@ impl Signals {
     /// The job's log lines and its important ones.
     pub async fn job_logs(&self, job: &JobScope, request: &LogsRequest) -> wire::JobLogs {
         let mut answer = wire::JobLogs {
-            status: "ok".into(),
+            status: wire::LogsStatus::Ok,
             message: None,
             query: None,
             important_query: None,
@@ -143,7 +143,7 @@ impl Signals {
             truncated: false,
         };
         let Some(source) = &self.logs else {
-            answer.status = "not_configured".into();
+            answer.status = wire::LogsStatus::NotConfigured;
             answer.message = Some("no [victorialogs] url is configured on this server".into());
             return answer;
         };
@@ -180,7 +180,7 @@ impl Signals {
             (Ok(lines), Ok(important)) => (lines, important),
             (Err(error), _) | (_, Err(error)) => {
                 tracing::warn!(%error, job = job.job_id, "job logs unavailable");
-                answer.status = "unavailable".into();
+                answer.status = wire::LogsStatus::Unavailable;
                 answer.message = Some(format!("logs unavailable since {}: {error}", Utc::now().format("%H:%M:%S UTC")));
                 return answer;
             }
@@ -191,7 +191,7 @@ impl Signals {
         answer.important = logs::important(&both, job.job_id)
             .into_iter()
             .map(|(entry, classified)| wire::ImportantLogLine {
-                kind: classified.kind.as_str().into(),
+                kind: log_kind(classified.kind),
                 time: entry.time,
                 node: entry.node,
                 message: entry.message,
@@ -214,7 +214,7 @@ impl Signals {
             .or_else(|| self.profiles.as_ref().map(|source| source.default_type))
             .unwrap_or_default();
         let mut answer = wire::JobProfile {
-            status: "ok".into(),
+            status: wire::ProfileStatus::Ok,
             message: None,
             profile_type: profile_type.id().into(),
             query: None,
@@ -227,12 +227,12 @@ impl Signals {
             flame: Vec::new(),
         };
         let Some(source) = &self.profiles else {
-            answer.status = "not_configured".into();
+            answer.status = wire::ProfileStatus::NotConfigured;
             answer.message = Some("no [pyroscope] url is configured on this server".into());
             return answer;
         };
         let Some((start, end)) = job.window(Utc::now()) else {
-            answer.status = "empty".into();
+            answer.status = wire::ProfileStatus::Empty;
             answer.message = Some("the job has not started: it has no profile yet".into());
             return answer;
         };
@@ -242,7 +242,7 @@ impl Signals {
             None => job.nodes.clone(),
         };
         if nodes.is_empty() {
-            answer.status = "empty".into();
+            answer.status = wire::ProfileStatus::Empty;
             answer.message = Some("slurmdbd names no node for this job".into());
             return answer;
         }
@@ -261,7 +261,7 @@ impl Signals {
             Ok(rendered) => rendered,
             Err(error) => {
                 tracing::warn!(%error, job = job.job_id, "job profile unavailable");
-                answer.status = "unavailable".into();
+                answer.status = wire::ProfileStatus::Unavailable;
                 answer.message =
                     Some(format!("profiles unavailable since {}: {error}", Utc::now().format("%H:%M:%S UTC")));
                 return answer;
@@ -273,14 +273,14 @@ impl Signals {
         let bars = match profile::decode(&rendered.flamebearer) {
             Ok(bars) => bars,
             Err(error) => {
-                answer.status = "unavailable".into();
+                answer.status = wire::ProfileStatus::Unavailable;
                 answer.message = Some(format!("Pyroscope's flame graph could not be read: {error}"));
                 return answer;
             }
         };
         let total = profile::root_total(&rendered.flamebearer, &bars);
         if total == 0 {
-            answer.status = "empty".into();
+            answer.status = wire::ProfileStatus::Empty;
             answer.message = Some("no samples of this job's cgroup on its nodes in its window".into());
             return answer;
         }
@@ -379,5 +379,17 @@ impl App {
             end: crate::domain::time::epoch(record.time_end),
             sluids,
         })
+    }
+}
+
+/// The wire's word for a classified log line.
+fn log_kind(kind: logs::LogKind) -> wire::LogKind {
+    match kind {
+        logs::LogKind::Xid => wire::LogKind::Xid,
+        logs::LogKind::NcclTimeout => wire::LogKind::NcclTimeout,
+        logs::LogKind::NcclError => wire::LogKind::NcclError,
+        logs::LogKind::OomKill => wire::LogKind::OomKill,
+        logs::LogKind::LinkDown => wire::LogKind::LinkDown,
+        logs::LogKind::Slurm => wire::LogKind::Slurm,
     }
 }

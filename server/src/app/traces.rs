@@ -58,6 +58,17 @@ fn breakdown(totals: &ActivityTotals) -> wire::TraceBreakdown {
         memcpy_ns: totals.memcpy_ns,
         sync_ns: totals.sync_ns,
         verdict: bottleneck::verdict(totals)
-            .map(|verdict| wire::TraceVerdict { kind: verdict.bottleneck.to_string(), evidence: verdict.evidence }),
+            .map(|verdict| wire::TraceVerdict { kind: bottleneck_of(verdict.bottleneck), evidence: verdict.evidence }),
+    }
+}
+
+/// The wire's word for a bottleneck.
+fn bottleneck_of(bottleneck: bottleneck::Bottleneck) -> wire::TraceBottleneck {
+    match bottleneck {
+        bottleneck::Bottleneck::ComputeBound => wire::TraceBottleneck::ComputeBound,
+        bottleneck::Bottleneck::CommunicationBound => wire::TraceBottleneck::CommunicationBound,
+        bottleneck::Bottleneck::InputBound => wire::TraceBottleneck::InputBound,
+        bottleneck::Bottleneck::MemoryCopyBound => wire::TraceBottleneck::MemoryCopyBound,
+        bottleneck::Bottleneck::GpusIdle => wire::TraceBottleneck::GpusIdle,
     }
 }

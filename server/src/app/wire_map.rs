@@ -52,7 +52,7 @@ pub fn job(record: &JobRecord, catalog: &TresCatalog, cluster: &str, now: u64) -
         mean_gpu_util: None,
         mean_tensor_active: None,
         blame: matches!(record.state.base(), JobStateBase::NodeFail | JobStateBase::BootFail)
-            .then(|| "infrastructure".to_string()),
+            .then_some(wire::Blame::Infrastructure),
     }
 }
 
@@ -74,12 +74,12 @@ pub fn job_detail(
         .map(|host| {
             let per_node = slurmlens_slurm::gpus::exact_gpus_per_node(gpus, hosts.len());
             let source = match (per_node, hosts.len()) {
-                (Some(_), 1) => "single_node",
-                (Some(_), _) => "even_split",
-                (None, _) => "unknown",
+                (Some(_), 1) => wire::GpusSource::SingleNode,
+                (Some(_), _) => wire::GpusSource::EvenSplit,
+                (None, _) => wire::GpusSource::Unknown,
             };
             let gpus = per_node;
-            wire::NodeAllocation { node: host.clone(), gpus, gpus_source: source.to_string() }
+            wire::NodeAllocation { node: host.clone(), gpus, gpus_source: source }
         })
         .collect();
     let steps = steps

@@ -6,6 +6,8 @@
 //! They never guess past their evidence: a failed job with no infrastructure evidence is the
 //! application's only when Slurm's own facts say so (a non-zero exit, out of memory, its time limit).
 
+use slurmlens_wire::EvidenceSource;
+
 use super::state::JobStateBase;
 
 /// The verdict.
@@ -43,7 +45,7 @@ pub struct Evidence {
     /// Epoch seconds.
     pub at: i64,
     /// `xid`, `node_event`, `pingmesh_loss`, `pingmesh_rtt`, `link_errors`, `ecc`, `slurm`.
-    pub source: &'static str,
+    pub source: EvidenceSource,
     /// Node (or `tor-a → tor-b` for ping-mesh paths).
     pub place: String,
     pub detail: String,
@@ -126,7 +128,7 @@ pub fn node_event_strength(reason: &str, down: bool) -> Strength {
 
 /// The classification of a job's ending from the evidence found in its window on its nodes.
 pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>) -> Classification {
-    evidence.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.source.cmp(b.source)));
+    evidence.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.source.as_str().cmp(b.source.as_str())));
     let strong = evidence.iter().filter(|e| e.strength == Strength::Strong).count();
     let weak = evidence.iter().filter(|e| e.strength == Strength::Weak).count();
     let app = evidence.iter().filter(|e| e.strength == Strength::Application).count();
@@ -180,14 +182,14 @@ mod tests {
         Ending { state, exit_code, signal: 0, cancelled_by: None, owner_uid: 1001 }
     }
 
-    fn fact(at: i64, source: &'static str, strength: Strength) -> Evidence {
+    fn fact(at: i64, source: EvidenceSource, strength: Strength) -> Evidence {
         Evidence { at, source, place: "gpu001".into(), detail: String::new(), strength }
     }
 
     #[test]
     fn a_gpu_off_the_bus_is_the_infrastructure_whatever_the_exit_code() {
         let (strength, _) = xid_strength(79);
-        let verdict = classify(&ending(JobStateBase::Failed, 1), vec![fact(20, "xid", strength)]);
+        let verdict = classify(&ending(JobStateBase::Failed, 1), vec![fact(20, EvidenceSource::Xid, strength)]);
         assert_eq!(verdict.blame, Blame::Infrastructure);
         let verdict = classify(&ending(JobStateBase::NodeFail, 0), vec![]);
         assert_eq!(verdict.blame, Blame::Infrastructure, "Slurm's NODE_FAIL alone says so");
@@ -197,7 +199,7 @@ mod tests {
     fn a_crash_with_a_program_fault_or_nothing_else_is_the_application() {
         let (strength, _) = xid_strength(31);
         assert_eq!(
-            classify(&ending(JobStateBase::Failed, 1), vec![fact(5, "xid", strength)]).blame,
+            classify(&ending(JobStateBase::Failed, 1), vec![fact(5, EvidenceSource::Xid, strength)]).blame,
             Blame::Application
         );
         assert_eq!(classify(&ending(JobStateBase::Failed, 139), vec![]).blame, Blame::Application);
@@ -209,7 +211,10 @@ mod tests {
     fn weak_evidence_makes_it_unknown_and_evidence_comes_in_time_order() {
         let verdict = classify(
             &ending(JobStateBase::Timeout, 0),
-            vec![fact(30, "pingmesh_rtt", Strength::Weak), fact(10, "node_event", Strength::Weak)],
+            vec![
+                fact(30, EvidenceSource::PingmeshRtt, Strength::Weak),
+                fact(10, EvidenceSource::NodeEvent, Strength::Weak),
+            ],
         );
         assert_eq!(verdict.blame, Blame::Unknown);
         assert_eq!(verdict.evidence.iter().map(|e| e.at).collect::<Vec<_>>(), [10, 30]);

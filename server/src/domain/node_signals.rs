@@ -4,6 +4,8 @@
 //! nodes' power").
 
 use super::promql::{LabelName, Matcher, MetricName, Selector};
+use slurmlens_wire::Severity;
+
 use super::report::Finding;
 use super::series::{LustreSeries, NodeSeries};
 
@@ -232,7 +234,7 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
         }
         found.push(Finding {
             kind: "io_bound",
-            severity: "warning",
+            severity: Severity::Warning,
             message: "the GPUs wait on the file system: they idle while the nodes' CPUs wait on I/O (a data loader \
                       reading from Lustre?)"
                 .into(),
@@ -242,7 +244,7 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
     if let Some(pressure) = facts.memory_pressure_pct.filter(|v| *v >= MEMORY_PRESSURE_PCT) {
         found.push(Finding {
             kind: "node_memory_pressure",
-            severity: "warning",
+            severity: Severity::Warning,
             message: "the nodes ran short of host memory: tasks stalled waiting for it".into(),
             evidence: vec![format!("memory pressure {pressure:.1} % (time some task stalled on memory)")],
         });
@@ -253,7 +255,7 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
         let share = gpu / node;
         found.push(Finding {
             kind: "node_power",
-            severity: "info",
+            severity: Severity::Info,
             message: format!(
                 "the GPUs drew {:.0} % of the nodes' power ({:.1} of {:.1} kW)",
                 share * 100.0,

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use slurmlens_wire::Severity;
+
 use super::gpu::GpuRef;
 
 /// Which evidence tied a GPU to a job, best first.
@@ -146,7 +148,7 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     pub kind: &'static str,
-    pub severity: &'static str,
+    pub severity: Severity,
     pub message: String,
     pub evidence: Vec<String>,
 }
@@ -183,7 +185,7 @@ pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
     if !idle.is_empty() {
         findings.push(Finding {
             kind: "idle_gpus",
-            severity: "warning",
+            severity: Severity::Warning,
             message: format!(
                 "{} of {} GPUs were idle (mean utilisation under {IDLE_UTIL_PCT} %): they were allocated but not used",
                 idle.len(),
@@ -203,7 +205,7 @@ pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
         if util >= BUSY_UTIL_PCT && tensor < LOW_TENSOR_PCT {
             findings.push(Finding {
                 kind: "low_tensor_activity",
-                severity: "warning",
+                severity: Severity::Warning,
                 message: format!(
                     "GPUs look busy (mean utilisation {util:.0} %) but tensor cores were active only {tensor:.1} % of the \
                      time: \"utilisation\" counts any kernel running, not useful work. Mixed precision (bf16/TF32), \
@@ -224,7 +226,7 @@ pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
         } else if tensor >= GOOD_TENSOR_PCT {
             findings.push(Finding {
                 kind: "good",
-                severity: "info",
+                severity: Severity::Info,
                 message: format!("tensor cores active {tensor:.0} % of the time on busy GPUs: efficient use"),
                 evidence: vec![format!("mean utilisation {util:.0} %, mean tensor activity {tensor:.1} %")],
             });
@@ -243,7 +245,7 @@ pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
     if !full.is_empty() {
         findings.push(Finding {
             kind: "memory_nearly_full",
-            severity: "warning",
+            severity: Severity::Warning,
             message: format!(
                 "GPU memory reached over {:.0} % of capacity: close to out-of-memory",
                 MEMORY_FULL_RATIO * 100.0
@@ -265,7 +267,7 @@ pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
         if high - low >= UNBALANCED_SPREAD_PCT {
             findings.push(Finding {
                 kind: "unbalanced_gpus",
-                severity: "warning",
+                severity: Severity::Warning,
                 message: format!(
                     "GPUs were unevenly loaded: mean utilisation ranges from {low:.0} % to {high:.0} %; the slowest rank sets the pace"
                 ),
@@ -284,7 +286,7 @@ pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
     if !xids.is_empty() {
         findings.push(Finding {
             kind: "xid_errors",
-            severity: "critical",
+            severity: Severity::Critical,
             message: "the GPU driver reported XID errors during the job: a likely hardware or driver fault".into(),
             evidence: xids,
         });

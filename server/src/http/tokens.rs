@@ -167,11 +167,11 @@ pub async fn uses(
 
 fn info(token: StoredToken, now: chrono::DateTime<Utc>) -> wire::TokenInfo {
     let state = if token.revoked_at.is_some() {
-        "revoked"
+        wire::TokenState::Revoked
     } else if token.expires_at <= now {
-        "expired"
+        wire::TokenState::Expired
     } else {
-        "live"
+        wire::TokenState::Live
     };
     wire::TokenInfo {
         id: token.id,
@@ -180,6 +180,6 @@ fn info(token: StoredToken, now: chrono::DateTime<Utc>) -> wire::TokenInfo {
         expires: token.expires_at,
         revoked: token.revoked_at,
         last_used: token.last_used_at,
-        state: state.into(),
+        state,
     }
 }

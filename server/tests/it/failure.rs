@@ -51,8 +51,14 @@ async fn a_crash_with_healthy_infrastructure_is_the_applications_and_a_lossy_pat
     // `exit1` exits 1 and nothing around it failed: the application's.
     let crashed = job(&app, "exit1").await;
     let analysis = report(&app, &crashed.job_id).await.failure.expect("a failed job is analysed");
-    assert_eq!(analysis.blame, "application", "{analysis:?}");
-    assert!(analysis.evidence.iter().any(|e| e.source == "slurm" && e.detail.contains("FAILED")), "{analysis:?}");
+    assert_eq!(analysis.blame, slurmlens_wire::Blame::Application, "{analysis:?}");
+    assert!(
+        analysis
+            .evidence
+            .iter()
+            .any(|e| e.source == slurmlens_wire::EvidenceSource::Slurm && e.detail.contains("FAILED")),
+        "{analysis:?}"
+    );
 
     // `timeout` hit its limit while the ping mesh of its rack lost 10 % of probes: the network's.
     let slow = job(&app, "timeout").await;
@@ -71,10 +77,14 @@ async fn a_crash_with_healthy_infrastructure_is_the_applications_and_a_lossy_pat
     import(path("rpingmesh_probe_success_total"), &times, &answered).await;
 
     let analysis = report(&app, &slow.job_id).await.failure.expect("a timed-out job is analysed");
-    assert_eq!(analysis.blame, "infrastructure", "{analysis:?}");
-    let loss = analysis.evidence.iter().find(|e| e.source == "pingmesh_loss").expect("the loss is evidence");
+    assert_eq!(analysis.blame, slurmlens_wire::Blame::Infrastructure, "{analysis:?}");
+    let loss = analysis
+        .evidence
+        .iter()
+        .find(|e| e.source == slurmlens_wire::EvidenceSource::PingmeshLoss)
+        .expect("the loss is evidence");
     assert_eq!(loss.place, format!("{tor} → {tor}"));
-    assert_eq!(loss.strength, "strong", "10 % loss is ten times the threshold");
+    assert_eq!(loss.strength, slurmlens_wire::EvidenceStrength::Strong, "10 % loss is ten times the threshold");
     assert!(loss.detail.contains("10.0 %"), "{}", loss.detail);
     let times: Vec<_> = analysis.evidence.iter().map(|e| e.at).collect();
     assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "evidence in time order");
@@ -111,21 +121,21 @@ async fn bursts_show_where_a_node_agent_exports_peaks_and_are_unknown_where_only
     import(above, &times, &seconds).await;
 
     let report = report(&app, &running.job_id).await;
-    let row = |direction: &str| {
+    let row = |direction: slurmlens_wire::Direction| {
         report
             .bursts
             .iter()
             .find(|row| row.node == host && row.direction == direction)
             .unwrap_or_else(|| panic!("a {direction} row for {host}: {:?}", report.bursts))
     };
-    let measured = row("tx");
-    assert_eq!(measured.status, "measured");
+    let measured = row(slurmlens_wire::Direction::Tx);
+    assert_eq!(measured.status, slurmlens_wire::BurstStatus::Measured);
     assert_eq!(measured.burst_peak_bytes_per_s, Some(4.6e10));
     let scrape_peak = measured.scrape_peak_bytes_per_s.expect("the counters' peak");
     assert!(scrape_peak < 4.6e10 / 5.0, "the scrape average hides the burst: {scrape_peak}");
     assert!(measured.seconds_above.is_some_and(|s| s > 0.0), "{measured:?}");
-    let unknown = row("rx");
-    assert_eq!(unknown.status, "unknown", "counters alone cannot show a peak");
+    let unknown = row(slurmlens_wire::Direction::Rx);
+    assert_eq!(unknown.status, slurmlens_wire::BurstStatus::Unknown, "counters alone cannot show a peak");
     assert_eq!(unknown.burst_peak_bytes_per_s, None);
     assert!(unknown.scrape_mean_bytes_per_s.is_some_and(|mean| mean > 1e9), "{unknown:?}");
     assert!(unknown.message.as_deref().is_some_and(|m| m.contains("unknown")));

@@ -126,7 +126,10 @@ async fn ipmi_power_and_lustre_job_statistics_show_in_the_report() {
     let job_id = run_job(node, 6);
     let app = spawn_app(config()).await;
     let before = report_of(&app, job_id).await;
-    assert!(before.io.is_none() || before.io.as_ref().is_some_and(|io| io.source == "nodes"), "no job statistics yet");
+    assert!(
+        before.io.is_none() || before.io.as_ref().is_some_and(|io| io.source == slurmlens_wire::IoSource::Nodes),
+        "no job statistics yet"
+    );
     let (_, end) = window(&before);
     let start = before.window_start.expect("start").timestamp();
     // ipmi_exporter (DCMI collector) on the node's BMC, scraped every 2 s: 900 W ± 40 W.
@@ -160,14 +163,16 @@ async fn ipmi_power_and_lustre_job_statistics_show_in_the_report() {
     let deadline = Instant::now() + Duration::from_secs(15);
     let report = loop {
         let report = report_of(&app, job_id).await;
-        if report.io.as_ref().is_some_and(|io| io.source == "jobstats") || Instant::now() > deadline {
+        if report.io.as_ref().is_some_and(|io| io.source == slurmlens_wire::IoSource::Jobstats)
+            || Instant::now() > deadline
+        {
             break report;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let (window_s, end) = window(&report);
     let io = report.io.as_ref().unwrap_or_else(|| panic!("no I/O section: {report:#?}"));
-    assert_eq!(io.source, "jobstats");
+    assert_eq!(io.source, slurmlens_wire::IoSource::Jobstats);
     let read = summary(&io.summary, "lustre_read").expect("read rate").mean;
     let direct = instant(&format!(r#"sum(rate(lustre_job_read_bytes_total{{jobid="{job_id}"}}[{window_s}s]))"#), end)
         .await
@@ -224,7 +229,11 @@ async fn without_job_statistics_lustre_io_comes_from_the_nodes_clients_and_says_
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let io = report.io.as_ref().unwrap_or_else(|| panic!("no I/O section: {report:#?}"));
-    assert_eq!(io.source, "nodes", "no job statistics: the clients of the job's nodes, and it says so");
+    assert_eq!(
+        io.source,
+        slurmlens_wire::IoSource::Nodes,
+        "no job statistics: the clients of the job's nodes, and it says so"
+    );
     let (window_s, end) = window(&report);
     let read = summary(&io.summary, "lustre_read").expect("read rate").mean;
     let direct = instant(

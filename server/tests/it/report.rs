@@ -179,13 +179,13 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
         // trail the import by a moment, so the live report is read again for a few seconds.
         let mut report = report_of(&app, job_id).await;
         for _ in 0..30 {
-            if report.metrics.status == "ok" {
+            if report.metrics.status == slurmlens_wire::MetricsState::Ok {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
             report = report_of(&app, job_id).await;
         }
-        if report.metrics.status != "ok" {
+        if report.metrics.status != slurmlens_wire::MetricsState::Ok {
             let at = report.window_end.map_or(0, |t| t.timestamp());
             let seen = promql_avg(
                 &vm_url,
@@ -205,7 +205,12 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
         }
         let got: Vec<u16> = report.gpus.iter().map(|gpu| gpu.gpu).collect();
         assert_eq!(&got, gpus, "job {job_id}: the report's GPUs are the ones scontrol showed");
-        assert!(report.gpus.iter().all(|gpu| gpu.attribution == "plugin_record" && !gpu.uncertain));
+        assert!(
+            report
+                .gpus
+                .iter()
+                .all(|gpu| gpu.attribution == slurmlens_wire::Attribution::PluginRecord && !gpu.uncertain)
+        );
         let window = (report.window_end.expect("end") - report.window_start.expect("start")).num_seconds();
         for gpu in &report.gpus {
             let util = gpu.summary.iter().find(|s| s.metric == "gpu_util").expect("gpu_util summary");
@@ -258,7 +263,7 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
         .json()
         .await
         .expect("values");
-    assert_eq!(values.status, "ok", "{values:?}");
+    assert_eq!(values.status, slurmlens_wire::ValuesState::Ok, "{values:?}");
     for gpu in 0..4u16 {
         let value = values.values.iter().find(|v| v.node == node && v.gpu == gpu).expect("a value per GPU");
         let direct = promql_avg(
@@ -298,7 +303,7 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
         .expect("delete series");
     assert!(deleted.status().is_success());
     let after = report_of(&app, first).await;
-    assert_eq!(after.source, "archived");
+    assert_eq!(after.source, slurmlens_wire::ReportSource::Archived);
     assert_eq!(after.gpus, before.gpus);
     assert_eq!(after.totals, before.totals);
     assert_eq!(after.verdicts, before.verdicts);
@@ -322,7 +327,7 @@ async fn unreachable_or_slow_metrics_degrade_to_slurm_facts() {
         let took = started.elapsed();
         assert_eq!(response.status(), 200, "{url}");
         let report: JobReport = response.json().await.expect("report JSON");
-        assert_eq!(report.metrics.status, "unavailable", "{url}");
+        assert_eq!(report.metrics.status, slurmlens_wire::MetricsState::Unavailable, "{url}");
         assert!(report.metrics.message.as_deref().is_some_and(|m| m.starts_with("metrics unavailable")));
         assert_eq!(report.job.job_id, job.job_id, "the Slurm facts are there");
         assert!(took < Duration::from_secs(5), "answered within the timeout: {took:?}");

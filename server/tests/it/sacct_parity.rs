@@ -111,7 +111,7 @@ async fn job_detail_has_steps_and_gpus_per_node() {
     assert_eq!(detail.nodes.len(), 2);
     for node in &detail.nodes {
         assert_eq!(node.gpus, Some(4), "{node:?}");
-        assert_eq!(node.gpus_source, "even_split");
+        assert_eq!(node.gpus_source, slurmlens_wire::GpusSource::EvenSplit);
     }
     let step_ids: Vec<&str> = detail.steps.iter().map(|step| step.job_id.as_str()).collect();
     let batch = format!("{}.batch", gpu2node.job_id);

@@ -182,7 +182,7 @@ async fn logs_of_a_job_are_its_nodes_and_window_with_the_important_lines_first()
     let response = app.get(&format!("/api/v1/jobs/{job_id}/logs?cluster=lab")).await;
     assert_eq!(response.status(), 200);
     let logs: JobLogs = response.json().await.expect("logs");
-    assert_eq!(logs.status, "ok", "{:?}", logs.message);
+    assert_eq!(logs.status, slurmlens_wire::LogsStatus::Ok, "{:?}", logs.message);
     let scope = format!("_time:[{}, {}] host:in(\"{}\", \"{}\")", rfc3339(start), rfc3339(end), nodes[0], nodes[1]);
     let queries = logs_queries(&stand_in);
     assert_eq!(queries.len(), 2, "the window's lines and the important ones");
@@ -317,12 +317,12 @@ async fn logs_and_profile_degrade_when_their_sources_are_down_slow_or_absent() {
         let response = app.get(&format!("/api/v1/jobs/{job_id}/logs?cluster=lab")).await;
         assert_eq!(response.status(), 200, "{label} logs");
         let answer: JobLogs = response.json().await.expect("logs");
-        assert_eq!(answer.status, expected, "{label} logs: {:?}", answer.message);
+        assert_eq!(answer.status.as_str(), expected, "{label} logs: {:?}", answer.message);
         assert!(answer.message.is_some(), "{label} logs say why");
         let response = app.get(&format!("/api/v1/jobs/{job_id}/profile?cluster=lab")).await;
         assert_eq!(response.status(), 200, "{label} profile");
         let answer: JobProfile = response.json().await.expect("profile");
-        assert_eq!(answer.status, expected, "{label} profile: {:?}", answer.message);
+        assert_eq!(answer.status.as_str(), expected, "{label} profile: {:?}", answer.message);
         assert!(started.elapsed() < Duration::from_secs(4), "{label}: both answered in {:?}", started.elapsed());
         let page = app.get(&format!("/jobs/{job_id}?cluster=lab")).await;
         assert_eq!(page.status(), 200, "{label}: the page still renders");
@@ -369,7 +369,7 @@ async fn profile_of_a_job_is_its_cgroup_on_its_nodes_with_top_functions() {
     let response = app.get(&format!("/api/v1/jobs/{job_id}/profile?cluster=lab&top=3")).await;
     assert_eq!(response.status(), 200);
     let profile: JobProfile = response.json().await.expect("profile");
-    assert_eq!(profile.status, "ok", "{:?}", profile.message);
+    assert_eq!(profile.status, slurmlens_wire::ProfileStatus::Ok, "{:?}", profile.message);
     let selector = format!(
         "process_cpu:cpu:nanoseconds:cpu:nanoseconds{{hostname=~\"{}|{}\",cgroup_path=~\".*/job_{job_id}(/.*)?\"}}",
         nodes[0], nodes[1]

@@ -155,7 +155,7 @@ async fn a_tenant_sees_another_tenants_gpus_as_busy_counts_and_reads_only_its_ow
     let values_path = format!("/api/v1/gpus/values?cluster=lab&metric=gpu_util&at={at}");
     let values_body = body_as(&app, Some("bob"), &values_path).await;
     let values: GpuValues = serde_json::from_str(&values_body).expect("values JSON");
-    assert_eq!(values.status, "ok", "{values:?}");
+    assert_eq!(values.status, slurmlens_wire::ValuesState::Ok, "{values:?}");
     let on_node: Vec<u16> = values.values.iter().filter(|v| v.node == node).map(|v| v.gpu).collect();
     assert_eq!(on_node, bob_gpus, "bob reads exactly his GPUs of {node}: {values:?}");
 

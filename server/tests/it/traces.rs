@@ -221,7 +221,7 @@ async fn breakdown_of_a_communication_bound_job_says_communication_bound() {
 
     let traces = breakdown(&app, job_id).await;
     let verdict = traces.total.verdict.as_ref().expect("a verdict");
-    assert_eq!(verdict.kind, "communication-bound", "{verdict:?}");
+    assert_eq!(verdict.kind, slurmlens_wire::TraceBottleneck::CommunicationBound, "{verdict:?}");
     assert!(verdict.evidence.iter().any(|line| line.contains("NCCL collectives 60%")), "{verdict:?}");
     assert_eq!(traces.gpus.len(), 2);
     for gpu in &traces.gpus {
@@ -234,6 +234,6 @@ async fn breakdown_of_a_communication_bound_job_says_communication_bound() {
     let report: slurmlens_wire::JobReport =
         app.get(&format!("/api/v1/jobs/{job_id}/report?cluster=lab")).await.json().await.expect("report");
     let in_report = report.traces.expect("the report carries the trace breakdown");
-    assert_eq!(in_report.total.verdict.map(|v| v.kind), Some("communication-bound".to_string()));
+    assert_eq!(in_report.total.verdict.map(|v| v.kind), Some(slurmlens_wire::TraceBottleneck::CommunicationBound));
     pool.close().await;
 }

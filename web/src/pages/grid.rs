@@ -7,6 +7,7 @@ use leptos::ev;
 use leptos::prelude::*;
 use leptos_router::NavigateOptions;
 use leptos_router::hooks::{use_navigate, use_query_map};
+use slurmlens_wire as wire;
 
 use crate::api::{Loader, now};
 use crate::app::{Time, display_time};
@@ -186,7 +187,7 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
     let categories = grid.categories(colour);
     let (used, total) = grid.usage();
     // A metric that answered colours the GPU cells; otherwise they keep their jobs' colours.
-    let metric = grid.metric.clone().filter(|metric| metric.status == "ok");
+    let metric = grid.metric.clone().filter(|metric| metric.status == wire::ValuesState::Ok);
     let cluster = grid.cluster.clone();
     let job_href =
         move |job_id: &str| format!("/jobs/{}?{}", percent_encode(job_id), encode(&[("cluster", cluster.clone())]));
@@ -416,7 +417,7 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                 },
             )}
         </p>
-        {grid.metric.as_ref().filter(|metric| metric.status != "ok").map(|metric| view! {
+        {grid.metric.as_ref().filter(|metric| metric.status != wire::ValuesState::Ok).map(|metric| view! {
             <p class="status warning" data-testid="grid-metric-status">
                 {format!("{} unavailable: {}; GPUs are coloured by job.", metric.key, metric.message.clone().unwrap_or_default())}
             </p>

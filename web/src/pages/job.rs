@@ -121,7 +121,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 <tr data-testid="job-node">
                     <td>{node.node.clone()}</td>
                     <td>{node.gpus.map(|g| g.to_string()).unwrap_or_else(|| "?".into())}</td>
-                    <td>{node.gpus_source.replace('_', " ")}</td>
+                    <td>{node.gpus_source.as_str().replace('_', " ")}</td>
                 </tr>
             }
         })
@@ -220,12 +220,40 @@ fn JobDetailView(view: JobView) -> impl IntoView {
     }
 }
 
+/// How a log or profile source answered, for its status line.
+enum SignalAnswer {
+    Answered,
+    NotConfigured,
+    /// Not answered (or nothing to show), with the status's word.
+    Failed(&'static str),
+}
+
+impl From<wire::LogsStatus> for SignalAnswer {
+    fn from(status: wire::LogsStatus) -> Self {
+        match status {
+            wire::LogsStatus::Ok => Self::Answered,
+            wire::LogsStatus::NotConfigured => Self::NotConfigured,
+            wire::LogsStatus::Unavailable => Self::Failed(status.as_str()),
+        }
+    }
+}
+
+impl From<wire::ProfileStatus> for SignalAnswer {
+    fn from(status: wire::ProfileStatus) -> Self {
+        match status {
+            wire::ProfileStatus::Ok => Self::Answered,
+            wire::ProfileStatus::NotConfigured => Self::NotConfigured,
+            wire::ProfileStatus::Empty | wire::ProfileStatus::Unavailable => Self::Failed(status.as_str()),
+        }
+    }
+}
+
 /// A source's status line: `None` when it answered.
-fn signal_status(status: &str, message: Option<&str>, what: &str, section: &str) -> Option<String> {
+fn signal_status(status: SignalAnswer, message: Option<&str>, what: &str, section: &str) -> Option<String> {
     match status {
-        "ok" => None,
-        "not_configured" => Some(format!("{what} not configured on this server (no [{section}] section)")),
-        _ => Some(message.map_or_else(|| format!("{what} {status}"), String::from)),
+        SignalAnswer::Answered => None,
+        SignalAnswer::NotConfigured => Some(format!("{what} not configured on this server (no [{section}] section)")),
+        SignalAnswer::Failed(word) => Some(message.map_or_else(|| format!("{what} {word}"), String::from)),
     }
 }
 
@@ -241,7 +269,7 @@ fn LogsSection(logs: Option<wire::JobLogs>) -> impl IntoView {
         }
         .into_any();
     };
-    let status_line = signal_status(&logs.status, logs.message.as_deref(), "logs", "victorialogs");
+    let status_line = signal_status(logs.status.into(), logs.message.as_deref(), "logs", "victorialogs");
     let message = logs.message.clone().filter(|_| status_line.is_none());
     let node = |node: &Option<String>| node.clone().unwrap_or_else(|| "?".into());
     let important = logs
@@ -250,10 +278,10 @@ fn LogsSection(logs: Option<wire::JobLogs>) -> impl IntoView {
         .map(|line| {
             let kind = match line.xid {
                 Some(code) => format!("XID {code}"),
-                None => line.kind.replace('_', " "),
+                None => line.kind.as_str().replace('_', " "),
             };
             view! {
-                <tr data-testid="log-important" data-kind=line.kind.clone() data-at=line.time.timestamp().to_string()>
+                <tr data-testid="log-important" data-kind=line.kind.as_str() data-at=line.time.timestamp().to_string()>
                     <td><Time at=line.time.timestamp() /></td>
                     <td>{node(&line.node)}</td>
                     <td><strong>{kind}</strong></td>
@@ -282,7 +310,7 @@ fn LogsSection(logs: Option<wire::JobLogs>) -> impl IntoView {
         logs.important.len()
     );
     view! {
-        <section class="logs" aria-label="logs" data-testid="logs-section" data-status=logs.status.clone()>
+        <section class="logs" aria-label="logs" data-testid="logs-section" data-status=logs.status.as_str()>
             <h2>"Logs"</h2>
             {match status_line {
                 Some(line) => view! { <p class="muted" data-testid="logs-status">{line}</p> }.into_any(),
@@ -322,7 +350,7 @@ fn ProfileSection(profile: Option<wire::JobProfile>) -> impl IntoView {
         }
         .into_any();
     };
-    let status_line = signal_status(&profile.status, profile.message.as_deref(), "profiles", "pyroscope");
+    let status_line = signal_status(profile.status.into(), profile.message.as_deref(), "profiles", "pyroscope");
     let pct = |share: f64| format!("{:.1} %", share * 100.0);
     let rows = |functions: &[wire::ProfileFunction], testid: &'static str| {
         functions
@@ -343,7 +371,7 @@ fn ProfileSection(profile: Option<wire::JobProfile>) -> impl IntoView {
     let by_total = rows(&profile.top_total, "profile-top-total");
     let icicle = crate::flame::icicle(&profile.flame, profile.total);
     view! {
-        <section class="profile" aria-label="CPU profile" data-testid="profile-section" data-status=profile.status.clone()>
+        <section class="profile" aria-label="CPU profile" data-testid="profile-section" data-status=profile.status.as_str()>
             <h2>"CPU profile"</h2>
             {match status_line {
                 Some(line) => view! { <p class="muted" data-testid="profile-status">{line}</p> }.into_any(),
@@ -376,7 +404,7 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
         None => format!("metrics {}", report.metrics.status),
     };
     // Where VictoriaMetrics answered, a missing exporter is said; where it did not, the status says so.
-    let metrics_ok = report.metrics.status == "ok";
+    let metrics_ok = report.metrics.status == wire::MetricsState::Ok;
     let totals = &report.totals;
     let mut total_text =
         vec![format!("{:.2} GPU hours", totals.gpu_hours), format!("{:.2} idle", totals.idle_gpu_hours)];
@@ -420,7 +448,7 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
                 <tr data-testid="report-gpu">
                     <td>{gpu.node.clone()}</td>
                     <td>{gpu.gpu}</td>
-                    <td>{gpu.attribution.replace('_', " ")}{if gpu.uncertain { " (uncertain)" } else { "" }}</td>
+                    <td>{gpu.attribution.as_str().replace('_', " ")}{if gpu.uncertain { " (uncertain)" } else { "" }}</td>
                     <td>{summary}</td>
                     <td>{gpu.xid_events.len()}</td>
                 </tr>
@@ -454,28 +482,28 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
 /// "Was the failure mine?": the verdict, why, and the evidence in time order.
 #[component]
 fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
-    let headline = match failure.blame.as_str() {
-        "infrastructure" => "Likely the infrastructure, not your job",
-        "application" => "Likely the application",
-        _ => "Cause unknown",
+    let headline = match failure.blame {
+        wire::Blame::Infrastructure => "Likely the infrastructure, not your job",
+        wire::Blame::Application => "Likely the application",
+        wire::Blame::Unknown => "Cause unknown",
     };
     let evidence = failure
         .evidence
         .iter()
         .map(|fact| {
             view! {
-                <tr data-testid="failure-evidence" data-source=fact.source.clone() data-strength=fact.strength.clone()>
+                <tr data-testid="failure-evidence" data-source=fact.source.as_str() data-strength=fact.strength.as_str()>
                     <td><Time at=fact.at.timestamp() /></td>
-                    <td>{fact.source.replace('_', " ")}</td>
+                    <td>{fact.source.as_str().replace('_', " ")}</td>
                     <td>{fact.place.clone()}</td>
                     <td>{fact.detail.clone()}</td>
-                    <td>{fact.strength.clone()}</td>
+                    <td>{fact.strength.as_str()}</td>
                 </tr>
             }
         })
         .collect_view();
     view! {
-        <article class=format!("failure {}", failure.blame) data-testid="failure" data-blame=failure.blame.clone()>
+        <article class=format!("failure {}", failure.blame) data-testid="failure" data-blame=failure.blame.as_str()>
             <h3>{format!("Was the failure mine? {headline}")}</h3>
             <p>{failure.reason.clone()}</p>
             <table class="compact">
@@ -504,7 +532,7 @@ fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
     let verdict = total.verdict.clone().map(|verdict| {
         let evidence = verdict.evidence.iter().map(|line| view! { <li>{line.clone()}</li> }).collect_view();
         view! {
-            <p data-testid="bottleneck" data-kind=verdict.kind.clone()><strong>{verdict.kind.replace('-', " ")}</strong></p>
+            <p data-testid="bottleneck" data-kind=verdict.kind.as_str()><strong>{verdict.kind.as_str().replace('-', " ")}</strong></p>
             <ul>{evidence}</ul>
         }
     });
@@ -603,13 +631,12 @@ fn IoLine(io: wire::IoReport) -> impl IntoView {
     ];
     parts.extend(rate("lustre_read", "B/s").map(|r| format!("reads {r}")));
     parts.extend(rate("lustre_read_ops", "ops/s"));
-    let source = if io.source == "jobstats" {
-        "Lustre job statistics (this job alone)"
-    } else {
-        "Lustre clients of the job's nodes (with any other job on them)"
+    let source = match io.source {
+        wire::IoSource::Jobstats => "Lustre job statistics (this job alone)",
+        wire::IoSource::Nodes => "Lustre clients of the job's nodes (with any other job on them)",
     };
     view! {
-        <p data-testid="report-io" data-source=io.source.clone()>{format!("File system: {} — {source}", parts.join(" · "))}</p>
+        <p data-testid="report-io" data-source=io.source.as_str()>{format!("File system: {} — {source}", parts.join(" · "))}</p>
     }
 }
 
@@ -622,9 +649,9 @@ fn BurstTable(bursts: Vec<wire::NodeBursts>) -> impl IntoView {
         .iter()
         .map(|row| {
             view! {
-                <tr data-testid="burst-row" data-status=row.status.clone() title=row.message.clone().unwrap_or_default()>
+                <tr data-testid="burst-row" data-status=row.status.as_str() title=row.message.clone().unwrap_or_default()>
                     <td>{row.node.clone()}</td>
-                    <td>{row.direction.clone()}</td>
+                    <td>{row.direction.as_str()}</td>
                     <td>{rate(row.scrape_mean_bytes_per_s)}</td>
                     <td>{rate(row.scrape_peak_bytes_per_s)}</td>
                     <td>{rate(row.burst_peak_bytes_per_s)}</td>

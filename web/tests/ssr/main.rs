@@ -72,7 +72,7 @@ impl PageData for Viewing {
                 nodes: vec![wire::NodeAllocation {
                     node: job.node_list.clone(),
                     gpus: Some(job.alloc_gpus),
-                    gpus_source: "single_node".into(),
+                    gpus_source: wire::GpusSource::SingleNode,
                 }],
                 steps: Vec::new(),
             })
@@ -91,7 +91,7 @@ impl PageData for Viewing {
                 metric: metric.to_string(),
                 unit: "%".into(),
                 at: chrono::DateTime::from_timestamp(at, 0).expect("time"),
-                status: "ok".into(),
+                status: wire::ValuesState::Ok,
                 message: None,
                 values: vec![value("n1", 0, 97.0), value("n1", 1, 3.0)],
             }))

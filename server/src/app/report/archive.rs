@@ -37,7 +37,7 @@ pub async fn archive_recent(app: &App, lookback: chrono::Duration) -> Result<usi
             let done = store.archived_among(reader.cluster(), &keys).await?;
             for job in due.into_iter().filter(|job| !done.contains(&(job.identity.id_job, job.time_submit))) {
                 let report = reporter.report_for(reader, job, &tres, DEFAULT_POINTS).await?;
-                if report.metrics.status == "ok" {
+                if report.metrics.status == slurmlens_wire::MetricsState::Ok {
                     archived += 1;
                 }
             }

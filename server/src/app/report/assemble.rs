@@ -116,7 +116,7 @@ impl Reporter {
                 node: gpu.node.clone(),
                 gpu: gpu.index,
                 uuid: entry.and_then(|entry| entry.uuid.clone()),
-                attribution: rule.name().to_string(),
+                attribution: attribution(*rule),
                 uncertain: *uncertain,
                 summary,
                 series,
@@ -191,21 +191,21 @@ impl Reporter {
             .into_iter()
             .map(|finding| wire::Verdict {
                 kind: finding.kind.to_string(),
-                severity: finding.severity.to_string(),
+                severity: finding.severity,
                 message: finding.message,
                 evidence: finding.evidence,
             })
             .collect();
         report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(|finding| wire::Verdict {
             kind: finding.kind.to_string(),
-            severity: finding.severity.to_string(),
+            severity: finding.severity,
             message: finding.message,
             evidence: finding.evidence,
         }));
         if attributed.iter().any(|a| a.uncertain) {
             report.verdicts.push(wire::Verdict {
                 kind: "attribution_uncertain".into(),
-                severity: "info".into(),
+                severity: wire::Severity::Info,
                 message:
                     "the job shared a node and no GPU record exists: every GPU of the node is shown, marked uncertain"
                         .into(),
@@ -217,14 +217,14 @@ impl Reporter {
             });
         }
         let (status, message) = if attributed.is_empty() && report.job.alloc_gpus > 0 {
-            ("no_data", Some("no GPU series were found on the job's nodes".to_string()))
+            (wire::MetricsState::NoData, Some("no GPU series were found on the job's nodes".to_string()))
         } else if with_data == 0 && !attributed.is_empty() {
-            ("no_data", Some("no samples of the job's GPUs in its window".to_string()))
+            (wire::MetricsState::NoData, Some("no samples of the job's GPUs in its window".to_string()))
         } else {
-            ("ok", None)
+            (wire::MetricsState::Ok, None)
         };
         report.window_end = Some(end);
-        report.metrics = wire::MetricsStatus { status: status.into(), message, step_s };
+        report.metrics = wire::MetricsStatus { status, message, step_s };
     }
 
     /// Bursts per node and direction: the agent's peaks next to the counters' average and highest
@@ -240,18 +240,18 @@ impl Reporter {
         let mut rows = Vec::new();
         for node in nodes {
             let network = report.nodes.iter().find(|n| &n.node == node);
-            for (direction, key) in [("tx", "rdma_tx"), ("rx", "rdma_rx")] {
+            for (direction, key) in [(wire::Direction::Tx, "rdma_tx"), (wire::Direction::Rx, "rdma_rx")] {
                 let scrape = network.and_then(|n| n.summary.iter().find(|s| s.metric == key));
                 let BurstReading { peak, seconds_above: above } =
-                    peaks.get(&(node.clone(), direction)).copied().unwrap_or_default();
+                    peaks.get(&(node.clone(), direction.as_str())).copied().unwrap_or_default();
                 if scrape.is_none() && peak.is_none() {
                     continue;
                 }
                 let measured = peak.is_some();
                 rows.push(wire::NodeBursts {
                     node: node.clone(),
-                    direction: direction.into(),
-                    status: if measured { "measured" } else { "unknown" }.into(),
+                    direction,
+                    status: if measured { wire::BurstStatus::Measured } else { wire::BurstStatus::Unknown },
                     scrape_mean_bytes_per_s: scrape.map(|s| s.mean),
                     scrape_peak_bytes_per_s: scrape.map(|s| s.max),
                     burst_peak_bytes_per_s: peak,
@@ -261,7 +261,11 @@ impl Reporter {
                         format!(
                             "only byte counters on this node: a burst shorter than a scrape is averaged away, so the \
                              peak is unknown (a node agent exporting {} would show it)",
-                            if direction == "tx" { settings.tx_peak.as_str() } else { settings.rx_peak.as_str() }
+                            if direction == wire::Direction::Tx {
+                                settings.tx_peak.as_str()
+                            } else {
+                                settings.rx_peak.as_str()
+                            }
                         )
                     }),
                 });
@@ -345,7 +349,7 @@ pub(super) fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option
     }
     Some((
         source,
-        wire::IoReport { source: source.name().into(), read_bytes: totals.0, write_bytes: totals.1, summary, series },
+        wire::IoReport { source: io_source(source), read_bytes: totals.0, write_bytes: totals.1, summary, series },
     ))
 }
 
@@ -363,7 +367,7 @@ pub(super) fn failure_analysis(
             let (strength, meaning) = blame::xid_strength(event.xid);
             evidence.push(Evidence {
                 at: event.at.timestamp(),
-                source: "xid",
+                source: wire::EvidenceSource::Xid,
                 place: format!("{} gpu {}", gpu.node, gpu.gpu),
                 detail: format!("XID {}: {meaning}", event.xid),
                 strength,
@@ -373,27 +377,51 @@ pub(super) fn failure_analysis(
     let verdict = blame::classify(ending, evidence);
     let mut listed: Vec<wire::FailureEvidence> = vec![wire::FailureEvidence {
         at: end,
-        source: "slurm".into(),
+        source: wire::EvidenceSource::Slurm,
         place: record.node_list.clone(),
         detail: format!("Slurm recorded {} with exit code {}", record.state.name(), record.exit_code),
-        strength: "fact".into(),
+        strength: wire::EvidenceStrength::Fact,
     }];
-    listed.extend(verdict.evidence.iter().map(|fact| {
-        wire::FailureEvidence {
-            at: epoch(u64::try_from(fact.at).unwrap_or(0)).unwrap_or(end),
-            source: fact.source.into(),
-            place: fact.place.clone(),
-            detail: fact.detail.clone(),
-            strength: match fact.strength {
-                Strength::Strong => "strong",
-                Strength::Weak => "weak",
-                Strength::Application => "application",
-            }
-            .into(),
-        }
+    listed.extend(verdict.evidence.iter().map(|fact| wire::FailureEvidence {
+        at: epoch(u64::try_from(fact.at).unwrap_or(0)).unwrap_or(end),
+        source: fact.source,
+        place: fact.place.clone(),
+        detail: fact.detail.clone(),
+        strength: match fact.strength {
+            Strength::Strong => wire::EvidenceStrength::Strong,
+            Strength::Weak => wire::EvidenceStrength::Weak,
+            Strength::Application => wire::EvidenceStrength::Application,
+        },
     }));
     listed.sort_by_key(|fact| fact.at);
-    wire::FailureAnalysis { blame: verdict.blame.as_str().into(), reason: verdict.reason, evidence: listed }
+    wire::FailureAnalysis { blame: blame_of(verdict.blame), reason: verdict.reason, evidence: listed }
+}
+
+/// The wire's word for an attribution rule.
+fn attribution(rule: report::AttributionRule) -> wire::Attribution {
+    match rule {
+        report::AttributionRule::HpcJobLabel => wire::Attribution::HpcJobLabel,
+        report::AttributionRule::PluginRecord => wire::Attribution::PluginRecord,
+        report::AttributionRule::WholeNode => wire::Attribution::WholeNode,
+        report::AttributionRule::NodeOnly => wire::Attribution::NodeOnly,
+    }
+}
+
+/// The wire's word for a verdict of the failure rules.
+fn blame_of(blame: blame::Blame) -> wire::Blame {
+    match blame {
+        blame::Blame::Infrastructure => wire::Blame::Infrastructure,
+        blame::Blame::Application => wire::Blame::Application,
+        blame::Blame::Unknown => wire::Blame::Unknown,
+    }
+}
+
+/// The wire's word for where a job's Lustre figures come from.
+fn io_source(source: IoSource) -> wire::IoSource {
+    match source {
+        IoSource::JobStats => wire::IoSource::Jobstats,
+        IoSource::Nodes => wire::IoSource::Nodes,
+    }
 }
 
 #[cfg(test)]
@@ -411,11 +439,11 @@ mod tests {
     /// The report before assembly, as the report maker starts it.
     fn empty_report() -> wire::JobReport {
         wire::JobReport {
-            source: "final".into(),
+            source: wire::ReportSource::Final,
             generated_at: at(END),
             window_start: Some(at(START)),
             window_end: None,
-            metrics: wire::MetricsStatus { status: "no_data".into(), message: None, step_s: 0 },
+            metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
             gpus: Vec::new(),
             nodes: Vec::new(),
             totals: wire::ReportTotals::default(),
@@ -478,17 +506,17 @@ mod tests {
             node: "gpu002".into(),
             gpu: 5,
             uuid: None,
-            attribution: "whole_node".into(),
+            attribution: wire::Attribution::WholeNode,
             uncertain: false,
             summary: Vec::new(),
             series: Vec::new(),
             xid_events: Vec::new(),
         };
         let alone = failure_analysis(&record, &ending_of(&record), Vec::new(), std::slice::from_ref(&gpu), at(END));
-        assert_eq!(alone.blame, "application", "exit 1 with nothing wrong around it: {}", alone.reason);
+        assert_eq!(alone.blame, wire::Blame::Application, "exit 1 with nothing wrong around it: {}", alone.reason);
         gpu.xid_events.push(wire::XidEvent { at: at(END - 120), xid: 79, message: None });
         let analysis = failure_analysis(&record, &ending_of(&record), Vec::new(), &[gpu], at(END));
-        assert_eq!(analysis.blame, "infrastructure", "{}", analysis.reason);
+        assert_eq!(analysis.blame, wire::Blame::Infrastructure, "{}", analysis.reason);
         let sources: Vec<&str> = analysis.evidence.iter().map(|fact| fact.source.as_str()).collect();
         assert_eq!(sources, ["xid", "slurm"], "evidence in time order, Slurm's own record last");
         assert!(analysis.evidence[0].detail.contains("fallen off the bus"));
@@ -523,9 +551,19 @@ mod tests {
         let mut peaks: BurstReadings = BTreeMap::new();
         peaks.insert(("gpu002".into(), "rx"), BurstReading { peak: Some(4.9e10), seconds_above: Some(3.0) });
         let rows = reporter().bursts(&report, &["gpu001".into(), "gpu002".into()], peaks);
-        let row = |node: &str, direction: &str| rows.iter().find(|r| r.node == node && r.direction == direction);
-        assert!(row("gpu001", "tx").is_some_and(|r| r.status == "unknown" && r.message.is_some()));
-        assert!(row("gpu002", "rx").is_some_and(|r| r.status == "measured" && r.seconds_above == Some(3.0)));
-        assert!(row("gpu001", "rx").is_none() && row("gpu002", "tx").is_none(), "no reading, no row");
+        let row =
+            |node: &str, direction: wire::Direction| rows.iter().find(|r| r.node == node && r.direction == direction);
+        assert!(
+            row("gpu001", wire::Direction::Tx)
+                .is_some_and(|r| r.status == wire::BurstStatus::Unknown && r.message.is_some())
+        );
+        assert!(
+            row("gpu002", wire::Direction::Rx)
+                .is_some_and(|r| r.status == wire::BurstStatus::Measured && r.seconds_above == Some(3.0))
+        );
+        assert!(
+            row("gpu001", wire::Direction::Rx).is_none() && row("gpu002", wire::Direction::Tx).is_none(),
+            "no reading, no row"
+        );
     }
 }

@@ -73,7 +73,7 @@ impl Reporter {
                     if let Ok(mut archived) = serde_json::from_str::<wire::JobReport>(&json) {
                         // Slurm may rewrite a finished row (slurmctld restart): the facts stay live.
                         archived.job = job;
-                        archived.source = "archived".into();
+                        archived.source = wire::ReportSource::Archived;
                         return Ok(archived);
                     }
                     tracing::warn!(job = record.identity.id_job, "archived report unreadable; recomputing");
@@ -85,7 +85,7 @@ impl Reporter {
         let report = self.compute(reader, record, job, points).await;
         let due = finished && now >= record.time_end + self.settings.archive_delay.as_secs();
         if due
-            && report.metrics.status == "ok"
+            && report.metrics.status == wire::MetricsState::Ok
             && let Some(store) = &self.store
         {
             let json = serde_json::to_string(&report).map_err(|e| ReportError::Encode(e.to_string()))?;
@@ -93,7 +93,7 @@ impl Reporter {
             let digest = crate::store::ReportDigest {
                 mean_gpu_util: report.totals.mean_gpu_util,
                 mean_tensor_active: report.totals.mean_tensor_active,
-                blame: report.failure.as_ref().map(|failure| failure.blame.clone()),
+                blame: report.failure.as_ref().map(|failure| failure.blame.as_str().to_string()),
             };
             let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
             if let Err(error) = archived.await {
@@ -109,11 +109,11 @@ impl Reporter {
         let end = window_end(record, now);
         let finished = record.state.base().is_finished();
         let mut report = wire::JobReport {
-            source: if finished { "final".into() } else { "live".into() },
+            source: if finished { wire::ReportSource::Final } else { wire::ReportSource::Live },
             generated_at: now,
             window_start: start,
             window_end: start.map(|_| end),
-            metrics: wire::MetricsStatus { status: "no_data".into(), message: None, step_s: 0 },
+            metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
             gpus: Vec::new(),
             nodes: Vec::new(),
             totals: wire::ReportTotals::default(),
@@ -157,7 +157,7 @@ impl Reporter {
         match &self.vm {
             None => {
                 report.metrics = wire::MetricsStatus {
-                    status: "unavailable".into(),
+                    status: wire::MetricsState::Unavailable,
                     message: Some("no metrics source is configured".into()),
                     step_s: 0,
                 };
@@ -177,14 +177,14 @@ impl Reporter {
                     }
                     Ok(Err(error)) => {
                         report.metrics = wire::MetricsStatus {
-                            status: "unavailable".into(),
+                            status: wire::MetricsState::Unavailable,
                             message: Some(format!("metrics unavailable: {error}")),
                             step_s: 0,
                         };
                     }
                     Err(_) => {
                         report.metrics = wire::MetricsStatus {
-                            status: "unavailable".into(),
+                            status: wire::MetricsState::Unavailable,
                             message: Some(format!(
                                 "metrics unavailable: VictoriaMetrics did not answer within {} ms",
                                 self.settings.metrics_timeout.as_millis()
@@ -273,7 +273,7 @@ impl Reporter {
                     let down = state.split('+').any(|flag| flag == "DOWN");
                     Evidence {
                         at: i64::try_from(event.time_start).unwrap_or(0),
-                        source: "node_event",
+                        source: wire::EvidenceSource::NodeEvent,
                         place: event.node.clone(),
                         detail: format!("{state}: {}", event.reason),
                         strength: blame::node_event_strength(&event.reason, down),

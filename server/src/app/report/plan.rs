@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
+use slurmlens_wire as wire;
 
 use super::{Reporter, classifies, window_end};
 use crate::domain::blame::Strength;
@@ -301,14 +302,16 @@ pub(super) enum FaultKind {
 }
 
 impl FaultKind {
-    pub(super) fn describe(self) -> (&'static str, Strength, &'static str) {
+    pub(super) fn describe(self) -> (wire::EvidenceSource, Strength, &'static str) {
         match self {
-            Self::LinkDowned => ("link_errors", Strength::Strong, "RDMA link went down"),
-            Self::SymbolErrors => ("link_errors", Strength::Weak, "RDMA symbol errors"),
-            Self::RemappedRows => ("ecc", Strength::Strong, "row remapped after an uncorrectable ECC error"),
-            Self::RowRemapFailure => ("ecc", Strength::Strong, "row remap failed"),
-            Self::PingmeshLoss => ("pingmesh_loss", Strength::Weak, "ping-mesh probe loss"),
-            Self::PingmeshRtt => ("pingmesh_rtt", Strength::Weak, "ping-mesh p99 RTT"),
+            Self::LinkDowned => (wire::EvidenceSource::LinkErrors, Strength::Strong, "RDMA link went down"),
+            Self::SymbolErrors => (wire::EvidenceSource::LinkErrors, Strength::Weak, "RDMA symbol errors"),
+            Self::RemappedRows => {
+                (wire::EvidenceSource::Ecc, Strength::Strong, "row remapped after an uncorrectable ECC error")
+            }
+            Self::RowRemapFailure => (wire::EvidenceSource::Ecc, Strength::Strong, "row remap failed"),
+            Self::PingmeshLoss => (wire::EvidenceSource::PingmeshLoss, Strength::Weak, "ping-mesh probe loss"),
+            Self::PingmeshRtt => (wire::EvidenceSource::PingmeshRtt, Strength::Weak, "ping-mesh p99 RTT"),
         }
     }
 }

@@ -40,12 +40,12 @@ impl Reporter {
             metric: key.to_string(),
             unit,
             at,
-            status: "ok".into(),
+            status: wire::ValuesState::Ok,
             message: None,
             values: Vec::new(),
         };
         let Some(vm) = &self.vm else {
-            answer.status = "unavailable".into();
+            answer.status = wire::ValuesState::Unavailable;
             answer.message = Some("no metrics source is configured".into());
             return Some(answer);
         };
@@ -57,7 +57,7 @@ impl Reporter {
                 let gpus = match self.attributed_gpus(vm, jobs, at, lookback).await {
                     Ok(gpus) => gpus,
                     Err(message) => {
-                        answer.status = "unavailable".into();
+                        answer.status = wire::ValuesState::Unavailable;
                         answer.message = Some(message);
                         return Some(answer);
                     }
@@ -70,7 +70,7 @@ impl Reporter {
                 let timeout = self.settings.metrics_timeout.saturating_sub(started.elapsed());
                 if by_indices.is_empty() || timeout.is_zero() {
                     if timeout.is_zero() {
-                        answer.status = "unavailable".into();
+                        answer.status = wire::ValuesState::Unavailable;
                         answer.message = Some(TIMED_OUT.into());
                     }
                     return Some(answer);
@@ -90,11 +90,11 @@ impl Reporter {
                 answer.values.sort_by(|a, b| (&a.node, a.gpu).cmp(&(&b.node, b.gpu)));
             }
             Ok(Err(error)) => {
-                answer.status = "unavailable".into();
+                answer.status = wire::ValuesState::Unavailable;
                 answer.message = Some(format!("metrics unavailable: {error}"));
             }
             Err(_) => {
-                answer.status = "unavailable".into();
+                answer.status = wire::ValuesState::Unavailable;
                 answer.message = Some(TIMED_OUT.into());
             }
         }
