@@ -288,9 +288,9 @@ mod tests {
         T: Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug + Copy,
     {
         for &value in all {
-            let json = serde_json::to_string(&value).unwrap();
+            let json = serde_json::to_string(&value).expect("a vocabulary word serialises");
             assert_eq!(json, format!("\"{}\"", word(value)));
-            assert_eq!(serde_json::from_str::<T>(&json).unwrap(), value);
+            assert_eq!(serde_json::from_str::<T>(&json).expect("a vocabulary word reads back"), value);
         }
     }
 

@@ -199,7 +199,7 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
                 report.window_start,
                 report.window_end,
                 start.timestamp() - 60,
-                report.gpus.iter().map(|g| (g.gpu, g.attribution.clone(), g.summary.len())).collect::<Vec<_>>(),
+                report.gpus.iter().map(|g| (g.gpu, g.attribution, g.summary.len())).collect::<Vec<_>>(),
                 report.source
             );
         }
