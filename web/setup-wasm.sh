@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building the web front end's wasm bundle needs, on Debian 12 as root. Idempotent:
-# a second run with everything in place takes seconds. See ../shared/reference/wasm.md for why each
-# piece is what it is (rustup's toolchain has no wasm32 std and cannot fetch one here).
+# a second run with everything in place takes seconds. Each piece is what it is because rustup's
+# toolchain has no wasm32 std and cannot fetch one here, while Debian ships a rustc with the std's
+# source (rustc-web), from which the wasm32 std is built once.
 #
 #   apt:  rustc-web cargo-web rust-web-src rust-web-llvm lld-22   (Debian's rustc 1.96 + its std source)
 #   $WASM_TOOLS_PREFIX (default <repo>/.wasm-tools, git-ignored):
