@@ -22,6 +22,20 @@ const MAX_GPUS_PER_RECORD: usize = 64;
 /// Most records in one batch of trace summaries.
 pub const MAX_TRACE_RECORDS: usize = 10_000;
 
+/// Records that arrived in another protocol (OTLP log records), already mapped to the JSON endpoints'
+/// records, each with its place `P` in the request.
+pub struct MappedRecords<P> {
+    pub gpu_allocations: Vec<(P, wire::GpuAllocationRecord)>,
+    /// Trace records per node, in request order.
+    pub traces: BTreeMap<String, Vec<(P, wire::TraceRecord)>>,
+}
+
+/// How that protocol names a refused record's field, and words a trace record's refusal.
+pub struct RefusalWords<'a> {
+    pub allocation_field: &'a (dyn Fn(&str) -> String + Sync),
+    pub trace_reason: &'a (dyn Fn(&str) -> String + Sync),
+}
+
 /// One `nsys stats --format csv` report of one job, as the request describes it.
 #[derive(Debug, Clone)]
 pub struct NsysReport {
@@ -77,6 +91,51 @@ impl App {
             super::report::schedule_archive(self.clone(), cluster.clone(), *job_id);
         }
         Ok(())
+    }
+
+    /// Validates and stores mapped records like the JSON endpoints' (one ingest path per record kind):
+    /// the valid ones are stored, each refused one is answered with its place and reason.
+    pub async fn ingest_mapped<P: Copy + Default + Ord>(
+        &self,
+        cluster: &ClusterName,
+        records: MappedRecords<P>,
+        words: &RefusalWords<'_>,
+    ) -> Result<Vec<(P, String)>, AppError> {
+        let now = Utc::now();
+        let mut refused = Vec::new();
+        let mut allocations = Vec::new();
+        let mut ends = Vec::new();
+        for (place, record) in &records.gpu_allocations {
+            match validate_record(record, cluster, now, words.allocation_field) {
+                Ok(rows) => {
+                    allocations.extend(rows);
+                    if record.event == wire::GpuAllocationEvent::End {
+                        ends.push((record.job_id, record.at));
+                    }
+                }
+                Err(AppError::Invalid { parameter, message }) => {
+                    refused.push((*place, format!("{parameter}: {message}")))
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        if !allocations.is_empty() || !ends.is_empty() {
+            self.store_allocations(cluster, &allocations, &ends).await?;
+        }
+        for (node, traces) in records.traces {
+            let (places, traces): (Vec<P>, Vec<Result<wire::TraceRecord, String>>) =
+                traces.into_iter().map(|(place, record)| (place, Ok(record))).unzip();
+            let (summaries, refusals) = validate_records(traces, now);
+            for refusal in refusals {
+                // `index` is into `traces`, which `places` parallels.
+                let place = places.get(refusal.index as usize).copied().unwrap_or_default();
+                refused.push((place, (words.trace_reason)(&refusal.reason)));
+            }
+            if !summaries.is_empty() {
+                self.store_summaries(cluster, &node, summaries, Vec::new()).await?;
+            }
+        }
+        Ok(refused)
     }
 
     /// Validates and stores one node's trace records (each one, or the reason it did not decode):

@@ -10,7 +10,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use flate2::read::GzDecoder;
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceRequest};
 use prost::Message;
@@ -20,8 +19,8 @@ use super::HttpState;
 use super::error::ApiError;
 use super::ingest::authenticated_cluster;
 use super::otlp_map::{self, Position};
-use crate::app::ingest::{MAX_TRACE_RECORDS, validate_record, validate_records};
-use crate::app::{App, AppError};
+use crate::app::App;
+use crate::app::ingest::{MAX_TRACE_RECORDS, MappedRecords, RefusalWords};
 use crate::domain::cluster::ClusterName;
 
 /// Largest body accepted, before and after gzip: the trace endpoint's limit.
@@ -227,7 +226,7 @@ pub async fn post_logs(State(state): State<HttpState>, headers: HeaderMap, body:
     }
 }
 
-/// Maps the request's records and hands each kind to its JSON endpoint's validation and storage.
+/// Maps the request's records and hands them to the JSON endpoints' validation and storage.
 async fn ingest_logs(
     app: &App,
     cluster: &ClusterName,
@@ -242,41 +241,9 @@ async fn ingest_logs(
     }
     let mapped = otlp_map::map_logs(request, cluster.as_str());
     let mut outcome = LogsOutcome { rejected: mapped.rejected, ignored: mapped.ignored };
-    let now = Utc::now();
-
-    let mut allocations = Vec::new();
-    let mut ends = Vec::new();
-    for (position, record) in &mapped.gpu_allocations {
-        match validate_record(record, cluster, now, &otlp_map::allocation_field) {
-            Ok(rows) => {
-                allocations.extend(rows);
-                if record.event == wire::GpuAllocationEvent::End {
-                    ends.push((record.job_id, record.at));
-                }
-            }
-            Err(AppError::Invalid { parameter, message }) => {
-                outcome.rejected.push((*position, format!("{parameter}: {message}")));
-            }
-            Err(other) => return Err(other.into()),
-        }
-    }
-    if !allocations.is_empty() || !ends.is_empty() {
-        app.store_allocations(cluster, &allocations, &ends).await?;
-    }
-
-    for (node, records) in mapped.traces {
-        let (positions, records): (Vec<Position>, Vec<Result<wire::TraceRecord, String>>) =
-            records.into_iter().map(|(position, record)| (position, Ok(record))).unzip();
-        let (summaries, refused) = validate_records(records, now);
-        for refusal in refused {
-            // `index` is into `records`, which `positions` parallels.
-            let position = positions.get(refusal.index as usize).copied().unwrap_or_default();
-            outcome.rejected.push((position, otlp_map::trace_reason(&refusal.reason)));
-        }
-        if !summaries.is_empty() {
-            app.store_summaries(cluster, &node, summaries, Vec::new()).await?;
-        }
-    }
+    let records = MappedRecords { gpu_allocations: mapped.gpu_allocations, traces: mapped.traces };
+    let words = RefusalWords { allocation_field: &otlp_map::allocation_field, trace_reason: &otlp_map::trace_reason };
+    outcome.rejected.extend(app.ingest_mapped(cluster, records, &words).await?);
     outcome.rejected.sort_by_key(|(position, _)| *position);
     Ok(outcome)
 }
