@@ -3,10 +3,7 @@
 //! Layers: [`http`] → [`domain`] ← [`sources`]. `domain` holds Slurm's vocabulary and rules and
 //! depends on no I/O crate; `sources` owns every database and HTTP client; `http` maps between them.
 
-pub mod bench;
 pub mod config;
-pub mod demo;
-
 pub mod domain;
 pub mod http;
 pub mod reports;

@@ -13,7 +13,7 @@ mod pages;
 mod params;
 pub(crate) mod signals;
 mod tokens;
-pub(crate) mod traces;
+pub mod traces;
 pub(crate) mod wire_map;
 
 use std::collections::BTreeMap;

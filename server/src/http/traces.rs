@@ -62,7 +62,7 @@ fn check_cluster_and_node(cluster: &ClusterName, claimed: &str, node: &str) -> R
 }
 
 /// A received record's fields, borrowed, for validation.
-pub(crate) fn raw_summary(record: &wire::TraceRecord) -> RawTraceSummary<'_> {
+pub fn raw_summary(record: &wire::TraceRecord) -> RawTraceSummary<'_> {
     RawTraceSummary {
         job_id: record.job_id,
         cgroup: record.cgroup.as_deref(),

@@ -3883,6 +3883,101 @@ mod tests {
         assert_eq!((again.xid_victim, again.app_crash), (plan.xid_victim, plan.app_crash), "same seed, same jobs");
     }
 
+    /// Feeds formatted text straight into the hasher, so that a million rows never sit in one string.
+    struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+    impl fmt::Write for HashWriter<'_> {
+        fn write_str(&mut self, text: &str) -> fmt::Result {
+            sha2::Digest::update(self.0, text.as_bytes());
+            Ok(())
+        }
+    }
+
+    /// SHA-256 of everything `write_plan` would send: the statements' column lists, the encoded
+    /// values of every event, job and step row (job_db_inx from 1), and the summary.
+    fn rows_digest(p: &HistoryParams, ctx: &Ctx, plan: &Plan) -> String {
+        let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+        let mut out = HashWriter(&mut hasher);
+        let t = &ctx.tres;
+        let _ = write!(out, "{JOB_COLS}{JOB_TUPLE}{STEP_COLS}{STEP_TUPLE}{:?}", plan.stats(p));
+        let n = u64::from(p.n_nodes);
+        let g = u64::from(p.gpus_per_node);
+        let all: Vec<u16> = (0..p.n_nodes as u16).collect();
+        let reg_tres = tres_str(&mut [
+            (t.cpu, n * u64::from(NODE_CPUS)),
+            (t.mem, n * NODE_MEM),
+            (t.energy, 0),
+            (t.node, n),
+            (t.billing, n * u64::from(NODE_CPUS)),
+            (t.disk, 0),
+            (t.vmem, 0),
+            (t.pages, 0),
+            (t.gpu, n * g),
+        ]);
+        let node_tres = tres_str(&mut [
+            (t.cpu, u64::from(NODE_CPUS)),
+            (t.mem, NODE_MEM),
+            (t.billing, u64::from(NODE_CPUS)),
+            (t.gpu, g),
+        ]);
+        let mut a = MySqlArguments::default();
+        let encoded: Result<()> = (|| {
+            add(&mut a, plan.start)?;
+            add(&mut a, 0i64)?;
+            add(&mut a, "")?;
+            add(&mut a, hostlist(&all, plan.width))?;
+            add(&mut a, "Cluster Registered TRES")?;
+            add(&mut a, NO_VAL)?;
+            add(&mut a, 0u32)?;
+            add(&mut a, reg_tres.as_str())?;
+            for e in &plan.events {
+                add(&mut a, e.ts)?;
+                add(&mut a, if e.te == i64::MAX { 0 } else { e.te })?;
+                add(&mut a, hostlist(&[e.node as u16], plan.width))?;
+                add(&mut a, "")?;
+                add(&mut a, e.reason)?;
+                add(&mut a, e.uid)?;
+                add(&mut a, e.state)?;
+                add(&mut a, node_tres.as_str())?;
+            }
+            Ok(())
+        })();
+        encoded.unwrap_or_else(|e| panic!("{e}"));
+        let _ = write!(out, "{a:?}");
+        let base = 1;
+        for (index, job) in plan.jobs.iter().enumerate() {
+            let args = encode_jobs(ctx, plan, base, index, std::slice::from_ref(job)).unwrap_or_else(|e| panic!("{e}"));
+            let _ = write!(out, "{args:?}");
+            let mut steps = Vec::new();
+            steps_for(p, ctx, plan, job, base + index as u64, &mut steps);
+            let args = encode_steps(&steps).unwrap_or_else(|e| panic!("{e}"));
+            let _ = write!(out, "{args:?}");
+        }
+        let digest = sha2::Digest::finalize(hasher);
+        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
+    #[test]
+    fn small_history_rows_digest() {
+        let ctx = fake_ctx();
+        let p = small();
+        let plan = build_plan(&p, &ctx).unwrap_or_else(|e| panic!("{e}"));
+        let digest = rows_digest(&p, &ctx, &plan);
+        println!("small digest {digest} jobs {}", plan.jobs.len());
+    }
+
+    #[test]
+    #[ignore]
+    fn default_history_rows_digest() {
+        let ctx = fake_ctx();
+        let p = default_params(DateTime::<Utc>::from_timestamp(1_795_974_000, 0).unwrap_or_default());
+        let t = Instant::now();
+        let plan = build_plan(&p, &ctx).unwrap_or_else(|e| panic!("{e}"));
+        println!("built in {:.1} s", t.elapsed().as_secs_f64());
+        let digest = rows_digest(&p, &ctx, &plan);
+        println!("default digest {digest} jobs {} in {:.1} s", plan.jobs.len(), t.elapsed().as_secs_f64());
+    }
+
     /// `cargo test ... -- --ignored --nocapture bench_default_plan`: the full-size simulation.
     #[test]
     #[ignore]

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::sources::victoriametrics::VictoriaMetrics;
+use slurmlens::sources::victoriametrics::VictoriaMetrics;
 
 /// H100 80GB HBM3 as dcgm-exporter reports it.
 const FB_TOTAL_MIB: f64 = 81_559.0;
@@ -605,7 +605,7 @@ pub fn pingmesh_series_json(
 }
 
 /// Imports series for every GPU of `nodes` (a steady training run on all of them) over the window.
-/// Used by `slurmlens bench report --import` on clusters without telemetry.
+/// Used by `slurmlens-dev bench report --import` on clusters without telemetry.
 pub async fn import_flat(
     vm: &VictoriaMetrics,
     nodes: &[String],
@@ -989,17 +989,17 @@ fn profile_for(job_name: &str, job_id: u32, multi_node: bool) -> Profile {
 /// Next to them, the ping mesh of the racks of `topology` (one ToR pair lossy for 2 h under a running
 /// multi-node job, which slows down) and burst series on the nodes of the first half of the racks.
 pub async fn seed_cluster(
-    reader: &crate::sources::slurmdbd::SlurmDbd,
-    store: Option<&crate::store::Store>,
+    reader: &slurmlens::sources::slurmdbd::SlurmDbd,
+    store: Option<&slurmlens::store::Store>,
     vm: &VictoriaMetrics,
     topology: &slurmlens_web::topology::Topology,
     hours: i64,
     step_s: i64,
     gpus_per_node: u16,
 ) -> anyhow::Result<TelemetryStats> {
-    use crate::domain::job::{JobFilter, TimeWindow};
-    use crate::domain::scope::ViewerScope;
-    use crate::domain::state::JobStateBase;
+    use slurmlens::domain::job::{JobFilter, TimeWindow};
+    use slurmlens::domain::scope::ViewerScope;
+    use slurmlens::domain::state::JobStateBase;
 
     let now = Utc::now();
     let from = now - chrono::Duration::hours(hours);
@@ -1028,7 +1028,7 @@ pub async fn seed_cluster(
     let mut workloads = Vec::new();
     let mut stats = TelemetryStats::default();
     let (from_s, now_s) = (from.timestamp(), now.timestamp());
-    let mut records: BTreeMap<u32, Vec<crate::domain::gpu::GpuAllocation>> = BTreeMap::new();
+    let mut records: BTreeMap<u32, Vec<slurmlens::domain::gpu::GpuAllocation>> = BTreeMap::new();
     let mut multi_node_jobs: Vec<(u32, Vec<String>, i64, i64)> = Vec::new();
     for job in &jobs {
         let start = job.time_start as i64;
@@ -1086,10 +1086,10 @@ pub async fn seed_cluster(
                     degraded: None,
                 });
                 let seen = |t: i64| DateTime::from_timestamp(t.min(now_s), 0).unwrap_or(now);
-                records.entry(job.identity.id_job).or_default().push(crate::domain::gpu::GpuAllocation {
+                records.entry(job.identity.id_job).or_default().push(slurmlens::domain::gpu::GpuAllocation {
                     job_id: job.identity.id_job,
                     step: "job".into(),
-                    gpu: crate::domain::gpu::GpuRef { node: host.clone(), index: slot as u16 },
+                    gpu: slurmlens::domain::gpu::GpuRef { node: host.clone(), index: slot as u16 },
                     uuid: Some(gpu_uuid(host, slot as u16)),
                     cgroup_path: None,
                     first_seen: seen(start),
