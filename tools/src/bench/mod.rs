@@ -1,7 +1,10 @@
 //! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
-//! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs.
+//! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
+//! simulation on its own.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
+
+pub mod history;
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +18,7 @@ use slurmlens::config::Config;
 use slurmlens::http::router;
 use slurmlens::serve::app_state;
 
-/// `slurmlens-dev bench window|report|ingest`.
+/// `slurmlens-dev bench window|report|ingest|history`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
@@ -24,6 +27,8 @@ pub enum BenchCommand {
     Report(ReportBenchArgs),
     /// Trace batches through `POST /api/v1/traces` against the same rows inserted directly.
     Ingest(IngestBenchArgs),
+    /// The demo history's full-size simulation without a database, and the digest of its rows.
+    History(history::HistoryBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -32,6 +37,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Window(args) => run(config, args).await,
         BenchCommand::Report(args) => report_bench(config, args).await,
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
+        BenchCommand::History(args) => history::run(args),
     }
 }
 
@@ -272,8 +278,9 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
                     reader.jobs_in_window(&scope, window, &Default::default(), &tres, cursor, 5000).await?;
                 for job in jobs {
                     // The case: a job of about 24 h.
-                    let off =
-                        |j: &slurmlens::domain::job::JobRecord| j.time_end.saturating_sub(j.time_start).abs_diff(86_400);
+                    let off = |j: &slurmlens::domain::job::JobRecord| {
+                        j.time_end.saturating_sub(j.time_start).abs_diff(86_400)
+                    };
                     let fits = job.alloc_nodes >= args.nodes && job.time_end > 0 && job.time_start > 0;
                     if fits && best.as_ref().is_none_or(|b| off(&job) < off(b)) {
                         best = Some(job);

@@ -83,7 +83,7 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             // The racks of the ping mesh and of the burst agents (none configured: racks from node names).
             let topology = slurmlens::serve::topology(&config)?;
             let started = std::time::Instant::now();
-            let stats = super::telemetry::seed_cluster(
+            let stats = super::seed_telemetry::seed_cluster(
                 reader,
                 store,
                 &vm,
