@@ -28,7 +28,7 @@ pub(super) struct Placement {
 /// Busy intervals `[start, end)` of one slot, sorted and non-overlapping.
 pub(super) type BusyIntervals = Vec<(i64, i64)>;
 
-/// End of the first busy interval of `iv` that overlaps `[t, t + d)`, or None if free.
+/// End of the first interval of `busy` that overlaps `[start, start + secs)`, or None if free.
 pub(super) fn slot_block(busy: &[(i64, i64)], start: i64, secs: i64) -> Option<i64> {
     // the lists are short: a linear scan beats a binary search (and is cheap in debug builds)
     let until = start.saturating_add(secs);
@@ -41,7 +41,7 @@ pub(super) fn slot_block(busy: &[(i64, i64)], start: i64, secs: i64) -> Option<i
     None
 }
 
-/// Earliest start >= t0 of a free window of length `d` in one slot.
+/// Earliest start >= `earliest` of a free window of `secs` in one slot.
 pub(super) fn slot_earliest(busy: &[(i64, i64)], earliest: i64, secs: i64) -> i64 {
     let mut start = earliest;
     for &(busy_start, busy_end) in busy {
@@ -68,7 +68,7 @@ pub(super) fn kth_smallest(values: &mut [i64], rank: usize) -> i64 {
     values[rank - 1]
 }
 
-/// End of the last busy interval that ends at or before `t` (for best-fit packing).
+/// End of the last busy interval that ends at or before `time` (for best-fit packing).
 pub(super) fn slot_prev_end(busy: &[(i64, i64)], time: i64) -> i64 {
     let index = busy.partition_point(|interval| interval.1 <= time);
     if index == 0 { i64::MIN } else { busy[index - 1].1 }
@@ -118,7 +118,7 @@ impl Scheduler {
         }
     }
 
-    /// Earliest start >= t on node `n` for a job of duration d that respects the node's
+    /// Earliest start >= `start` on `node` for a job running `secs` that respects the node's
     /// events, and the time a DOWN event would kill it (if any).
     pub(super) fn adjust(&self, node: usize, mut start: i64, secs: i64) -> (i64, Option<i64>) {
         'outer: loop {
@@ -154,8 +154,8 @@ impl Scheduler {
         }
     }
 
-    /// Earliest t in [t0, cap] at which `k` slots of one pool of node `n` are free for
-    /// `dfit` and the node has no event in the way. Returns (t, free slots at t).
+    /// Earliest start in [`earliest`, `latest`] at which `slot_count` slots of one pool of `node` are free
+    /// for `fit_secs` and the node has no event in the way. Returns (start, free slots at start).
     #[expect(
         clippy::too_many_arguments,
         reason = "the placement search's own state (node, pool, count, window, run time, cap); a struct would only rename them"
@@ -195,7 +195,7 @@ impl Scheduler {
         }
     }
 
-    /// k slots of one pool (GPU or CPU) on a single node: earliest start, best fit.
+    /// `slot_count` slots of one pool (GPU or CPU) on a single node: earliest start, best fit.
     pub(super) fn place_slots(
         &self,
         cpu: bool,
@@ -269,7 +269,7 @@ impl Scheduler {
         slot_indices.sort_unstable();
         let slots: Vec<usize> = slot_indices.into_iter().map(|slot| node * slots_per_node + slot).collect();
         let cut = self.adjust(node, start, secs).1;
-        let mut placement = Placement { start: start, nodes: vec![node as u16], cut, ..Default::default() };
+        let mut placement = Placement { start, nodes: vec![node as u16], cut, ..Default::default() };
         if cpu {
             placement.cpu_slots = slots;
         } else {
@@ -278,7 +278,7 @@ impl Scheduler {
         Some(placement)
     }
 
-    /// Earliest t >= t0 at which node `n` is entirely free for `dfit` and has no event in
+    /// Earliest start >= `earliest` at which `node` is entirely free for `fit_secs` and has no event in
     /// the way.
     pub(super) fn whole_earliest(&self, node: usize, earliest: i64, fit_secs: i64, secs: i64) -> i64 {
         let mut start = earliest;
@@ -305,7 +305,7 @@ impl Scheduler {
         }
     }
 
-    /// `nn` whole nodes among the first `pool` nodes at the same time, preferring few racks.
+    /// `node_count` whole nodes among the first `pool_size` nodes at the same time, preferring few racks.
     pub(super) fn place_whole(
         &self,
         node_count: usize,
@@ -359,7 +359,7 @@ impl Scheduler {
             chosen.sort_unstable();
             let cut = chosen.iter().filter_map(|&node| self.adjust(node, start, secs).1).min();
             return Some(Placement {
-                start: start,
+                start,
                 nodes: chosen.iter().map(|&node| node as u16).collect(),
                 whole: true,
                 cut,
@@ -396,7 +396,7 @@ impl Scheduler {
         None
     }
 
-    /// `dfit`: how long the resources must be free (the time limit), `d`: actual run time.
+    /// `fit_secs`: how long the resources must be free (the time limit), `secs`: the actual run time.
     /// Production runs (`large`) only get the first 70 % of the nodes (think of a QOS
     /// GrpTRES cap), so that big reservations never block the whole cluster.
     pub(super) fn place(
