@@ -12,6 +12,9 @@ use crate::demo::history::{HistoryParams, rehearse};
 /// instant so that digests compare across runs).
 #[derive(Debug, clap::Args)]
 pub struct HistoryBenchArgs {
+    /// Cluster name (only the summary shows it, and with it the digest).
+    #[arg(long, default_value = "sakura")]
+    pub cluster: String,
     /// End of the history (RFC 3339).
     #[arg(long, default_value = "2026-11-29T17:40:00Z")]
     pub end: DateTime<Utc>,
@@ -33,7 +36,7 @@ pub struct HistoryBenchArgs {
 /// Simulates the history and prints its summary, timing, queue waits per day and digest.
 pub fn run(args: &HistoryBenchArgs) -> anyhow::Result<()> {
     let params = HistoryParams {
-        cluster: "bench".to_string(),
+        cluster: args.cluster.clone(),
         end: args.end,
         days: args.days,
         n_jobs: args.jobs,
