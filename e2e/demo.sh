@@ -7,14 +7,17 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 LISTEN=${SLURMLENS_DEMO_LISTEN:-127.0.0.1:8080}
 
-bash e2e/lab/lab.sh up
+bash lab/lab.sh up
 # shellcheck source=/dev/null
 source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 
-cargo build --release -p slurmlens-server
+# One cargo invocation for both binaries: one feature resolution, so the server library is built once.
+cargo build --release -p slurmlens-server -p slurmlens-tools
 BIN=$ROOT/target/release/slurmlens
+# The dev tooling (demo data), kept out of the server's binary.
+DEV_BIN=$ROOT/target/release/slurmlens-dev
 # The Slurm plugins: the report link at submission and atop job output, and each job's GPU indices.
-bash e2e/lab/install-plugins.sh release
+bash lab/install-plugins.sh release
 # The web pages' browser bundle (Debian's rustc-web for wasm32; the first run sets the tools up).
 bash web/setup-wasm.sh
 bash web/build.sh
@@ -24,7 +27,7 @@ jobs_in() {
 }
 
 if [[ ${SLURMLENS_DEMO_FRESH:-0} == 1 || $(jobs_in sakura) -lt 1000 ]]; then
-  "$BIN" demo seed-history --cluster sakura
+  "$DEV_BIN" demo seed-history --cluster sakura
 fi
 # Our own schema (GPU records, archived reports), then 48 h of dcgm-exporter/rdma_exporter series that
 # agree with sakura's jobs (and the GPU records its plugin would have sent), with the ping mesh and burst
@@ -35,10 +38,10 @@ series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(
   | sed -n 's/.*"value":\[[0-9.]*,"\([0-9]*\)"\].*/\1/p' || true)
 if [[ ${SLURMLENS_DEMO_FRESH:-0} == 1 || ${series:-0} -lt 700 ]]; then
   SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" \
-    "$BIN" demo seed-telemetry --cluster sakura --hours "${SLURMLENS_DEMO_HOURS:-48}"
+    "$DEV_BIN" demo seed-telemetry --cluster sakura --hours "${SLURMLENS_DEMO_HOURS:-48}"
 fi
 if [[ $(jobs_in lab) -lt 1 ]]; then
-  bash e2e/lab/submit-mix.sh "$LAB/mix.tsv"
+  bash lab/submit-mix.sh "$LAB/mix.tsv"
 fi
 
 echo

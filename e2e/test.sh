@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: starts the lab (real MariaDB, munge, slurmdbd, slurmctld,
-# 4 slurmd, VictoriaMetrics on loopback), then formatting, lints, unit, property and integration tests,
-# then the web bundle and the browser tests.
+# 4 slurmd, VictoriaMetrics on loopback), then formatting, lints, the architecture's boundaries, unit,
+# property and integration tests, then the web bundle and the browser tests.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -9,18 +9,21 @@ cd "$ROOT"
 step() { printf "\n=== %s (%ss, disk free %s)\n" "$*" "$SECONDS" "$(df -h --output=avail . | tail -1 | tr -d " ")"; }
 
 step "lab up"
-bash e2e/lab/lab.sh up
+bash lab/lab.sh up
 # shellcheck source=/dev/null
 source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 
 step "slurm plugins: Slurm headers, build, install into the lab"
-bash e2e/lab/install-plugins.sh debug
+bash lab/install-plugins.sh debug
 
 step "cargo fmt --check"
 cargo fmt --all --check
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "crate and layer boundaries, file sizes"
+bash e2e/boundaries.sh
 
 step "OpenTelemetry JS SDK (npm) for the OTLP integration test"
 bash e2e/otlp/setup.sh
@@ -38,9 +41,14 @@ if ! grep -q '^test result' "$ROOT/.lab/last-test.log" || grep -Eq '^test result
   exit 1
 fi
 
+# The browser tests seed their demo data with slurmlens-dev. `cargo test` above builds it for the tools'
+# CLI test; build it here if not, while the build outputs it needs are still there.
+[[ -x target/debug/slurmlens-dev ]] || cargo build -p slurmlens-tools --bin slurmlens-dev
+
 if [[ ${CI_PRUNE_BUILD:-0} == 1 ]]; then
-  # CI's disk is small: the test binaries are done with. The server binary the browser tests run
-  # stays (target/debug/slurmlens is a hard link of its build output), so do the installed plugins.
+  # CI's disk is small: the test binaries are done with. The binaries the browser tests run stay
+  # (target/debug/slurmlens and slurmlens-dev are hard links of their build outputs), so do the
+  # installed plugins.
   step "prune debug build outputs (CI)"
   rm -rf target/debug/deps target/debug/build target/debug/.fingerprint target/debug/incremental
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the browser tests (or, with --bench, the browser benchmark) against a slurmlens server started
 # here on the lab's clusters: `sakura` (30 days of generated history; generated first if missing) and
-# `lab`. Needs `e2e/lab/lab.sh up`, the site from `web/build.sh`, and a built `slurmlens`.
+# `lab`. Needs `lab/lab.sh up`, the site from `web/build.sh`, and a built `slurmlens` and `slurmlens-dev`.
 # Screenshots and the server log go to e2e/out/.
 #
 #   bash e2e/browser/run.sh [--bench] [test-name-filter]
@@ -11,17 +11,19 @@ cd "$ROOT"
 # shellcheck source=/dev/null
 source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 BIN=${E2E_SLURMLENS_BIN:-$ROOT/target/debug/slurmlens}
+DEV_BIN=${E2E_SLURMLENS_DEV_BIN:-$ROOT/target/debug/slurmlens-dev}
 OUT=${E2E_OUT:-$ROOT/e2e/out}
 SITE=${SLURMLENS_SITE_ROOT:-$ROOT/target/site}
 mkdir -p "$OUT"
 bash e2e/browser/setup.sh
 [[ -x $BIN ]] || cargo build -q -p slurmlens-server --bin slurmlens
+[[ -x $DEV_BIN ]] || cargo build -q -p slurmlens-tools --bin slurmlens-dev
 [[ -f $SITE/pkg/slurmlens_web_bg.wasm ]] || { echo "no site in $SITE: run web/build.sh" >&2; exit 1; }
 
 jobs_in() { mariadb --defaults-file="$LAB_MYCNF" -N -e "SELECT COUNT(*) FROM slurm_acct_db.${1}_job_table"; }
 if [[ $(jobs_in sakura) -lt 100000 ]]; then
   echo "generating sakura's 30-day history (once)"
-  "$BIN" demo seed-history --cluster sakura
+  "$DEV_BIN" demo seed-history --cluster sakura
 fi
 
 # 48 h of dcgm-exporter, rdma_exporter, ping-mesh, burst, node and Lustre series that agree with sakura's
@@ -32,7 +34,7 @@ series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(
 if [[ ${series:-0} -lt 700 ]]; then
   echo "seeding sakura's telemetry (once)"
   SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
-  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" demo seed-telemetry --cluster sakura --hours 48
+  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$DEV_BIN" demo seed-telemetry --cluster sakura --hours 48
 fi
 
 LOG=$OUT/server.log

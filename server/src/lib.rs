@@ -5,11 +5,8 @@
 //! HTTP client; `app` holds the use cases and never imports `http`; `http` routes, authenticates and
 //! maps to the one error envelope.
 
-pub mod bench;
-pub mod config;
-pub mod demo;
-
 pub mod app;
+pub mod config;
 pub mod domain;
 pub mod http;
 pub mod serve;

@@ -27,11 +27,6 @@ enum Command {
     Config,
     /// Print a job's report (GPU use, network, verdicts), like `jobstats JOBID`.
     Report(slurmlens::terminal::ReportArgs),
-    /// Demo data: a realistic history in a cluster's slurmdbd tables.
-    Demo(slurmlens::demo::DemoArgs),
-    /// Benchmarks: the jobs window query against `sacct`, a report against bare metric fetches.
-    #[command(subcommand)]
-    Bench(slurmlens::bench::BenchCommand),
     /// Print the OpenAPI document of `/api/v1` (`docs/openapi.json` is this output).
     Openapi,
 }
@@ -63,12 +58,6 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Report(args) => slurmlens::terminal::run(&config, &args).await,
-        Command::Demo(args) => {
-            // The seeder's URL is the one secret only the demo needs, so it is read here, in main.
-            let seeder_url = std::env::var("SLURMLENS_SEEDER_URL").ok();
-            slurmlens::demo::run(&config, &args, seeder_url.as_deref()).await
-        }
-        Command::Bench(command) => slurmlens::bench::dispatch(&config, &command).await,
         Command::Openapi => unreachable!("answered before the configuration is loaded"),
     }
 }

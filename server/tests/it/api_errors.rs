@@ -44,7 +44,7 @@ async fn bad_input_is_a_400_naming_the_parameter() {
 fn lab_sh(action: &str) {
     let status = lab()
         .command("bash")
-        .arg(repo_root().join("e2e/lab/lab.sh"))
+        .arg(repo_root().join("lab/lab.sh"))
         .arg(action)
         .status()
         .unwrap_or_else(|e| panic!("lab.sh {action}: {e}"));

@@ -1,5 +1,5 @@
 //! Integration tests against the real lab: MariaDB with slurmdbd's tables, slurmctld and 4 slurmd.
-//! The lab is started by `e2e/lab/lab.sh up` (the README's test command does it).
+//! The lab is started by `lab/lab.sh up` (the README's test command does it).
 
 mod access;
 mod api_errors;

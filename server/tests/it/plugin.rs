@@ -51,7 +51,7 @@ fn plugin_lab() -> PluginLab {
     let extra = std::fs::read_to_string(lab.dir.join("etc/slurm.extra.conf")).unwrap_or_default();
     assert!(
         plugins.is_file() && extra.contains("PlugStackConfig=") && extra.contains("CliFilterPlugins=slurmlens"),
-        "the plugins are not installed in the lab: run `cargo build --workspace && bash e2e/lab/lab.sh plugins target/debug`"
+        "the plugins are not installed in the lab: run `cargo build --workspace && bash lab/lab.sh plugins target/debug`"
     );
     let conf_path = lab.dir.join("etc/slurmlens-plugin.conf");
     let text = std::fs::read_to_string(&conf_path).expect("reading the plugin configuration");

@@ -50,7 +50,7 @@ pub fn lab() -> &'static Lab {
         let dir = std::env::var_os("SLURMLENS_LAB").map_or_else(|| repo_root().join(".lab"), PathBuf::from);
         let env_file = dir.join("env.sh");
         let text = std::fs::read_to_string(&env_file).unwrap_or_else(|e| {
-            panic!("the lab is not up ({}: {e}); run `bash e2e/lab/lab.sh up` first", env_file.display())
+            panic!("the lab is not up ({}: {e}); run `bash lab/lab.sh up` first", env_file.display())
         });
         let vars = text
             .lines()
@@ -79,7 +79,7 @@ pub fn mix() -> &'static [MixJob] {
         let out = lab.dir.join(format!("mix-{}.tsv", std::process::id()));
         let status = lab
             .command("bash")
-            .arg(repo_root().join("e2e/lab/submit-mix.sh"))
+            .arg(repo_root().join("lab/submit-mix.sh"))
             .arg(&out)
             .status()
             .map_err(|e| format!("running submit-mix.sh: {e}"))?;

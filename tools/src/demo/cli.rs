@@ -1,12 +1,12 @@
-//! `slurmlens demo seed-history`: fills a cluster's slurmdbd tables with the generated history.
+//! `slurmlens-dev demo seed-history`: fills a cluster's slurmdbd tables with the generated history.
 
 use anyhow::Context;
 use chrono::Utc;
 use sqlx::mysql::MySqlPoolOptions;
 
-use crate::config::Config;
+use slurmlens::config::Config;
 
-/// `slurmlens demo …`.
+/// `slurmlens-dev demo …`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
     #[command(subcommand)]
@@ -23,7 +23,7 @@ pub enum DemoCommand {
     SeedTelemetry(TelemetryArgs),
 }
 
-/// Arguments of `slurmlens demo seed-telemetry`.
+/// Arguments of `slurmlens-dev demo seed-telemetry`.
 #[derive(Debug, clap::Args)]
 pub struct TelemetryArgs {
     #[arg(long, default_value = "sakura")]
@@ -38,7 +38,7 @@ pub struct TelemetryArgs {
     pub gpus_per_node: u16,
 }
 
-/// Arguments of `slurmlens demo seed-history`.
+/// Arguments of `slurmlens-dev demo seed-history`.
 #[derive(Debug, clap::Args)]
 pub struct SeedArgs {
     /// Cluster to fill (its tables must exist: `sacctmgr add cluster <name>`).
@@ -65,25 +65,25 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
     match &args.command {
         DemoCommand::SeedTelemetry(telemetry) => {
             let vm_config = config.victoriametrics.as_ref().context("seed-telemetry needs [victoriametrics]")?;
-            let vm = crate::sources::victoriametrics::VictoriaMetrics::new(
+            let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(
                 &vm_config.url,
                 std::time::Duration::from_secs(300),
             )?;
             let mut config = config.clone();
-            let cluster: crate::domain::cluster::ClusterName = telemetry.cluster.parse()?;
+            let cluster: slurmlens::domain::cluster::ClusterName = telemetry.cluster.parse()?;
             if !config.clusters.contains(&cluster) {
                 config.clusters.push(cluster.clone());
             }
-            let state = crate::serve::app(&config)?;
+            let state = slurmlens::serve::app(&config)?;
             let reader = state.readers().find(|reader| *reader.cluster() == cluster).context("cluster reader")?;
             let store = state.store();
             if let Some(store) = store {
                 store.migrate().await.context("applying migrations")?;
             }
             // The racks of the ping mesh and of the burst agents (none configured: racks from node names).
-            let topology = crate::serve::topology(&config)?;
+            let topology = slurmlens::serve::topology(&config)?;
             let started = std::time::Instant::now();
-            let stats = super::telemetry::seed_cluster(
+            let stats = super::seed_telemetry::seed_cluster(
                 reader,
                 store,
                 &vm,

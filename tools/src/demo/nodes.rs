@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::telemetry::{GpuWorkload, Profile, fnv, line};
-use crate::sources::victoriametrics::VictoriaMetrics;
+use slurmlens::sources::victoriametrics::VictoriaMetrics;
 
 /// node_exporter and ipmi_exporter are scraped every 30 s (a common choice at scale).
 pub const NODE_STEP_S: i64 = 30;

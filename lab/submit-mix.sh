@@ -7,7 +7,7 @@ set -euo pipefail
 
 OUT=${1:?usage: submit-mix.sh OUTFILE}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-LAB=${SLURMLENS_LAB:-$(cd "$HERE/../.." && pwd)/.lab}
+LAB=${SLURMLENS_LAB:-$(cd "$HERE/.." && pwd)/.lab}
 # shellcheck source=/dev/null
 source "$LAB/env.sh"
 JOBS=$LAB/jobs

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod history;
 pub mod nodes;
+pub mod seed_telemetry;
 pub mod telemetry;
 pub mod traces;
 

@@ -1,7 +1,10 @@
-//! `slurmlens bench`: the jobs window query against `sacct --json` on the same window, in one process;
-//! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs.
+//! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
+//! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
+//! simulation on its own.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
+
+pub mod history;
 
 use std::time::{Duration, Instant};
 
@@ -11,11 +14,11 @@ use axum::http::{Request, StatusCode};
 use chrono::{DateTime, DurationRound, SecondsFormat, Utc};
 use tower::ServiceExt;
 
-use crate::config::Config;
-use crate::http::router;
-use crate::serve::http_state;
+use slurmlens::config::Config;
+use slurmlens::http::router;
+use slurmlens::serve::http_state;
 
-/// `slurmlens bench window|report|ingest`.
+/// `slurmlens-dev bench window|report|ingest|history`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
@@ -24,6 +27,8 @@ pub enum BenchCommand {
     Report(ReportBenchArgs),
     /// Trace batches through `POST /api/v1/traces` against the same rows inserted directly.
     Ingest(IngestBenchArgs),
+    /// The demo history's full-size simulation without a database, and the digest of its rows.
+    History(history::HistoryBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -32,10 +37,11 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Window(args) => run(config, args).await,
         BenchCommand::Report(args) => report_bench(config, args).await,
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
+        BenchCommand::History(args) => history::run(args),
     }
 }
 
-/// Arguments of `slurmlens bench window`.
+/// Arguments of `slurmlens-dev bench window`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Cluster whose history is queried (e.g. the demo's `sakura`).
@@ -142,8 +148,8 @@ fn run_sacct(
 /// Runs the benchmark and prints a report.
 pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
     let mut config = config.clone();
-    config.access.anonymous = crate::config::AnonymousAccess::Staff;
-    let cluster: crate::domain::cluster::ClusterName = args.cluster.parse()?;
+    config.access.anonymous = slurmlens::config::AnonymousAccess::Staff;
+    let cluster: slurmlens::domain::cluster::ClusterName = args.cluster.parse()?;
     if !config.clusters.contains(&cluster) {
         config.clusters.push(cluster);
     }
@@ -211,7 +217,7 @@ pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Arguments of `slurmlens bench report`.
+/// Arguments of `slurmlens-dev bench report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportBenchArgs {
     /// Cluster of the job.
@@ -238,10 +244,10 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     use futures::StreamExt;
 
     let vm_config = config.victoriametrics.as_ref().context("the report benchmark needs [victoriametrics]")?;
-    let vm = crate::sources::victoriametrics::VictoriaMetrics::new(&vm_config.url, Duration::from_secs(120))?;
+    let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(&vm_config.url, Duration::from_secs(120))?;
     let mut config = config.clone();
-    config.access.anonymous = crate::config::AnonymousAccess::Staff;
-    let cluster: crate::domain::cluster::ClusterName = args.cluster.parse()?;
+    config.access.anonymous = slurmlens::config::AnonymousAccess::Staff;
+    let cluster: slurmlens::domain::cluster::ClusterName = args.cluster.parse()?;
     if !config.clusters.contains(&cluster) {
         config.clusters.push(cluster);
     }
@@ -257,24 +263,25 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
         .find(|reader| reader.cluster().as_str() == args.cluster)
         .with_context(|| format!("cluster {} is not configured", args.cluster))?;
     let tres = reader.tres_catalog().await?;
-    let scope = crate::domain::scope::ViewerScope::Staff;
+    let scope = slurmlens::domain::scope::ViewerScope::Staff;
     let record = match &args.job {
         Some(id) => {
-            let selector: crate::domain::ids::JobSelector = id.parse()?;
+            let selector: slurmlens::domain::ids::JobSelector = id.parse()?;
             reader.job(&scope, selector).await?.map(|(job, _)| job).context("no such job")?
         }
         None => {
             let end = Utc::now();
-            let window = crate::domain::job::TimeWindow::new(end - chrono::Duration::days(30), end)?;
-            let mut best: Option<crate::domain::job::JobRecord> = None;
+            let window = slurmlens::domain::job::TimeWindow::new(end - chrono::Duration::days(30), end)?;
+            let mut best: Option<slurmlens::domain::job::JobRecord> = None;
             let mut cursor = None;
             loop {
                 let (jobs, next) =
                     reader.jobs_in_window(&scope, window, &Default::default(), &tres, cursor, 5000).await?;
                 for job in jobs {
                     // The case: a job of about 24 h.
-                    let off =
-                        |j: &crate::domain::job::JobRecord| j.time_end.saturating_sub(j.time_start).abs_diff(86_400);
+                    let off = |j: &slurmlens::domain::job::JobRecord| {
+                        j.time_end.saturating_sub(j.time_start).abs_diff(86_400)
+                    };
                     let fits = job.alloc_nodes >= args.nodes && job.time_end > 0 && job.time_start > 0;
                     if fits && best.as_ref().is_none_or(|b| off(&job) < off(b)) {
                         best = Some(job);
@@ -290,8 +297,8 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     };
     let nodes = record.nodes.hosts().to_vec();
     let (start, end) = (
-        crate::domain::time::epoch(record.time_start).context("job never started")?,
-        crate::domain::time::epoch(record.time_end).unwrap_or_else(Utc::now),
+        slurmlens::domain::time::epoch(record.time_start).context("job never started")?,
+        slurmlens::domain::time::epoch(record.time_end).unwrap_or_else(Utc::now),
     );
     let gpus_per_node = tres.gpus(&record.tres_alloc) / u64::from(record.alloc_nodes.max(1));
     println!(
@@ -314,7 +321,7 @@ async fn report_bench(config: &Config, args: &ReportBenchArgs) -> anyhow::Result
     let plan = state
         .app()
         .reporter()
-        .queries_for(&args.cluster, &record, crate::app::report::DEFAULT_POINTS)
+        .queries_for(&args.cluster, &record, slurmlens::app::report::DEFAULT_POINTS)
         .context("the job has no window")?;
     let (step, first_bucket, last_bucket) = plan.buckets();
     let (window_start, window_end) = plan.window();
@@ -416,7 +423,7 @@ enum Fetch {
 impl Fetch {
     /// The query for one selector: raw samples, bucket means, or with `rollups` each bucket's mean,
     /// peak and sample count (what the report reads of a series).
-    fn query(&self, selector: &crate::domain::promql::Selector, rollups: bool) -> String {
+    fn query(&self, selector: &slurmlens::domain::promql::Selector, rollups: bool) -> String {
         match *self {
             Self::Raw { .. } => selector.to_string(),
             Self::Buckets { step_s, .. } if rollups => {
@@ -430,10 +437,10 @@ impl Fetch {
 
     async fn send(
         &self,
-        vm: &crate::sources::victoriametrics::VictoriaMetrics,
+        vm: &slurmlens::sources::victoriametrics::VictoriaMetrics,
         query: &str,
         to: DateTime<Utc>,
-    ) -> Result<Vec<crate::sources::victoriametrics::Series>, crate::sources::victoriametrics::VmError> {
+    ) -> Result<Vec<slurmlens::sources::victoriametrics::Series>, slurmlens::sources::victoriametrics::VmError> {
         match *self {
             Self::Buckets { step_s, from } => vm.query_range(query, from, to, step_s).await,
             Self::Raw { scrape_s, from } => vm.query_range(query, from, to, scrape_s).await,
@@ -444,12 +451,12 @@ impl Fetch {
 /// Each selector narrowed to one GPU (a dcgm-exporter series on the job's nodes) or one node (a node
 /// agent's series); others (a job's Lustre statistics, ping-mesh paths) stay whole.
 fn split_per_gpu(
-    selectors: &[crate::domain::promql::Selector],
-    catalog: &crate::domain::series::SeriesCatalog,
+    selectors: &[slurmlens::domain::promql::Selector],
+    catalog: &slurmlens::domain::series::SeriesCatalog,
     nodes: &[String],
     gpus_per_node: u16,
-) -> Vec<crate::domain::promql::Selector> {
-    use crate::domain::promql::Matcher;
+) -> Vec<slurmlens::domain::promql::Selector> {
+    use slurmlens::domain::promql::Matcher;
     let mut split = Vec::new();
     for selector in selectors {
         let narrowed = |matcher: Matcher| {
@@ -485,7 +492,7 @@ fn split_per_gpu(
     split
 }
 
-/// Arguments of `slurmlens bench ingest`.
+/// Arguments of `slurmlens-dev bench ingest`.
 #[derive(Debug, clap::Args)]
 pub struct IngestBenchArgs {
     /// Cluster the batches are sent for (default: the first configured one).
@@ -510,7 +517,7 @@ fn synthetic_trace_batch(
     interval_start: DateTime<Utc>,
     records: usize,
 ) -> slurmlens_wire::TraceBatch {
-    use crate::domain::trace::{MEMCPY_KINDS, NCCL_OPS, SYNC_CALLS};
+    use slurmlens::domain::trace::{MEMCPY_KINDS, NCCL_OPS, SYNC_CALLS};
     let long_suffix = "cutlass::gemm::GemmShape<128, 128, 32>, cutlass::epilogue::thread::LinearCombination<float, 4>";
     let records = (0..records)
         .map(|at| {
@@ -547,7 +554,7 @@ fn synthetic_trace_batch(
 async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result<()> {
     use futures::StreamExt;
 
-    use crate::domain::trace::{RawTraceSummary, TraceSummary};
+    use slurmlens::domain::trace::{RawTraceSummary, TraceSummary};
 
     let mut config = config.clone();
     config.database.as_ref().context("the ingest benchmark needs [database] (slurmlens's own MariaDB)")?;
@@ -560,7 +567,7 @@ async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result
     }
     let nanos = Utc::now().timestamp_subsec_nanos();
     let secret = format!("bench-ingest-{}-{nanos}-0123456789", std::process::id());
-    config.ingest.secrets.insert(cluster.to_string(), crate::config::IngestSecret(secret.clone()));
+    config.ingest.secrets.insert(cluster.to_string(), slurmlens::config::IngestSecret(secret.clone()));
     let state = http_state(&config)?;
     let store = state.app().store().context("no store")?.clone();
     store.migrate().await?;
@@ -583,7 +590,7 @@ async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result
             wire.records
                 .iter()
                 .map(|record| {
-                    let raw = crate::app::ingest::raw_summary(record);
+                    let raw = slurmlens::app::ingest::raw_summary(record);
                     TraceSummary::parse(&RawTraceSummary { job_id: Some(reference_job), cgroup: None, ..raw }, now)
                         .map_err(anyhow::Error::msg)
                 })
@@ -622,7 +629,7 @@ async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result
     let api_took = started.elapsed();
     let api_stored: u64 = stored.into_iter().sum::<anyhow::Result<u64>>()?;
     let started = Instant::now();
-    let inserted: Vec<Result<u64, crate::store::StoreError>> = futures::stream::iter(&reference_batches)
+    let inserted: Vec<Result<u64, slurmlens::store::StoreError>> = futures::stream::iter(&reference_batches)
         .map(|batch| store.insert_trace_summaries(&cluster, "bench-node-1", batch))
         .buffer_unordered(concurrency)
         .collect()
@@ -650,8 +657,8 @@ async fn ingest_bench(config: &Config, args: &IngestBenchArgs) -> anyhow::Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::promql::{Matcher, Selector};
-    use crate::domain::series::SeriesCatalog;
+    use slurmlens::domain::promql::{Matcher, Selector};
+    use slurmlens::domain::series::SeriesCatalog;
 
     #[test]
     fn splits_gpu_series_per_gpu_node_series_per_node_and_keeps_the_rest_whole() {

@@ -4,9 +4,9 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::cluster::ClusterName;
-use crate::domain::trace::{TraceCategory, TraceName, TraceSummary};
-use crate::store::{Store, StoreError};
+use slurmlens::domain::cluster::ClusterName;
+use slurmlens::domain::trace::{TraceCategory, TraceName, TraceSummary};
+use slurmlens::store::{Store, StoreError};
 
 /// The shape of a traced job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +100,7 @@ pub async fn seed(store: &Store, cluster: &ClusterName, gpus: &[TracedGpu], hour
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::bottleneck::{self, ActivityTotals};
+    use slurmlens::domain::bottleneck::{self, ActivityTotals};
 
     fn verdict_of(kind: TracedKind) -> &'static str {
         let gpu = TracedGpu { job_id: 1, node: "gpu001".into(), gpu: 0, start: 0, end: 7200, kind };

@@ -3,9 +3,9 @@
 # into the lab, which wires them into slurm.conf and writes their config and cluster secret (once).
 # Used by both of the README's commands: the tests and the demo.
 #
-#   bash e2e/lab/install-plugins.sh [debug|release]
+#   bash lab/install-plugins.sh [debug|release]
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 PROFILE=${1:-debug}
 # The plugins' plugin_version must match the running Slurm: build against its own headers.
@@ -18,4 +18,4 @@ if [[ $PROFILE == release ]]; then
 else
   cargo build -p slurmlens-cli-filter -p slurmlens-spank
 fi
-bash e2e/lab/lab.sh plugins "${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE"
+bash lab/lab.sh plugins "${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE"
