@@ -427,7 +427,7 @@ fn io_source(source: IoSource) -> wire::IoSource {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{END, START, at, failed_job, gathered, reporter};
-    use super::super::{ending_of, wire_map};
+    use super::super::{ending_of, unassembled, wire_map};
     use super::*;
     use crate::domain::tres::{TresCatalog, TresId, TresKind};
 
@@ -438,22 +438,8 @@ mod tests {
 
     /// The report before assembly, as the report maker starts it.
     fn empty_report() -> wire::JobReport {
-        wire::JobReport {
-            source: wire::ReportSource::Final,
-            generated_at: at(END),
-            window_start: Some(at(START)),
-            window_end: None,
-            metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
-            gpus: Vec::new(),
-            nodes: Vec::new(),
-            totals: wire::ReportTotals::default(),
-            verdicts: Vec::new(),
-            failure: None,
-            bursts: Vec::new(),
-            traces: None,
-            io: None,
-            job: wire_map::job(&failed_job(), &catalog(), "lab", END as u64),
-        }
+        let job = wire_map::job(&failed_job(), &catalog(), "lab", END as u64);
+        unassembled(job, wire::ReportSource::Final, at(END), Some((at(START), at(END))))
     }
 
     #[test]

@@ -108,22 +108,8 @@ impl Reporter {
         let start = epoch(record.time_start);
         let end = window_end(record, now);
         let finished = record.state.base().is_finished();
-        let mut report = wire::JobReport {
-            source: if finished { wire::ReportSource::Final } else { wire::ReportSource::Live },
-            generated_at: now,
-            window_start: start,
-            window_end: start.map(|_| end),
-            metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
-            gpus: Vec::new(),
-            nodes: Vec::new(),
-            totals: wire::ReportTotals::default(),
-            verdicts: Vec::new(),
-            failure: None,
-            bursts: Vec::new(),
-            traces: None,
-            io: None,
-            job,
-        };
+        let source = if finished { wire::ReportSource::Final } else { wire::ReportSource::Live };
+        let mut report = unassembled(job, source, now, start.map(|start| (start, end)));
         let ending = ending_of(record);
         let classify = classifies(record);
         let Some(start) = start.filter(|start| *start < end) else {
@@ -334,6 +320,31 @@ pub struct Reporter {
 
 /// Points per timeline when a request does not say (`?points=`).
 pub const DEFAULT_POINTS: usize = 120;
+
+/// A report before anything is gathered: the job's facts, its window (if it started), no metrics yet.
+fn unassembled(
+    job: wire::Job,
+    source: wire::ReportSource,
+    generated_at: DateTime<Utc>,
+    window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+) -> wire::JobReport {
+    wire::JobReport {
+        source,
+        generated_at,
+        window_start: window.map(|(start, _)| start),
+        window_end: window.map(|(_, end)| end),
+        metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
+        gpus: Vec::new(),
+        nodes: Vec::new(),
+        totals: wire::ReportTotals::default(),
+        verdicts: Vec::new(),
+        failure: None,
+        bursts: Vec::new(),
+        traces: None,
+        io: None,
+        job,
+    }
+}
 
 /// How a job ended, as the failure classification reads it.
 fn ending_of(record: &JobRecord) -> Ending {
