@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
-use crate::demo::history::{HistoryParams, rehearse};
+use crate::demo::cli::HistoryShape;
+use crate::demo::history::rehearse;
 
 /// Arguments of `slurmlens-dev bench history` (the defaults are `demo seed-history`'s, ending at a fixed
 /// instant so that digests compare across runs).
@@ -18,32 +19,13 @@ pub struct HistoryBenchArgs {
     /// End of the history (RFC 3339).
     #[arg(long, default_value = "2026-11-29T17:40:00Z")]
     pub end: DateTime<Utc>,
-    /// Days of history.
-    #[arg(long, default_value_t = 30)]
-    pub days: u32,
-    /// Job records to generate at least.
-    #[arg(long, default_value_t = 200_000)]
-    pub jobs: u32,
-    #[arg(long, default_value_t = 100)]
-    pub nodes: u32,
-    #[arg(long, default_value_t = 8)]
-    pub gpus_per_node: u32,
-    /// Same seed, same history.
-    #[arg(long, default_value_t = 0x5a4b_0001)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub shape: HistoryShape,
 }
 
 /// Simulates the history and prints its summary, timing, queue waits per day and digest.
 pub fn run(args: &HistoryBenchArgs) -> anyhow::Result<()> {
-    let params = HistoryParams {
-        cluster: args.cluster.clone(),
-        end: args.end,
-        days: args.days,
-        n_jobs: args.jobs,
-        n_nodes: args.nodes,
-        gpus_per_node: args.gpus_per_node,
-        seed: args.seed,
-    };
+    let params = args.shape.params(&args.cluster, args.end);
     let started = Instant::now();
     let rehearsal = rehearse(&params)?;
     println!(

@@ -44,6 +44,13 @@ pub struct SeedArgs {
     /// Cluster to fill (its tables must exist: `sacctmgr add cluster <name>`).
     #[arg(long, default_value = "sakura")]
     pub cluster: String,
+    #[command(flatten)]
+    pub shape: HistoryShape,
+}
+
+/// The size and seed of a generated history (shared by `demo seed-history` and `bench history`).
+#[derive(Debug, clap::Args)]
+pub struct HistoryShape {
     /// Days of history.
     #[arg(long, default_value_t = 30)]
     pub days: u32,
@@ -57,6 +64,21 @@ pub struct SeedArgs {
     /// Same seed, same history.
     #[arg(long, default_value_t = 0x5a4b_0001)]
     pub seed: u64,
+}
+
+impl HistoryShape {
+    /// The generator's parameters for `cluster`'s history ending at `end`, of this size and seed.
+    pub fn params(&self, cluster: &str, end: chrono::DateTime<Utc>) -> super::history::HistoryParams {
+        super::history::HistoryParams {
+            cluster: cluster.to_string(),
+            end,
+            days: self.days,
+            n_jobs: self.jobs,
+            n_nodes: self.nodes,
+            gpus_per_node: self.gpus_per_node,
+            seed: self.seed,
+        }
+    }
 }
 
 /// Runs a demo command. `seeder_url` is a MariaDB user that may write slurmdbd's tables; the server
@@ -136,13 +158,7 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             let url = seeder_url.context("SLURMLENS_SEEDER_URL must name a user that may write slurmdbd's tables")?;
             let pool =
                 MySqlPoolOptions::new().max_connections(4).connect(url).await.context("connecting as the seeder")?;
-            let mut params = super::history::default_params(Utc::now());
-            params.cluster = seed.cluster.clone();
-            params.days = seed.days;
-            params.n_jobs = seed.jobs;
-            params.n_nodes = seed.nodes;
-            params.gpus_per_node = seed.gpus_per_node;
-            params.seed = seed.seed;
+            let params = seed.shape.params(&seed.cluster, Utc::now());
             let stats = super::history::generate(&pool, &params).await?;
             println!("{stats}");
             Ok(())
