@@ -34,7 +34,8 @@ series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(
 if [[ ${series:-0} -lt 700 ]]; then
   echo "seeding sakura's telemetry (once)"
   SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
-  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$DEV_BIN" demo seed-telemetry --cluster sakura --hours 48
+  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$DEV_BIN" demo seed-telemetry --cluster sakura --hours 48 \
+    || { echo "seeding failed; VictoriaMetrics' last words:" >&2; grep -v rollup_result_cache "$LAB/log/victoria-metrics.log" | tail -n 20 >&2; exit 1; }
 fi
 
 LOG=$OUT/server.log

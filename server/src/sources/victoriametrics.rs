@@ -184,11 +184,25 @@ impl VictoriaMetrics {
 
     /// `/api/v1/import` with JSON lines (`{"metric":{…},"values":[…],"timestamps":[ms…]}`), then a flush
     /// so the samples are queryable at once. Used by the demo and by tests, never by a request.
+    ///
+    /// A refused import is tried twice more, a second apart, and the last refusal carries VictoriaMetrics'
+    /// own reason: a busy single-node server on a small machine can turn a large import away once.
     pub async fn import_json_lines(&self, body: String) -> Result<(), VmError> {
         let root = self.base.trim_end_matches("/prometheus");
-        let response = self.http.post(format!("{root}/api/v1/import")).body(body).send().await?;
-        if !response.status().is_success() {
-            return Err(VmError::Query(format!("import answered {}", response.status())));
+        let mut attempt = 1;
+        loop {
+            let response = self.http.post(format!("{root}/api/v1/import")).body(body.clone()).send().await?;
+            let status = response.status();
+            if status.is_success() {
+                break;
+            }
+            let reason = response.text().await.unwrap_or_default();
+            if attempt == 3 {
+                return Err(VmError::Query(format!("import answered {status}: {}", reason.trim())));
+            }
+            tracing::warn!(%status, reason = reason.trim(), attempt, "VictoriaMetrics refused an import; trying again");
+            tokio::time::sleep(std::time::Duration::from_secs(attempt)).await;
+            attempt += 1;
         }
         let flush = self.http.get(format!("{root}/internal/force_flush")).send().await?;
         if !flush.status().is_success() {
