@@ -210,10 +210,15 @@ pub struct ReportTotals {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Verdict {
-    /// `idle_gpus`, `low_tensor_activity`, `memory_nearly_full`, `unbalanced_gpus`, `xid_errors`, `good`.
+    /// `idle_gpus`, `outlier_node`, `low_tensor_activity`, `memory_nearly_full`, `unbalanced_gpus`,
+    /// `xid_errors` (hardware or driver), `program_gpu_faults` (XIDs programs cause), `good`, and the node
+    /// signals' `io_bound`, `node_memory_pressure`, `node_power`, `power_readings_disagree`, `micro_bursts`.
     pub kind: String,
     /// `info`, `warning` or `critical`.
     pub severity: Severity,
     pub message: String,
     pub evidence: Vec<String>,
+    /// What the job's owner can do about it, where something can be done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<String>,
 }

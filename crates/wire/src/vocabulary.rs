@@ -74,8 +74,10 @@ pub enum EvidenceStrength {
     Application,
     /// `fact`: Slurm's record of the end itself: neither for nor against.
     Fact,
+    /// `context`: seen near the job but not on its path, or long over when it ended: shown, not counted.
+    Context,
 }
-words!(EvidenceStrength { Strong => "strong", Weak => "weak", Application => "application", Fact => "fact" });
+words!(EvidenceStrength { Strong => "strong", Weak => "weak", Application => "application", Fact => "fact", Context => "context" });
 
 /// How a job report was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -311,7 +313,13 @@ mod tests {
             EvidenceSource::as_str,
         );
         check(
-            &[EvidenceStrength::Strong, EvidenceStrength::Weak, EvidenceStrength::Application, EvidenceStrength::Fact],
+            &[
+                EvidenceStrength::Strong,
+                EvidenceStrength::Weak,
+                EvidenceStrength::Application,
+                EvidenceStrength::Fact,
+                EvidenceStrength::Context,
+            ],
             EvidenceStrength::as_str,
         );
         check(&[ReportSource::Live, ReportSource::Final, ReportSource::Archived], ReportSource::as_str);

@@ -5,9 +5,16 @@
 //! ping-mesh loss and RTT, link and ECC counters) and say `infrastructure`, `application` or `unknown`.
 //! They never guess past their evidence: a failed job with no infrastructure evidence is the
 //! application's only when Slurm's own facts say so (a non-zero exit, out of memory, its time limit).
+//!
+//! Each fact is weighed by its relevance to the job before it counts (`weigh`): a ping-mesh loss
+//! between two racks says nothing about a single-node job, whose GPUs talk over NVLink, nor about a job
+//! that barely used the network, and a fault that cleared long before the job ended did not end it.
+//! Such facts stay in the list as context. A program's own GPU fault (XID 31) outweighs network noise:
+//! only a hardware fault on the job's own GPUs or nodes overrides it.
 
 use slurmlens_wire::EvidenceSource;
 
+use super::exit_code::ExitCode;
 use super::state::JobStateBase;
 
 /// The verdict.
@@ -31,6 +38,8 @@ impl Blame {
 /// How strongly one fact points at the infrastructure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Strength {
+    /// Seen near the job but not on its path, or long over when it ended: shown, not counted.
+    Context,
     /// Points at the application (an XID the driver raises for program faults).
     Application,
     /// Consistent with an infrastructure cause but not enough alone (a brief RTT spike).
@@ -42,8 +51,10 @@ pub enum Strength {
 /// One fact, placed in time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evidence {
-    /// Epoch seconds.
+    /// Epoch seconds: when it first showed.
     pub at: i64,
+    /// Epoch seconds: when it last showed (`at` for a single event).
+    pub until: i64,
     /// `xid`, `node_event`, `pingmesh_loss`, `pingmesh_rtt`, `link_errors`, `ecc`, `slurm`.
     pub source: EvidenceSource,
     /// Node (or `tor-a → tor-b` for ping-mesh paths).
@@ -126,51 +137,124 @@ pub fn node_event_strength(reason: &str, down: bool) -> Strength {
     }
 }
 
-/// The classification of a job's ending from the evidence found in its window on its nodes.
-pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>) -> Classification {
+/// Network traffic under which a job's ranks barely talk: a path's loss cannot have slowed or ended it.
+pub const QUIET_RDMA_BYTES_PER_S: f64 = 50e6;
+/// A fault that last showed this long before the job ended is one the job ran through.
+pub const RECOVERED_S: i64 = 600;
+
+/// What the job exposed to each kind of fault, so the rules weigh a fact by its relevance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Exposure {
+    /// Whether the job spans several nodes: only then do its ranks talk over the network.
+    pub multi_node: bool,
+    /// The busiest of its nodes' mean RDMA traffic (bytes/s, both directions); `None` when not read.
+    pub rdma_bytes_per_s: Option<f64>,
+    /// The job's end (epoch seconds): the moment it failed.
+    pub end: i64,
+    /// Whether GPU or node telemetry covers its run: without it, no fault could have been seen.
+    pub telemetry: bool,
+}
+
+/// Whether a fact is about the network between racks rather than the job's own GPUs and nodes.
+fn on_a_path(source: EvidenceSource) -> bool {
+    matches!(source, EvidenceSource::PingmeshLoss | EvidenceSource::PingmeshRtt)
+}
+
+/// Weighs one fact by its relevance to the job; the reason for setting it aside joins its detail.
+pub fn weigh(fact: &mut Evidence, exposure: &Exposure) {
+    if !on_a_path(fact.source) || fact.strength == Strength::Application {
+        return;
+    }
+    let aside = if !exposure.multi_node {
+        Some("not on the job's path: a single-node job's GPUs talk over NVLink, not the network".to_string())
+    } else if let Some(rate) = exposure.rdma_bytes_per_s.filter(|rate| *rate < QUIET_RDMA_BYTES_PER_S) {
+        Some(format!(
+            "the job's nodes moved only {:.1} MB/s over RDMA, too little for a path's loss to matter",
+            rate / 1e6
+        ))
+    } else {
+        None
+    };
+    if let Some(aside) = aside {
+        fact.strength = Strength::Context;
+        fact.detail = format!("{} ({aside})", fact.detail);
+    } else if exposure.end - fact.until > RECOVERED_S && fact.strength == Strength::Strong {
+        fact.strength = Strength::Weak;
+        fact.detail =
+            format!("{} (cleared {} min before the job ended)", fact.detail, (exposure.end - fact.until) / 60);
+    }
+}
+
+/// The classification of a job's ending from the evidence found in its window on its nodes, each fact
+/// weighed by the job's exposure to it first.
+pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposure) -> Classification {
+    for fact in &mut evidence {
+        weigh(fact, exposure);
+    }
     evidence.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.source.as_str().cmp(b.source.as_str())));
-    let strong = evidence.iter().filter(|e| e.strength == Strength::Strong).count();
-    let weak = evidence.iter().filter(|e| e.strength == Strength::Weak).count();
-    let app = evidence.iter().filter(|e| e.strength == Strength::Application).count();
-    let (blame, reason) = match ending.state {
+    let count = |keep: &dyn Fn(&Evidence) -> bool| evidence.iter().filter(|fact| keep(fact)).count();
+    let local_strong = count(&|e| e.strength == Strength::Strong && !on_a_path(e.source));
+    let path_strong = count(&|e| e.strength == Strength::Strong && on_a_path(e.source));
+    let weak = count(&|e| e.strength == Strength::Weak);
+    let app = count(&|e| e.strength == Strength::Application);
+    let aside = count(&|e| e.strength == Strength::Context);
+    let exit = ExitCode { status: ending.exit_code, signal: ending.signal }.in_words();
+    let (blame, mut reason) = match ending.state {
         JobStateBase::NodeFail | JobStateBase::BootFail => (
             Blame::Infrastructure,
             format!(
                 "Slurm ended the job {} because a node failed{}",
                 ending.state.name(),
-                if strong > 0 { format!("; {strong} infrastructure fact(s) agree") } else { String::new() }
+                if local_strong > 0 { format!("; {local_strong} infrastructure fact(s) agree") } else { String::new() }
             ),
         ),
-        _ if strong > 0 => (
+        _ if local_strong > 0 => (
             Blame::Infrastructure,
-            format!("{strong} infrastructure fault(s) on the job's GPUs, nodes or links during its run"),
+            format!("{local_strong} hardware fault(s) on the job's own GPUs, nodes or links during its run"),
+        ),
+        JobStateBase::Failed if app > 0 => (
+            Blame::Application,
+            format!(
+                "the program {exit} after {app} GPU fault(s) of a kind programs cause (such as an illegal memory \
+                 address); no hardware fault showed on its GPUs or nodes"
+            ),
+        ),
+        _ if path_strong > 0 => (
+            Blame::Infrastructure,
+            format!("sustained packet loss on {path_strong} network path(s) the job's nodes used, while it ran"),
         ),
         JobStateBase::OutOfMemory => {
             (Blame::Application, "the job used more memory than it asked for (OUT_OF_MEMORY)".to_string())
         }
-        JobStateBase::Failed if app > 0 => (
+        JobStateBase::Failed if weak == 0 && !exposure.telemetry => (
             Blame::Application,
             format!(
-                "the program exited {}:{} after {app} GPU fault(s) that programs cause",
-                ending.exit_code, ending.signal
+                "the program {exit}; no GPU or network telemetry covers its run, so an infrastructure fault could \
+                 not be looked for"
             ),
         ),
         JobStateBase::Failed if weak == 0 => (
             Blame::Application,
-            format!(
-                "the program exited {}:{} and nothing in the infrastructure went wrong during its run",
-                ending.exit_code, ending.signal
-            ),
+            format!("the program {exit}; no fault showed on its GPUs, nodes or network paths during its run"),
         ),
-        JobStateBase::Timeout | JobStateBase::Deadline if weak == 0 => {
-            (Blame::Application, "the job reached its time limit; no infrastructure fault slowed it".to_string())
-        }
+        JobStateBase::Timeout | JobStateBase::Deadline if weak == 0 => (
+            Blame::Application,
+            if exposure.telemetry {
+                "the job reached its time limit; no infrastructure fault slowed it".to_string()
+            } else {
+                "the job reached its time limit; no telemetry covers its run to say whether anything slowed it"
+                    .to_string()
+            },
+        ),
         JobStateBase::Cancelled if weak == 0 => (
             Blame::Unknown,
             format!("cancelled by uid {} with no infrastructure fault recorded", ending.cancelled_by.unwrap_or(0)),
         ),
         _ => (Blame::Unknown, format!("{weak} fact(s) consistent with an infrastructure problem, none conclusive")),
     };
+    if aside > 0 {
+        reason.push_str(&format!("; {aside} fact(s) seen near the job were set aside as not on its path or long over"));
+    }
     Classification { blame, reason, evidence }
 }
 
@@ -183,7 +267,14 @@ mod tests {
     }
 
     fn fact(at: i64, source: EvidenceSource, strength: Strength) -> Evidence {
-        Evidence { at, source, place: "gpu001".into(), detail: String::new(), strength }
+        Evidence { at, until: at, source, place: "gpu001".into(), detail: String::new(), strength }
+    }
+
+    /// A multi-node job with busy links that ended at 1,000 and was watched by telemetry.
+    const BUSY: Exposure = Exposure { multi_node: true, rdma_bytes_per_s: Some(8e9), end: 1_000, telemetry: true };
+
+    fn classify(ending: &Ending, evidence: Vec<Evidence>) -> Classification {
+        super::classify(ending, evidence, &BUSY)
     }
 
     #[test]
@@ -218,6 +309,46 @@ mod tests {
         );
         assert_eq!(verdict.blame, Blame::Unknown);
         assert_eq!(verdict.evidence.iter().map(|e| e.at).collect::<Vec<_>>(), [10, 30]);
+    }
+
+    #[test]
+    fn a_path_loss_counts_only_for_a_job_that_used_the_path_when_it_failed() {
+        let loss = |at: i64| fact(at, EvidenceSource::PingmeshLoss, Strength::Strong);
+        let failed = ending(JobStateBase::Failed, 1);
+        assert_eq!(super::classify(&failed, vec![loss(900)], &BUSY).blame, Blame::Infrastructure);
+        let single = Exposure { multi_node: false, ..BUSY };
+        let verdict = super::classify(&failed, vec![loss(900)], &single);
+        assert_eq!(verdict.blame, Blame::Application, "{}", verdict.reason);
+        assert_eq!(verdict.evidence[0].strength, Strength::Context);
+        assert!(verdict.reason.contains("set aside"), "{}", verdict.reason);
+        let quiet = Exposure { rdma_bytes_per_s: Some(640e3), ..BUSY };
+        assert_eq!(super::classify(&failed, vec![loss(900)], &quiet).blame, Blame::Application);
+        let verdict = super::classify(&failed, vec![loss(-200)], &BUSY);
+        assert_eq!(verdict.blame, Blame::Unknown, "a loss that cleared 20 min before the end is weak");
+        assert!(verdict.evidence[0].detail.contains("cleared 20 min before"), "{:?}", verdict.evidence);
+    }
+
+    #[test]
+    fn a_program_fault_outweighs_network_noise_but_not_a_fault_on_its_own_gpus() {
+        let failed = ending(JobStateBase::Failed, 1);
+        let (xid31, _) = xid_strength(31);
+        let (xid79, _) = xid_strength(79);
+        let noise = fact(900, EvidenceSource::PingmeshLoss, Strength::Strong);
+        let app = fact(950, EvidenceSource::Xid, xid31);
+        assert_eq!(classify(&failed, vec![noise.clone(), app.clone()]).blame, Blame::Application);
+        let broken = fact(940, EvidenceSource::Xid, xid79);
+        assert_eq!(classify(&failed, vec![noise, app, broken]).blame, Blame::Infrastructure);
+    }
+
+    #[test]
+    fn without_telemetry_the_reason_says_nothing_could_be_seen() {
+        let blind = Exposure { telemetry: false, rdma_bytes_per_s: None, ..BUSY };
+        let mut killed = ending(JobStateBase::Failed, 0);
+        killed.signal = 9;
+        let verdict = super::classify(&killed, vec![], &blind);
+        assert!(verdict.reason.contains("SIGKILL"), "{}", verdict.reason);
+        assert!(verdict.reason.contains("could not be looked for"), "{}", verdict.reason);
+        assert!(!verdict.reason.contains("nothing"), "{}", verdict.reason);
     }
 
     #[test]

@@ -22,6 +22,45 @@ impl ExitCode {
     }
 }
 
+/// A signal's name and, for the ones a job commonly dies of, what it usually means.
+pub fn signal_name(signal: u32) -> (&'static str, Option<&'static str>) {
+    match signal {
+        1 => ("SIGHUP", Some("its terminal or session went away")),
+        2 => ("SIGINT", Some("interrupted, as by Ctrl-C")),
+        3 => ("SIGQUIT", None),
+        4 => ("SIGILL", Some("an illegal instruction: a binary built for another CPU, or a corrupted program")),
+        6 => ("SIGABRT", Some("the program aborted itself, e.g. a failed assertion or an uncaught exception")),
+        7 => ("SIGBUS", Some("a bus error: a bad memory access, often a truncated memory-mapped file")),
+        8 => ("SIGFPE", Some("an arithmetic error such as an integer division by zero")),
+        9 => ("SIGKILL", Some("killed outright, by Slurm, the kernel's out-of-memory killer or a user")),
+        10 => ("SIGUSR1", None),
+        11 => ("SIGSEGV", Some("a segmentation fault: the program read or wrote memory it does not own")),
+        12 => ("SIGUSR2", None),
+        13 => ("SIGPIPE", Some("it wrote to a pipe or socket whose reader had gone")),
+        14 => ("SIGALRM", None),
+        15 => ("SIGTERM", Some("asked to stop, e.g. by scancel or at the time limit")),
+        24 => ("SIGXCPU", Some("it ran past its CPU time limit")),
+        25 => ("SIGXFSZ", Some("it wrote a file past its size limit")),
+        _ => ("an unnamed signal", None),
+    }
+}
+
+impl ExitCode {
+    /// The end in words, for people: "exited with code 1", "was killed by SIGSEGV (signal 11: a
+    /// segmentation fault …)".
+    pub fn in_words(&self) -> String {
+        if self.signal != 0 {
+            let (name, meaning) = signal_name(self.signal);
+            match meaning {
+                Some(meaning) => format!("was killed by {name} (signal {}: {meaning})", self.signal),
+                None => format!("was killed by {name} (signal {})", self.signal),
+            }
+        } else {
+            format!("exited with code {}", self.status)
+        }
+    }
+}
+
 impl fmt::Display for ExitCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.status, self.signal)
@@ -43,6 +82,14 @@ mod tests {
         assert_eq!(ExitCode::from_wait_status(36608).to_string(), "15:0", "143 prints as 15, as in sacct");
         assert_eq!(ExitCode::from_wait_status(134 << 8).to_string(), "6:0");
         assert_eq!(ExitCode::from_wait_status(-2).to_string(), "0:0");
+    }
+
+    #[test]
+    fn ends_read_in_words() {
+        assert_eq!(ExitCode { status: 1, signal: 0 }.in_words(), "exited with code 1");
+        assert!(ExitCode { status: 0, signal: 9 }.in_words().starts_with("was killed by SIGKILL (signal 9: "));
+        assert!(ExitCode { status: 0, signal: 11 }.in_words().contains("SIGSEGV (signal 11: a segmentation fault"));
+        assert_eq!(ExitCode { status: 0, signal: 60 }.in_words(), "was killed by an unnamed signal (signal 60)");
     }
 
     proptest! {

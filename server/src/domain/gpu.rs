@@ -40,6 +40,24 @@ pub fn parse_gpu_indices(text: &str) -> Result<Vec<u16>, String> {
     Ok(indices)
 }
 
+/// Writes GPU indices as Slurm does (`0-3,5`), the inverse of `parse_gpu_indices`.
+pub fn format_gpu_indices(indices: &[u16]) -> String {
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(u16, u16)> = Vec::new();
+    for index in sorted {
+        match runs.last_mut() {
+            Some((_, hi)) if *hi + 1 == index => *hi = index,
+            _ => runs.push((index, index)),
+        }
+    }
+    runs.iter()
+        .map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +70,15 @@ mod tests {
         assert!(parse_gpu_indices("a").is_err());
         assert!(parse_gpu_indices("3-1").is_err());
         assert!(parse_gpu_indices("-1").is_err());
+    }
+
+    #[test]
+    fn formats_index_lists_as_slurm_does() {
+        assert_eq!(format_gpu_indices(&[0, 1, 2, 3, 4, 5, 6, 7]), "0-7");
+        assert_eq!(format_gpu_indices(&[5, 1, 2]), "1-2,5");
+        assert_eq!(format_gpu_indices(&[3]), "3");
+        for text in ["0-7", "1-2,5", "0,2,4"] {
+            assert_eq!(format_gpu_indices(&parse_gpu_indices(text).expect("valid")), text);
+        }
     }
 }

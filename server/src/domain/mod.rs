@@ -22,3 +22,4 @@ pub mod time;
 pub mod token;
 pub mod trace;
 pub mod tres;
+pub mod verdicts;

@@ -6,8 +6,8 @@
 use super::promql::{LabelName, Matcher, MetricName, Selector};
 use slurmlens_wire::Severity;
 
-use super::report::Finding;
 use super::series::{LustreSeries, NodeSeries};
+use super::verdicts::Finding;
 
 /// One node signal: its key and unit, the per-step query (a timeline per node) and the window query
 /// (one value per node), each grouped by the label that names the node.
@@ -239,6 +239,9 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
                       reading from Lustre?)"
                 .into(),
             evidence,
+            next_step: Some(
+                "give the data loader more workers, prefetch, or stage the data set on node-local storage first".into(),
+            ),
         });
     }
     if let Some(pressure) = facts.memory_pressure_pct.filter(|v| *v >= MEMORY_PRESSURE_PCT) {
@@ -247,25 +250,103 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
             severity: Severity::Warning,
             message: "the nodes ran short of host memory: tasks stalled waiting for it".into(),
             evidence: vec![format!("memory pressure {pressure:.1} % (time some task stalled on memory)")],
+            next_step: Some("ask for more memory per node (--mem) or use fewer data-loader workers".into()),
         });
     }
     if let (Some(gpu), Some(node)) = (facts.gpu_power_w, facts.node_power_w.filter(|w| *w > 0.0))
         && facts.whole_nodes
     {
-        let share = gpu / node;
-        found.push(Finding {
-            kind: "node_power",
-            severity: Severity::Info,
-            message: format!(
-                "the GPUs drew {:.0} % of the nodes' power ({:.1} of {:.1} kW)",
-                share * 100.0,
-                gpu / 1e3,
-                node / 1e3
-            ),
-            evidence: vec![format!("node power {node:.0} W (BMC), GPU power {gpu:.0} W (DCGM)")],
-        });
+        found.push(power_finding(gpu, node));
     }
     found
+}
+
+/// GPU power above this share of the node's cannot be: the rest of a GPU node (CPUs, fans, NICs,
+/// switches) draws at least a few hundred watts.
+const MAX_GPU_POWER_SHARE: f64 = 0.95;
+
+/// The GPUs' share of their nodes' power, or, where the two readings cannot both be right, both
+/// readings side by side and no share.
+fn power_finding(gpu_w: f64, node_w: f64) -> Finding {
+    let share = gpu_w / node_w;
+    let evidence = vec![format!("node power {node_w:.0} W (BMC), GPU power {gpu_w:.0} W (DCGM)")];
+    if share > MAX_GPU_POWER_SHARE {
+        return Finding {
+            kind: "power_readings_disagree",
+            severity: Severity::Info,
+            message: format!(
+                "inconsistent data: the GPUs' own power reading ({:.1} kW) is {:.0} % of the nodes' ({:.1} kW), \
+                 more than a node can give its GPUs; one of the two readings is wrong, so no share is shown",
+                gpu_w / 1e3,
+                share * 100.0,
+                node_w / 1e3
+            ),
+            evidence,
+            next_step: None,
+        };
+    }
+    Finding {
+        kind: "node_power",
+        severity: Severity::Info,
+        message: format!(
+            "the GPUs drew {:.0} % of the nodes' power ({:.1} of {:.1} kW)",
+            share * 100.0,
+            gpu_w / 1e3,
+            node_w / 1e3
+        ),
+        evidence,
+        next_step: None,
+    }
+}
+
+/// Share of the job's run a port spent at line rate (in 100 ms windows) from which the bursts are
+/// worth a verdict: enough to fill switch buffers and cause pauses for other jobs' traffic.
+const BURST_SHARE: f64 = 0.01;
+
+/// One port's bursts over the job: node, direction word, time above the threshold (s), peak (B/s).
+pub type PortBursts<'a> = (&'a str, &'a str, f64, Option<f64>);
+
+/// A verdict on line-rate micro-bursts that the node agents measured, naming the burstiest ports.
+pub fn burst_finding(ports: &[PortBursts<'_>], window_s: f64) -> Option<Finding> {
+    if window_s <= 0.0 {
+        return None;
+    }
+    let mut bursty: Vec<&PortBursts<'_>> = ports.iter().filter(|port| port.2 / window_s >= BURST_SHARE).collect();
+    if bursty.is_empty() {
+        return None;
+    }
+    bursty.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let most = bursty[0].2;
+    let mut evidence: Vec<String> = bursty
+        .iter()
+        .take(4)
+        .map(|(node, direction, seconds, peak)| {
+            let peak = peak.map_or_else(String::new, |peak| format!(", peaks of {:.1} GB/s", peak / 1e9));
+            format!(
+                "{node} {direction}: {seconds:.0} s at line rate ({:.1} % of the run){peak}",
+                100.0 * seconds / window_s
+            )
+        })
+        .collect();
+    if bursty.len() > 4 {
+        evidence.push(format!("… and {} more port(s)", bursty.len() - 4));
+    }
+    Some(Finding {
+        kind: "micro_bursts",
+        severity: Severity::Info,
+        message: format!(
+            "the job's network traffic came in line-rate bursts on {} port(s) (up to {:.1} % of the run): \
+             its all-reduces saturate the links in short windows that scrape averages hide",
+            bursty.len(),
+            100.0 * most / window_s
+        ),
+        evidence,
+        next_step: Some(
+            "bursts are normal for data-parallel training; if steps stall, overlap communication with compute \
+             (gradient bucketing) and compare with the congestion counters below"
+                .into(),
+        ),
+    })
 }
 
 /// Mean of a node signal over the steps in which the job's GPUs idled and over the others: `gpu_util`
@@ -343,7 +424,19 @@ mod tests {
         let found = findings(&facts);
         assert_eq!(found[0].kind, "node_power");
         assert!(found[0].message.contains("80 %"), "{}", found[0].message);
-        assert!(findings(&NodeFacts { whole_nodes: false, ..facts }).is_empty());
+        assert!(findings(&NodeFacts { whole_nodes: false, ..facts.clone() }).is_empty());
+        let impossible = findings(&NodeFacts { gpu_power_w: Some(2700.0), node_power_w: Some(2400.0), ..facts });
+        assert_eq!(impossible[0].kind, "power_readings_disagree");
+        assert!(impossible[0].message.starts_with("inconsistent data"), "{}", impossible[0].message);
+        assert!(!impossible[0].message.contains("drew"), "no share is stated as a fact");
+    }
+
+    #[test]
+    fn line_rate_bursts_get_a_verdict_naming_the_burstiest_ports() {
+        let ports = [("gpu001", "tx", 1480.0, Some(5e10)), ("gpu001", "rx", 2.0, Some(4.6e10))];
+        let found = burst_finding(&ports, 36_000.0).expect("a burst verdict");
+        assert_eq!(found.evidence, ["gpu001 tx: 1480 s at line rate (4.1 % of the run), peaks of 50.0 GB/s"]);
+        assert!(burst_finding(&ports[1..], 36_000.0).is_none(), "2 s in 10 h is noise");
     }
 
     #[test]

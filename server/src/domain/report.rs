@@ -1,9 +1,7 @@
-//! The rules of a job report: which GPUs were the job's (attribution), summaries of series, and the
-//! verdicts with the evidence that triggered them. Pure functions over numbers; no I/O.
+//! The rules of a job report: which GPUs were the job's (attribution) and summaries of series (the
+//! verdicts are in `verdicts`). Pure functions over numbers; no I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
-
-use slurmlens_wire::Severity;
 
 use super::gpu::GpuRef;
 
@@ -144,166 +142,12 @@ pub struct Summary {
     pub samples: u64,
 }
 
-/// A verdict kind with its severity.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Finding {
-    pub kind: &'static str,
-    pub severity: Severity,
-    pub message: String,
-    pub evidence: Vec<String>,
-}
-
-/// What the verdict rules look at, per GPU.
-#[derive(Debug, Clone)]
-pub struct GpuFacts {
-    pub label: String,
-    pub gpu_util: Option<Summary>,
-    pub tensor_active: Option<Summary>,
-    pub fb_used: Option<Summary>,
-    pub fb_capacity_mib: Option<f64>,
-    pub xid: Vec<(i64, u32)>,
-}
-
-/// Thresholds of the verdicts. Tensor activity of 40–50 % is good for training; "GPU util 100 %" alone is not.
-pub const IDLE_UTIL_PCT: f64 = 5.0;
-pub const BUSY_UTIL_PCT: f64 = 60.0;
-pub const LOW_TENSOR_PCT: f64 = 15.0;
-pub const GOOD_TENSOR_PCT: f64 = 30.0;
-pub const MEMORY_FULL_RATIO: f64 = 0.95;
-pub const UNBALANCED_SPREAD_PCT: f64 = 30.0;
-
-fn mean_of(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let (sum, count) = values.fold((0.0, 0usize), |(sum, count), value| (sum + value, count + 1));
-    (count > 0).then(|| sum / count as f64)
-}
-
-/// The verdicts for a job's GPUs, each with its evidence.
-pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    let idle: Vec<&GpuFacts> =
-        gpus.iter().filter(|gpu| gpu.gpu_util.is_some_and(|util| util.mean < IDLE_UTIL_PCT)).collect();
-    if !idle.is_empty() {
-        findings.push(Finding {
-            kind: "idle_gpus",
-            severity: Severity::Warning,
-            message: format!(
-                "{} of {} GPUs were idle (mean utilisation under {IDLE_UTIL_PCT} %): they were allocated but not used",
-                idle.len(),
-                gpus.len()
-            ),
-            evidence: idle
-                .iter()
-                .map(|gpu| format!("{}: mean utilisation {:.1} %", gpu.label, gpu.gpu_util.map_or(0.0, |u| u.mean)))
-                .collect(),
-        });
-    }
-    let busy: Vec<&GpuFacts> =
-        gpus.iter().filter(|gpu| gpu.gpu_util.is_some_and(|u| u.mean >= IDLE_UTIL_PCT)).collect();
-    let util = mean_of(busy.iter().filter_map(|gpu| gpu.gpu_util.map(|u| u.mean)));
-    let tensor = mean_of(busy.iter().filter_map(|gpu| gpu.tensor_active.map(|t| t.mean)));
-    if let (Some(util), Some(tensor)) = (util, tensor) {
-        if util >= BUSY_UTIL_PCT && tensor < LOW_TENSOR_PCT {
-            findings.push(Finding {
-                kind: "low_tensor_activity",
-                severity: Severity::Warning,
-                message: format!(
-                    "GPUs look busy (mean utilisation {util:.0} %) but tensor cores were active only {tensor:.1} % of the \
-                     time: \"utilisation\" counts any kernel running, not useful work. Mixed precision (bf16/TF32), \
-                     larger batches or less time in communication and data loading raise it"
-                ),
-                evidence: busy
-                    .iter()
-                    .map(|gpu| {
-                        format!(
-                            "{}: utilisation {:.0} %, tensor active {:.1} %",
-                            gpu.label,
-                            gpu.gpu_util.map_or(0.0, |u| u.mean),
-                            gpu.tensor_active.map_or(0.0, |t| t.mean)
-                        )
-                    })
-                    .collect(),
-            });
-        } else if tensor >= GOOD_TENSOR_PCT {
-            findings.push(Finding {
-                kind: "good",
-                severity: Severity::Info,
-                message: format!("tensor cores active {tensor:.0} % of the time on busy GPUs: efficient use"),
-                evidence: vec![format!("mean utilisation {util:.0} %, mean tensor activity {tensor:.1} %")],
-            });
-        }
-    }
-    let full: Vec<String> = gpus
-        .iter()
-        .filter_map(|gpu| {
-            let peak = gpu.fb_used?.max;
-            let capacity = gpu.fb_capacity_mib.filter(|c| *c > 0.0)?;
-            (peak / capacity >= MEMORY_FULL_RATIO).then(|| {
-                format!("{}: peak {:.0} MiB of {:.0} MiB ({:.0} %)", gpu.label, peak, capacity, 100.0 * peak / capacity)
-            })
-        })
-        .collect();
-    if !full.is_empty() {
-        findings.push(Finding {
-            kind: "memory_nearly_full",
-            severity: Severity::Warning,
-            message: format!(
-                "GPU memory reached over {:.0} % of capacity: close to out-of-memory",
-                MEMORY_FULL_RATIO * 100.0
-            ),
-            evidence: full,
-        });
-    }
-    // Idle GPUs have their own verdict; balance is judged among the GPUs that worked.
-    let means: Vec<(&GpuFacts, f64)> = gpus
-        .iter()
-        .filter_map(|gpu| gpu.gpu_util.map(|u| (gpu, u.mean)))
-        .filter(|&(_, mean)| mean >= IDLE_UTIL_PCT)
-        .collect();
-    if means.len() >= 2 {
-        let (low_gpu, low) =
-            means.iter().copied().fold((means[0].0, f64::MAX), |acc, (g, m)| if m < acc.1 { (g, m) } else { acc });
-        let (high_gpu, high) =
-            means.iter().copied().fold((means[0].0, f64::MIN), |acc, (g, m)| if m > acc.1 { (g, m) } else { acc });
-        if high - low >= UNBALANCED_SPREAD_PCT {
-            findings.push(Finding {
-                kind: "unbalanced_gpus",
-                severity: Severity::Warning,
-                message: format!(
-                    "GPUs were unevenly loaded: mean utilisation ranges from {low:.0} % to {high:.0} %; the slowest rank sets the pace"
-                ),
-                evidence: vec![
-                    format!("{}: mean utilisation {low:.1} %", low_gpu.label),
-                    format!("{}: mean utilisation {high:.1} %", high_gpu.label),
-                ],
-            });
-        }
-    }
-    let xids: Vec<String> = gpus
-        .iter()
-        .flat_map(|gpu| gpu.xid.iter().map(move |(at, xid)| (at, format!("{}: XID {xid} at {at}", gpu.label))))
-        .map(|(_, text)| text)
-        .collect();
-    if !xids.is_empty() {
-        findings.push(Finding {
-            kind: "xid_errors",
-            severity: Severity::Critical,
-            message: "the GPU driver reported XID errors during the job: a likely hardware or driver fault".into(),
-            evidence: xids,
-        });
-    }
-    findings
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn gpu(node: &str, index: u16) -> GpuRef {
         GpuRef { node: node.into(), index }
-    }
-
-    fn summary(mean: f64, max: f64) -> Option<Summary> {
-        Some(Summary { mean, max, samples: 10 })
     }
 
     #[test]
@@ -361,39 +205,5 @@ mod tests {
         let points: Vec<(i64, f64)> = (0..10).map(|i| (i * 15, i as f64)).collect();
         assert_eq!(downsample(&points, 5), vec![(0, 0.5), (30, 2.5), (60, 4.5), (90, 6.5), (120, 8.5)]);
         assert_eq!(downsample(&points, 20).len(), 10);
-    }
-
-    fn facts(label: &str, util: f64, tensor: f64) -> GpuFacts {
-        GpuFacts {
-            label: label.into(),
-            gpu_util: summary(util, util),
-            tensor_active: summary(tensor, tensor),
-            fb_used: summary(1000.0, 1000.0),
-            fb_capacity_mib: Some(81_559.0),
-            xid: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn busy_gpus_without_tensor_work_are_called_out() {
-        let found = verdicts(&[facts("n1 gpu0", 97.0, 3.0), facts("n1 gpu1", 95.0, 4.0)]);
-        assert_eq!(found.iter().map(|f| f.kind).collect::<Vec<_>>(), ["low_tensor_activity"]);
-        let good = verdicts(&[facts("n1 gpu0", 90.0, 45.0)]);
-        assert_eq!(good[0].kind, "good");
-    }
-
-    #[test]
-    fn idle_unbalanced_full_and_xid_are_found_with_evidence() {
-        let mut full = facts("n2 gpu0", 70.0, 40.0);
-        full.fb_used = summary(60_000.0, 80_000.0);
-        full.xid = vec![(1_795_971_325, 79)];
-        let found = verdicts(&[facts("n1 gpu0", 1.0, 0.0), facts("n1 gpu1", 20.0, 10.0), full]);
-        let kinds: Vec<&str> = found.iter().map(|f| f.kind).collect();
-        assert!(kinds.contains(&"idle_gpus"), "{kinds:?}");
-        assert!(kinds.contains(&"unbalanced_gpus"), "{kinds:?}");
-        assert!(kinds.contains(&"memory_nearly_full"), "{kinds:?}");
-        assert!(kinds.contains(&"xid_errors"), "{kinds:?}");
-        let idle = found.iter().find(|f| f.kind == "idle_gpus").expect("idle verdict");
-        assert_eq!(idle.evidence, ["n1 gpu0: mean utilisation 1.0 %"]);
     }
 }

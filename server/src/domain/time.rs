@@ -13,6 +13,13 @@ pub fn epoch(seconds: u64) -> Option<DateTime<Utc>> {
 }
 
 /// sacct's `[D-]HH:MM:SS`.
+/// An epoch second as ISO 8601 in UTC (`2026-11-30T12:21:40Z`), for text that names a moment; a time
+/// out of range is written as the number it is.
+pub fn iso_utc(seconds: i64) -> String {
+    DateTime::<Utc>::from_timestamp(seconds, 0)
+        .map_or_else(|| seconds.to_string(), |at| at.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
 pub fn format_duration(seconds: u64) -> String {
     let days = seconds / 86_400;
     let hours = (seconds % 86_400) / 3600;

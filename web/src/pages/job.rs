@@ -425,11 +425,15 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
         .iter()
         .map(|verdict| {
             let evidence = verdict.evidence.iter().map(|line| view! { <li>{line.clone()}</li> }).collect_view();
+            let next = verdict.next_step.clone().map(|step| {
+                view! { <p class="next-step" data-testid="next-step"><strong>"What to do: "</strong>{step}</p> }
+            });
             view! {
                 <article class=format!("verdict {}", verdict.severity) data-testid="verdict" data-kind=verdict.kind.clone()>
-                    <h3>{format!("{} · {}", verdict.severity, verdict.kind.replace('_', " "))}</h3>
+                    <h3>{format!("{} · {}", verdict.severity, verdict_title(&verdict.kind))}</h3>
                     <p>{verdict.message.clone()}</p>
                     <ul>{evidence}</ul>
+                    {next}
                 </article>
             }
         })
@@ -482,10 +486,19 @@ fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: Stri
 /// "Was the failure mine?": the verdict, why, and the evidence in time order.
 #[component]
 fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
-    let headline = match failure.blame {
-        wire::Blame::Infrastructure => "Likely the infrastructure, not your job",
-        wire::Blame::Application => "Likely the application",
-        wire::Blame::Unknown => "Cause unknown",
+    let (headline, next) = match failure.blame {
+        wire::Blame::Infrastructure => (
+            "Likely the infrastructure, not your job",
+            "resubmit: the fault was not in your program. If it happens again, tell your provider the job id and the node named below.",
+        ),
+        wire::Blame::Application => (
+            "Likely the application",
+            "look at the program's own output around its end (the Logs section) and at the verdicts below.",
+        ),
+        wire::Blame::Unknown => (
+            "Cause unknown",
+            "read the evidence below with the program's logs; if in doubt, ask your provider with the job id.",
+        ),
     };
     let evidence = failure
         .evidence
@@ -494,10 +507,10 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
             view! {
                 <tr data-testid="failure-evidence" data-source=fact.source.as_str() data-strength=fact.strength.as_str()>
                     <td><Time at=fact.at.timestamp() /></td>
-                    <td>{fact.source.as_str().replace('_', " ")}</td>
+                    <td>{evidence_source(fact.source)}</td>
                     <td>{fact.place.clone()}</td>
                     <td>{fact.detail.clone()}</td>
-                    <td>{fact.strength.as_str()}</td>
+                    <td>{points_to(fact.strength)}</td>
                 </tr>
             }
         })
@@ -506,11 +519,57 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
         <article class=format!("failure {}", failure.blame) data-testid="failure" data-blame=failure.blame.as_str()>
             <h3>{format!("Was the failure mine? {headline}")}</h3>
             <p>{failure.reason.clone()}</p>
+            <p class="next-step"><strong>"What to do: "</strong>{next}</p>
             <table class="compact">
-                <thead><tr><th scope="col">"When"</th><th scope="col">"Source"</th><th scope="col">"Where"</th><th scope="col">"What"</th><th scope="col">"Weight"</th></tr></thead>
+                <thead><tr><th scope="col">"When"</th><th scope="col">"Source"</th><th scope="col">"Where"</th><th scope="col">"What"</th><th scope="col">"Points to"</th></tr></thead>
                 <tbody>{evidence}</tbody>
             </table>
         </article>
+    }
+}
+
+/// Where a fact came from, in words.
+fn evidence_source(source: wire::EvidenceSource) -> &'static str {
+    match source {
+        wire::EvidenceSource::Slurm => "Slurm",
+        wire::EvidenceSource::Xid => "GPU driver (XID)",
+        wire::EvidenceSource::NodeEvent => "Slurm node event",
+        wire::EvidenceSource::PingmeshLoss => "network probes: loss",
+        wire::EvidenceSource::PingmeshRtt => "network probes: latency",
+        wire::EvidenceSource::LinkErrors => "RDMA link",
+        wire::EvidenceSource::Ecc => "GPU memory (ECC)",
+    }
+}
+
+/// What a fact points to, in words.
+fn points_to(strength: wire::EvidenceStrength) -> &'static str {
+    match strength {
+        wire::EvidenceStrength::Strong => "the infrastructure",
+        wire::EvidenceStrength::Weak => "possibly the infrastructure",
+        wire::EvidenceStrength::Application => "the program",
+        wire::EvidenceStrength::Fact => "Slurm's record",
+        wire::EvidenceStrength::Context => "set aside: not on the job's path",
+    }
+}
+
+/// A verdict's title in words.
+fn verdict_title(kind: &str) -> String {
+    match kind {
+        "idle_gpus" => "idle GPUs".into(),
+        "outlier_node" => "a slow node".into(),
+        "low_tensor_activity" => "little tensor work".into(),
+        "memory_nearly_full" => "GPU memory nearly full".into(),
+        "unbalanced_gpus" => "uneven load".into(),
+        "xid_errors" => "GPU hardware or driver faults".into(),
+        "program_gpu_faults" => "GPU faults caused by the program".into(),
+        "good" => "efficient".into(),
+        "io_bound" => "waiting on I/O".into(),
+        "node_memory_pressure" => "host memory short".into(),
+        "node_power" => "power".into(),
+        "power_readings_disagree" => "inconsistent power readings".into(),
+        "micro_bursts" => "network micro-bursts".into(),
+        "attribution_uncertain" => "which GPUs were the job's".into(),
+        other => other.replace('_', " "),
     }
 }
 

@@ -9,11 +9,13 @@ use slurmlens_wire as wire;
 
 use super::Reporter;
 use super::gather::{BurstReading, BurstReadings, Gathered, IoReadings, NodeData};
-use crate::domain::blame::{self, Ending, Evidence, Strength};
+use crate::domain::blame::{self, Ending, Evidence, Exposure, Strength};
+use crate::domain::gpu::format_gpu_indices;
 use crate::domain::job::JobRecord;
 use crate::domain::node_signals::{self, IoSource, NodeFacts};
-use crate::domain::report::{self, AttributedGpu, GpuFacts, Summary};
+use crate::domain::report::{self, AttributedGpu, Summary};
 use crate::domain::time::epoch;
+use crate::domain::verdicts::{self, Finding, GpuFacts};
 
 impl Reporter {
     pub(super) fn fill(
@@ -105,7 +107,7 @@ impl Reporter {
                 })
                 .unwrap_or_default();
             facts.push(GpuFacts {
-                label: format!("{} gpu {}", gpu.node, gpu.index),
+                gpu: gpu.clone(),
                 gpu_util: summary_of("gpu_util"),
                 tensor_active: summary_of("tensor_active"),
                 fb_used,
@@ -182,26 +184,14 @@ impl Reporter {
             node_power_w: None,
             node_energy_kwh: None,
         };
-        let job_nodes: Vec<&NodeData> = record.nodes.hosts().iter().filter_map(|node| network.get(node)).collect();
+        let job_nodes: Vec<(&str, &NodeData)> =
+            record.nodes.hosts().iter().filter_map(|node| Some((node.as_str(), network.get(node)?))).collect();
         let gpu_util = attributed.iter().filter_map(|a| data.get(&a.gpu)?.timelines.get("gpu_util")).map(Vec::as_slice);
         let node_facts = node_facts(report, &job_nodes, gpu_util, lustre_read, whole_nodes);
         report.totals.node_power_w = node_facts.node_power_w;
         report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
-        report.verdicts = report::verdicts(&facts)
-            .into_iter()
-            .map(|finding| wire::Verdict {
-                kind: finding.kind.to_string(),
-                severity: finding.severity,
-                message: finding.message,
-                evidence: finding.evidence,
-            })
-            .collect();
-        report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(|finding| wire::Verdict {
-            kind: finding.kind.to_string(),
-            severity: finding.severity,
-            message: finding.message,
-            evidence: finding.evidence,
-        }));
+        report.verdicts = verdicts::verdicts(&facts).into_iter().map(verdict).collect();
+        report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(verdict));
         if attributed.iter().any(|a| a.uncertain) {
             report.verdicts.push(wire::Verdict {
                 kind: "attribution_uncertain".into(),
@@ -214,6 +204,7 @@ impl Reporter {
                     .filter(|a| a.uncertain)
                     .map(|a| format!("{} gpu {}", a.gpu.node, a.gpu.index))
                     .collect(),
+                next_step: None,
             });
         }
         let (status, message) = if attributed.is_empty() && report.job.alloc_gpus > 0 {
@@ -292,20 +283,28 @@ pub(super) fn mean_by_step<'a>(series: impl Iterator<Item = &'a [(i64, f64)]>) -
 /// and utilisation per step (`gpu_util`: their timelines, on the same step grid as the nodes').
 pub(super) fn node_facts<'a>(
     report: &wire::JobReport,
-    nodes: &[&NodeData],
+    nodes: &[(&str, &NodeData)],
     gpu_util: impl Iterator<Item = &'a [(i64, f64)]>,
     lustre_read: Option<(f64, IoSource)>,
     whole_nodes: bool,
 ) -> NodeFacts {
     let over_nodes =
-        |key: &str| -> Vec<f64> { nodes.iter().filter_map(|entry| entry.means.get(key).copied()).collect() };
+        |key: &str| -> Vec<f64> { nodes.iter().filter_map(|(_, entry)| entry.means.get(key).copied()).collect() };
     let mean = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
     let sum = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>());
-    let gpu_power: Vec<f64> =
-        report.gpus.iter().filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == "power").map(|s| s.mean)).collect();
+    // GPU power is compared with node power over the nodes that report both.
+    let powered: Vec<&str> =
+        nodes.iter().filter(|(_, entry)| entry.means.contains_key("node_power")).map(|(node, _)| *node).collect();
+    let gpu_power: Vec<f64> = report
+        .gpus
+        .iter()
+        .filter(|gpu| powered.contains(&gpu.node.as_str()))
+        .filter_map(|gpu| gpu.summary.iter().find(|s| s.metric == "power").map(|s| s.mean))
+        .collect();
     // The steps in which the job's GPUs idled, against the nodes' iowait in the same steps.
     let util = mean_by_step(gpu_util);
-    let iowait = mean_by_step(nodes.iter().filter_map(|entry| entry.timelines.get("cpu_iowait").map(Vec::as_slice)));
+    let iowait =
+        mean_by_step(nodes.iter().filter_map(|(_, entry)| entry.timelines.get("cpu_iowait").map(Vec::as_slice)));
     let totals = &report.totals;
     NodeFacts {
         gpu_idle_share: (totals.gpu_hours > 0.0).then(|| totals.idle_gpu_hours / totals.gpu_hours),
@@ -314,7 +313,7 @@ pub(super) fn node_facts<'a>(
         whole_nodes,
         cpu_iowait_pct: mean(over_nodes("cpu_iowait")),
         io_pressure_pct: mean(over_nodes("io_pressure")),
-        iowait_gpu_idle_vs_busy: node_signals::split_by_gpu_idle(&util, &iowait, report::IDLE_UTIL_PCT),
+        iowait_gpu_idle_vs_busy: node_signals::split_by_gpu_idle(&util, &iowait, verdicts::IDLE_UTIL_PCT),
         lustre_read_bytes_per_s: lustre_read,
         memory_pressure_pct: mean(over_nodes("memory_pressure")),
     }
@@ -354,32 +353,32 @@ pub(super) fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option
 }
 
 /// The classification of a badly ended job from the evidence gathered, the XID errors on its GPUs and
-/// Slurm's own record of its end, with the evidence in time order.
+/// Slurm's own record of its end, each fact weighed by the job's exposure to it, in time order.
 pub(super) fn failure_analysis(
     record: &JobRecord,
     ending: &Ending,
     mut evidence: Vec<Evidence>,
-    gpus: &[wire::GpuReport],
+    report: &wire::JobReport,
     end: DateTime<Utc>,
 ) -> wire::FailureAnalysis {
-    for gpu in gpus {
-        for event in &gpu.xid_events {
-            let (strength, meaning) = blame::xid_strength(event.xid);
-            evidence.push(Evidence {
-                at: event.at.timestamp(),
-                source: wire::EvidenceSource::Xid,
-                place: format!("{} gpu {}", gpu.node, gpu.gpu),
-                detail: format!("XID {}: {meaning}", event.xid),
-                strength,
-            });
-        }
-    }
-    let verdict = blame::classify(ending, evidence);
+    evidence.extend(xid_evidence(&report.gpus));
+    let exposure = Exposure {
+        multi_node: record.nodes.hosts().len() > 1,
+        rdma_bytes_per_s: busiest_rdma(&report.nodes),
+        end: end.timestamp(),
+        telemetry: report.metrics.status == wire::MetricsState::Ok,
+    };
+    let verdict = blame::classify(ending, evidence, &exposure);
     let mut listed: Vec<wire::FailureEvidence> = vec![wire::FailureEvidence {
         at: end,
         source: wire::EvidenceSource::Slurm,
         place: record.node_list.clone(),
-        detail: format!("Slurm recorded {} with exit code {}", record.state.name(), record.exit_code),
+        detail: format!(
+            "Slurm recorded {}: the program {} (exit code {})",
+            record.state.name(),
+            record.exit_code.in_words(),
+            record.exit_code
+        ),
         strength: wire::EvidenceStrength::Fact,
     }];
     listed.extend(verdict.evidence.iter().map(|fact| wire::FailureEvidence {
@@ -391,10 +390,83 @@ pub(super) fn failure_analysis(
             Strength::Strong => wire::EvidenceStrength::Strong,
             Strength::Weak => wire::EvidenceStrength::Weak,
             Strength::Application => wire::EvidenceStrength::Application,
+            Strength::Context => wire::EvidenceStrength::Context,
         },
     }));
     listed.sort_by_key(|fact| fact.at);
     wire::FailureAnalysis { blame: blame_of(verdict.blame), reason: verdict.reason, evidence: listed }
+}
+
+/// One fact per node and XID code, naming the GPUs it showed on: "8 GPUs of gpu073 fell off the bus"
+/// is one fault of one node, not eight.
+fn xid_evidence(gpus: &[wire::GpuReport]) -> Vec<Evidence> {
+    let mut seen: BTreeMap<(&str, u32), (i64, i64, Vec<u16>)> = BTreeMap::new();
+    for gpu in gpus {
+        for event in &gpu.xid_events {
+            let at = event.at.timestamp();
+            let entry = seen.entry((gpu.node.as_str(), event.xid)).or_insert((at, at, Vec::new()));
+            entry.0 = entry.0.min(at);
+            entry.1 = entry.1.max(at);
+            entry.2.push(gpu.gpu);
+        }
+    }
+    seen.into_iter()
+        .map(|((node, xid), (at, until, mut indices))| {
+            indices.sort_unstable();
+            indices.dedup();
+            let (strength, meaning) = blame::xid_strength(xid);
+            let gpus = match indices.len() {
+                1 => format!("GPU {}", indices[0]),
+                n => format!("{n} GPUs ({})", format_gpu_indices(&indices)),
+            };
+            Evidence {
+                at,
+                until,
+                source: wire::EvidenceSource::Xid,
+                place: node.to_string(),
+                detail: format!("XID {xid} on {gpus}: {meaning}"),
+                strength,
+            }
+        })
+        .collect()
+}
+
+/// The busiest node's mean RDMA traffic in both directions, where the report read it.
+fn busiest_rdma(nodes: &[wire::NodeNetworkReport]) -> Option<f64> {
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let rates: Vec<f64> = node
+                .summary
+                .iter()
+                .filter(|metric| metric.metric == "rdma_tx" || metric.metric == "rdma_rx")
+                .map(|metric| metric.mean)
+                .collect();
+            (!rates.is_empty()).then(|| rates.iter().sum::<f64>())
+        })
+        .reduce(f64::max)
+}
+
+/// The micro-burst verdict over the burst rows the agents measured.
+pub(super) fn burst_verdict(rows: &[wire::NodeBursts], window_s: f64) -> Option<wire::Verdict> {
+    let ports: Vec<node_signals::PortBursts<'_>> = rows
+        .iter()
+        .filter_map(|row| {
+            Some((row.node.as_str(), row.direction.as_str(), row.seconds_above?, row.burst_peak_bytes_per_s))
+        })
+        .collect();
+    node_signals::burst_finding(&ports, window_s).map(verdict)
+}
+
+/// A verdict as the wire carries it.
+fn verdict(finding: Finding) -> wire::Verdict {
+    wire::Verdict {
+        kind: finding.kind.to_string(),
+        severity: finding.severity,
+        message: finding.message,
+        evidence: finding.evidence,
+        next_step: finding.next_step,
+    }
 }
 
 /// The wire's word for an attribution rule.
@@ -468,8 +540,7 @@ mod tests {
         let mut gathered = gathered();
         gathered.attributed.retain(|attributed| attributed.gpu.node == "gpu001" && attributed.gpu.index < 2);
         reporter().fill(&mut report, &failed_job(), gathered, at(END), 4);
-        report.failure =
-            Some(failure_analysis(&failed_job(), &ending_of(&failed_job()), Vec::new(), &report.gpus, at(END)));
+        report.failure = Some(failure_analysis(&failed_job(), &ending_of(&failed_job()), Vec::new(), &report, at(END)));
         insta::assert_json_snapshot!(report, { ".generated_at" => "[generated_at]" });
     }
 
@@ -479,33 +550,72 @@ mod tests {
         reporter().fill(&mut report, &failed_job(), gathered(), at(END), 120);
         let idle = report.verdicts.iter().find(|verdict| verdict.kind == "idle_gpus");
         assert!(
-            idle.is_some_and(|v| v.evidence.iter().any(|line| line.contains("gpu001 gpu 0"))),
+            idle.is_some_and(|v| v.evidence.iter().any(|line| line.contains("gpu001 GPU 0"))),
             "{:?}",
             report.verdicts
         );
     }
 
-    #[test]
-    fn a_gpu_that_fell_off_the_bus_is_the_infrastructures_fault() {
-        let record = failed_job();
-        let mut gpu = wire::GpuReport {
-            node: "gpu002".into(),
-            gpu: 5,
+    fn gpu(node: &str, index: u16, xids: &[(i64, u32)]) -> wire::GpuReport {
+        wire::GpuReport {
+            node: node.into(),
+            gpu: index,
             uuid: None,
             attribution: wire::Attribution::WholeNode,
             uncertain: false,
             summary: Vec::new(),
             series: Vec::new(),
-            xid_events: Vec::new(),
-        };
-        let alone = failure_analysis(&record, &ending_of(&record), Vec::new(), std::slice::from_ref(&gpu), at(END));
+            xid_events: xids.iter().map(|&(t, xid)| wire::XidEvent { at: at(t), xid, message: None }).collect(),
+        }
+    }
+
+    /// A report whose metrics were read, with `gpus`.
+    fn report_with(gpus: Vec<wire::GpuReport>) -> wire::JobReport {
+        let mut report = empty_report();
+        report.metrics.status = wire::MetricsState::Ok;
+        report.gpus = gpus;
+        report
+    }
+
+    #[test]
+    fn a_gpu_that_fell_off_the_bus_is_the_infrastructures_fault() {
+        let record = failed_job();
+        let alone = failure_analysis(
+            &record,
+            &ending_of(&record),
+            Vec::new(),
+            &report_with(vec![gpu("gpu002", 5, &[])]),
+            at(END),
+        );
         assert_eq!(alone.blame, wire::Blame::Application, "exit 1 with nothing wrong around it: {}", alone.reason);
-        gpu.xid_events.push(wire::XidEvent { at: at(END - 120), xid: 79, message: None });
-        let analysis = failure_analysis(&record, &ending_of(&record), Vec::new(), &[gpu], at(END));
+        let broken = report_with(vec![gpu("gpu002", 5, &[(END - 120, 79)])]);
+        let analysis = failure_analysis(&record, &ending_of(&record), Vec::new(), &broken, at(END));
         assert_eq!(analysis.blame, wire::Blame::Infrastructure, "{}", analysis.reason);
         let sources: Vec<&str> = analysis.evidence.iter().map(|fact| fact.source.as_str()).collect();
         assert_eq!(sources, ["xid", "slurm"], "evidence in time order, Slurm's own record last");
         assert!(analysis.evidence[0].detail.contains("fallen off the bus"));
+        assert!(analysis.evidence[1].detail.contains("exited with code 1"), "{:?}", analysis.evidence[1]);
+    }
+
+    #[test]
+    fn a_node_that_lost_its_gpus_is_one_fact_naming_them() {
+        let record = failed_job();
+        let gpus = (0..8).map(|index| gpu("gpu002", index, &[(END - 120 + i64::from(index), 79)])).collect();
+        let analysis = failure_analysis(&record, &ending_of(&record), Vec::new(), &report_with(gpus), at(END));
+        let xids: Vec<&wire::FailureEvidence> =
+            analysis.evidence.iter().filter(|fact| fact.source == wire::EvidenceSource::Xid).collect();
+        assert_eq!(xids.len(), 1, "{xids:?}");
+        assert_eq!(xids[0].place, "gpu002");
+        assert!(xids[0].detail.starts_with("XID 79 on 8 GPUs (0-7): "), "{}", xids[0].detail);
+    }
+
+    #[test]
+    fn a_job_without_telemetry_is_not_told_nothing_went_wrong() {
+        let record = failed_job();
+        let mut report = empty_report();
+        report.metrics.status = wire::MetricsState::NoData;
+        let analysis = failure_analysis(&record, &ending_of(&record), Vec::new(), &report, at(END));
+        assert!(analysis.reason.contains("could not be looked for"), "{}", analysis.reason);
     }
 
     #[test]

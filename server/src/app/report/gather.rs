@@ -23,6 +23,7 @@ impl Reporter {
         let catalog = &self.settings.catalog;
         let faults = &catalog.faults;
         let (first_at, _) = *series.points.first()?;
+        let (last_at, _) = *series.points.last()?;
         let worst = series.points.iter().map(|&(_, v)| v).fold(f64::MIN, f64::max);
         let (source, mut strength, what) = kind.describe();
         let place = match kind {
@@ -48,7 +49,7 @@ impl Reporter {
             FaultKind::PingmeshRtt => format!("{what} up to {:.0} µs over {minutes} min", worst / 1000.0),
             _ => format!("{what} ({worst:.0} in one step; {steps} step(s))"),
         };
-        Some(Evidence { at: first_at, source, place, detail, strength })
+        Some(Evidence { at: first_at, until: last_at, source, place, detail, strength })
     }
 
     /// Replaces each GPU's XID codes seen with the steps at which each code appeared.

@@ -24,15 +24,15 @@ use super::{now_epoch, wire_map};
 use crate::domain::blame::{self, Ending, Evidence};
 use crate::domain::ids::JobSelector;
 use crate::domain::job::JobRecord;
-use crate::domain::report;
 use crate::domain::scope::ViewerScope;
 use crate::domain::series::SeriesCatalog;
 use crate::domain::time::epoch;
 use crate::domain::tres::TresCatalog;
+use crate::domain::verdicts;
 use crate::sources::slurmdbd::{SlurmDbd, SlurmDbdError};
 use crate::sources::victoriametrics::VictoriaMetrics;
 use crate::store::{Store, StoreError};
-use assemble::failure_analysis;
+use assemble::{burst_verdict, failure_analysis};
 use plan::{FaultScope, Span};
 
 impl Reporter {
@@ -119,7 +119,7 @@ impl Reporter {
                     Some(started) => self.node_event_evidence(reader, record.nodes.hosts(), started, end).await,
                     None => Vec::new(),
                 };
-                report.failure = Some(failure_analysis(record, &ending, evidence, &report.gpus, end));
+                report.failure = Some(failure_analysis(record, &ending, evidence, &report, end));
             }
             report.traces = self.traces(reader, record, &report.totals).await;
             return report;
@@ -160,6 +160,8 @@ impl Reporter {
                         let bursts = std::mem::take(&mut gathered.bursts);
                         self.fill(&mut report, record, gathered, end, points);
                         report.bursts = self.bursts(&report, &nodes, bursts);
+                        let window_s = (end - start).num_seconds() as f64;
+                        report.verdicts.extend(burst_verdict(&report.bursts, window_s));
                     }
                     Ok(Err(error)) => {
                         report.metrics = wire::MetricsStatus {
@@ -182,7 +184,7 @@ impl Reporter {
             }
         }
         if classify {
-            report.failure = Some(failure_analysis(record, &ending, evidence, &report.gpus, end));
+            report.failure = Some(failure_analysis(record, &ending, evidence, &report, end));
         }
         report.traces = self.traces(reader, record, &report.totals).await;
         report
@@ -209,9 +211,9 @@ impl Reporter {
         }
         if let Some(verdict) = traces.total.verdict.as_mut() {
             if let Some(tensor) = totals.mean_tensor_active {
-                let reading = if tensor >= report::GOOD_TENSOR_PCT {
+                let reading = if tensor >= verdicts::GOOD_TENSOR_PCT {
                     "tensor cores well used"
-                } else if tensor < report::LOW_TENSOR_PCT {
+                } else if tensor < verdicts::LOW_TENSOR_PCT {
                     "kernels run with little tensor-core work (FP32, or small matrices)"
                 } else {
                     "tensor cores partly used"
@@ -257,8 +259,10 @@ impl Reporter {
                 .map(|event| {
                     let state = crate::domain::state::NodeState::from_raw(event.state).name();
                     let down = state.split('+').any(|flag| flag == "DOWN");
+                    let at = i64::try_from(event.time_start).unwrap_or(0);
                     Evidence {
-                        at: i64::try_from(event.time_start).unwrap_or(0),
+                        at,
+                        until: at,
                         source: wire::EvidenceSource::NodeEvent,
                         place: event.node.clone(),
                         detail: format!("{state}: {}", event.reason),

@@ -13,9 +13,9 @@ use crate::domain::blame::Strength;
 use crate::domain::job::JobRecord;
 use crate::domain::node_signals::{self, IoSource};
 use crate::domain::promql::{LabelName, Matcher, MetricName, Selector};
-use crate::domain::report;
 use crate::domain::series::Kind;
 use crate::domain::time::epoch;
+use crate::domain::verdicts;
 use crate::sources::victoriametrics::{Series, VictoriaMetrics, VmError};
 
 impl Reporter {
@@ -101,7 +101,7 @@ impl Reporter {
         }
         if let Some(util) = catalog.gpu_metric("gpu_util") {
             // The share of raw samples under the idle threshold: idle time at scrape resolution.
-            let below = (report::IDLE_UTIL_PCT / util.scale).next_down();
+            let below = (verdicts::IDLE_UTIL_PCT / util.scale).next_down();
             let selectors = self.gpu_selectors(&util.name, nodes, indices);
             let idle =
                 self.per_gpu("max", "", &selectors, |s| format!("share_le_over_time({s}[{window_s}s], {below})"), "");
