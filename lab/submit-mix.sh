@@ -73,8 +73,9 @@ for label in running held; do
 done
 
 t0=$SECONDS
-# First, so that its 60–90 s overlap with everything else.
-sub timeout bob TIMEOUT -A physics --time=1 --wrap 'sleep 600'
+# First, so that its 60–90 s overlap with everything else; on two nodes, so that its ranks talk over
+# the network and a lossy path is relevant to it.
+sub timeout bob TIMEOUT -A physics -N2 --time=1 --wrap 'sleep 600'
 sub gpu1node alice COMPLETED -A ml --gres=gpu:2 -c2 --mem=1000 --comment='lab mix: 2 GPUs on one node' \
   --wrap 'srun sh -c "echo gpus=\$CUDA_VISIBLE_DEVICES on \$SLURMD_NODENAME"; exit 0'
 sub gpu2node bob COMPLETED -A physics --qos=high -N2 --gres=gpu:4 --ntasks-per-node=1 \

@@ -374,6 +374,57 @@ test('a_program_crash_with_xid_31_is_the_applications', async (page) => {
   return page;
 });
 
+test('every_planted_fault_gets_its_verdict_and_other_failures_are_not_blamed_on_noise', async (page) => {
+  // The ground truth: the faults the demo's telemetry planted (seed-telemetry --planted), each with the
+  // failure verdict its job must get. Every one is checked, not a sample.
+  const planted = JSON.parse(readFileSync(process.env.E2E_PLANTED, 'utf8'));
+  assert(planted.faults.length >= 2, `faults planted: ${planted.faults.length}`);
+  const wrong = [];
+  let programJob = null;
+  for (const fault of planted.faults) {
+    const r = await report(fault.job_id);
+    if (r.failure?.blame !== fault.expected_blame) {
+      wrong.push(`${fault.job_id} (${fault.fault}): ${r.failure?.blame} — ${r.failure?.reason}`);
+    }
+    const kinds = r.verdicts.map((v) => v.kind);
+    if (fault.fault === 'xid_31') {
+      // One reading of an XID everywhere: no "hardware fault" card under an "application" verdict.
+      if (kinds.includes('xid_errors')) wrong.push(`${fault.job_id}: XID 31 shown as a hardware fault`);
+      if (!kinds.includes('program_gpu_faults')) wrong.push(`${fault.job_id}: no verdict names the program's GPU fault`);
+      programJob ??= fault.job_id;
+    }
+    if (fault.fault === 'xid_79') {
+      const lines = r.failure.evidence.filter((e) => e.source === 'xid' && e.detail.startsWith('XID 79'));
+      if (lines.length !== 1) wrong.push(`${fault.job_id}: XID 79 listed ${lines.length} times, not once per node`);
+    }
+  }
+  assert(wrong.length === 0, `verdicts that disagree with the planted faults:\n${wrong.join('\n')}`);
+  // Failures with nothing planted: the infrastructure is blamed only on strong evidence, and a
+  // single-node job's ping-mesh facts are set aside (its GPUs talk over NVLink, not the network).
+  const plantedIds = new Set(planted.faults.map((f) => f.job_id));
+  const others = (await recent('FAILED', 1)).filter((job) => !plantedIds.has(job.job_id)).slice(0, 40);
+  assert(others.length >= 10, `failed jobs without a planted fault: ${others.length}`);
+  for (const job of others) {
+    const r = await report(job.job_id);
+    const strong = r.failure.evidence.some((e) => e.strength === 'strong');
+    if (r.failure.blame === 'infrastructure' && !strong) wrong.push(`${job.job_id}: ${r.failure.reason}`);
+    if (job.node_list && !/[,\[]/.test(job.node_list)) {
+      const counted = r.failure.evidence.filter((e) => e.source.startsWith('pingmesh') && e.strength !== 'context');
+      if (counted.length) wrong.push(`${job.job_id} (one node): ping-mesh counted: ${counted[0].detail}`);
+    }
+    if (/nothing in the infrastructure/.test(r.failure.reason)) wrong.push(`${job.job_id}: ${r.failure.reason}`);
+  }
+  assert(wrong.length === 0, `failures blamed on what the job never used:\n${wrong.join('\n')}`);
+  await page.goto(`${base}/jobs/${programJob}?cluster=sakura`);
+  await hydrated(page);
+  const titles = await page.$$eval('[data-testid=verdict] h3', (hs) => hs.map((h) => h.textContent));
+  assert(titles.some((t) => t.includes('GPU faults caused by the program')), `verdict titles: ${titles}`);
+  assert(!titles.some((t) => t.includes('hardware')), `no hardware card on a program crash: ${titles}`);
+  const steps = await page.$$eval('[data-testid=next-step]', (ps) => ps.map((p) => p.textContent));
+  assert(steps.length >= 1 && steps.every((s) => s.startsWith('What to do: ')), `next steps: ${steps}`);
+  return page;
+});
+
 test('an_input_bound_job_shows_its_nodes_waiting_on_lustre', async (page) => {
   // The demo's data loaders (ResNet, YOLO, …) read from Lustre while their GPUs wait: iowait on the
   // nodes (node_exporter), reads in Lustre's job statistics, and the node's power from its BMC.

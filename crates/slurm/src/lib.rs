@@ -1,5 +1,5 @@
 //! Slurm's vocabulary, shared by the server and the web front end: hostlist expressions, job and node
-//! state words, job ids as users type them and as slurmdbd stores them, a job's GPUs per node, and the
+//! state words, signal names, job ids as users type them and as slurmdbd stores them, a job's GPUs per node, and the
 //! racks nodes stand in.
 //!
 //! Pure code over strings and numbers: no I/O, no async runtime, no randomness, so it builds for the
@@ -9,5 +9,6 @@
 pub mod gpus;
 pub mod hostlist;
 pub mod ids;
+pub mod signal;
 pub mod state;
 pub mod topology;

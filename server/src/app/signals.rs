@@ -144,7 +144,7 @@ impl Signals {
         };
         let Some(source) = &self.logs else {
             answer.status = wire::LogsStatus::NotConfigured;
-            answer.message = Some("no [victorialogs] url is configured on this server".into());
+            answer.message = Some("this server does not collect logs".into());
             return answer;
         };
         let Some((start, end)) = job.window(Utc::now()) else {
@@ -228,7 +228,7 @@ impl Signals {
         };
         let Some(source) = &self.profiles else {
             answer.status = wire::ProfileStatus::NotConfigured;
-            answer.message = Some("no [pyroscope] url is configured on this server".into());
+            answer.message = Some("this server does not collect CPU profiles".into());
             return answer;
         };
         let Some((start, end)) = job.window(Utc::now()) else {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use slurmlens_slurm::signal::signal_name;
+
 /// A decoded wait status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitCode {
@@ -19,29 +21,6 @@ impl ExitCode {
         let signal = if low != 0 && low != 0x7f { low } else { 0 };
         let status = (raw >> 8) & 0xff;
         Self { status: if status >= 128 { status - 128 } else { status }, signal }
-    }
-}
-
-/// A signal's name and, for the ones a job commonly dies of, what it usually means.
-pub fn signal_name(signal: u32) -> (&'static str, Option<&'static str>) {
-    match signal {
-        1 => ("SIGHUP", Some("its terminal or session went away")),
-        2 => ("SIGINT", Some("interrupted, as by Ctrl-C")),
-        3 => ("SIGQUIT", None),
-        4 => ("SIGILL", Some("an illegal instruction: a binary built for another CPU, or a corrupted program")),
-        6 => ("SIGABRT", Some("the program aborted itself, e.g. a failed assertion or an uncaught exception")),
-        7 => ("SIGBUS", Some("a bus error: a bad memory access, often a truncated memory-mapped file")),
-        8 => ("SIGFPE", Some("an arithmetic error such as an integer division by zero")),
-        9 => ("SIGKILL", Some("killed outright, by Slurm, the kernel's out-of-memory killer or a user")),
-        10 => ("SIGUSR1", None),
-        11 => ("SIGSEGV", Some("a segmentation fault: the program read or wrote memory it does not own")),
-        12 => ("SIGUSR2", None),
-        13 => ("SIGPIPE", Some("it wrote to a pipe or socket whose reader had gone")),
-        14 => ("SIGALRM", None),
-        15 => ("SIGTERM", Some("asked to stop, e.g. by scancel or at the time limit")),
-        24 => ("SIGXCPU", Some("it ran past its CPU time limit")),
-        25 => ("SIGXFSZ", Some("it wrote a file past its size limit")),
-        _ => ("an unnamed signal", None),
     }
 }
 

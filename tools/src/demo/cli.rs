@@ -36,6 +36,10 @@ pub struct TelemetryArgs {
     pub step: i64,
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: u16,
+    /// Also write the faults planted in the telemetry, with the failure verdict each job must get, as
+    /// JSON to this file: the ground truth of the verdict tests.
+    #[arg(long)]
+    pub planted: Option<std::path::PathBuf>,
 }
 
 /// Arguments of `slurmlens-dev demo seed-history`.
@@ -152,6 +156,10 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
                 stats.trace_rows,
                 stats.traced_jobs.iter().map(|(job, kind)| format!("{job} ({kind:?})")).collect::<Vec<_>>().join(", "),
             );
+            if let Some(path) = &telemetry.planted {
+                std::fs::write(path, planted_faults(&cluster, &stats).to_string())
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
             Ok(())
         }
         DemoCommand::SeedHistory(seed) => {
@@ -164,4 +172,27 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             Ok(())
         }
     }
+}
+
+/// The faults the telemetry planted and the failure verdict each job must get: a GPU off the bus is
+/// the infrastructure's, a program's illegal address (XID 31) the application's.
+fn planted_faults(
+    cluster: &slurmlens::domain::cluster::ClusterName,
+    stats: &super::seed_telemetry::TelemetryStats,
+) -> serde_json::Value {
+    let fault = |job: &u32, fault: &str, blame: &str| serde_json::json!({"job_id": job, "fault": fault, "expected_blame": blame});
+    let faults: Vec<serde_json::Value> = stats
+        .xid_jobs
+        .iter()
+        .map(|job| fault(job, "xid_79", "infrastructure"))
+        .chain(stats.app_crash_jobs.iter().map(|job| fault(job, "xid_31", "application")))
+        .collect();
+    serde_json::json!({
+        "cluster": cluster.as_str(),
+        "faults": faults,
+        "lossy_path": stats.lossy.as_ref().map(|lossy| serde_json::json!({
+            "source_tor": lossy.path.source, "target_tor": lossy.path.target,
+            "from": lossy.from, "to": lossy.to, "job_id": lossy.job_id,
+        })),
+    })
 }

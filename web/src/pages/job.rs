@@ -167,8 +167,8 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 {fact("Partition", job.partition.clone())}
                 {fact("QOS", job.qos.clone())}
                 {fact("State", job.state.clone())}
-                {fact("ExitCode", job.exit_code.clone())}
-                {fact("DerivedExitCode", job.derived_exit_code.clone())}
+                {fact("ExitCode", with_words(&job.exit_code))}
+                {fact("DerivedExitCode", with_words(&job.derived_exit_code))}
                 {fact("Submit", view! { <Time at=job.submit.timestamp() /> })}
                 {fact("Start", optional_time(job.start))}
                 {fact("End", optional_time(job.end))}
@@ -249,10 +249,11 @@ impl From<wire::ProfileStatus> for SignalAnswer {
 }
 
 /// A source's status line: `None` when it answered.
-fn signal_status(status: SignalAnswer, message: Option<&str>, what: &str, section: &str) -> Option<String> {
+fn signal_status(status: SignalAnswer, message: Option<&str>, what: &str) -> Option<String> {
     match status {
         SignalAnswer::Answered => None,
-        SignalAnswer::NotConfigured => Some(format!("{what} not configured on this server (no [{section}] section)")),
+        // Where a source is not set up is the site's business; a tenant is told only what is missing.
+        SignalAnswer::NotConfigured => Some(format!("this server does not collect {what}")),
         SignalAnswer::Failed(word) => Some(message.map_or_else(|| format!("{what} {word}"), String::from)),
     }
 }
@@ -269,7 +270,7 @@ fn LogsSection(logs: Option<wire::JobLogs>) -> impl IntoView {
         }
         .into_any();
     };
-    let status_line = signal_status(logs.status.into(), logs.message.as_deref(), "logs", "victorialogs");
+    let status_line = signal_status(logs.status.into(), logs.message.as_deref(), "logs");
     let message = logs.message.clone().filter(|_| status_line.is_none());
     let node = |node: &Option<String>| node.clone().unwrap_or_else(|| "?".into());
     let important = logs
@@ -350,7 +351,7 @@ fn ProfileSection(profile: Option<wire::JobProfile>) -> impl IntoView {
         }
         .into_any();
     };
-    let status_line = signal_status(profile.status.into(), profile.message.as_deref(), "profiles", "pyroscope");
+    let status_line = signal_status(profile.status.into(), profile.message.as_deref(), "CPU profiles");
     let pct = |share: f64| format!("{:.1} %", share * 100.0);
     let rows = |functions: &[wire::ProfileFunction], testid: &'static str| {
         functions
@@ -525,6 +526,14 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
                 <tbody>{evidence}</tbody>
             </table>
         </article>
+    }
+}
+
+/// An exit code with what it means: "0:9 (killed by SIGKILL)".
+fn with_words(code: &str) -> String {
+    match slurmlens_slurm::signal::exit_code_in_words(code) {
+        Some(words) => format!("{code} ({words})"),
+        None => code.to_string(),
     }
 }
 
