@@ -255,8 +255,7 @@ impl App {
         cluster: Option<&str>,
         job_id: &str,
     ) -> Result<wire::JobGpus, AppError> {
-        let reader = self.cluster(cluster)?;
-        let (record, _steps) = self.visible_job(viewer, reader, job_id).await?;
+        let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         let job_id_raw = record.identity.id_job;
         let allocations = self.require_store()?.gpu_allocations(reader.cluster(), job_id_raw).await?;
         Ok(wire::JobGpus {

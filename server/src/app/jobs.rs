@@ -118,9 +118,8 @@ impl App {
         cluster: Option<&str>,
         job_id: &str,
     ) -> Result<wire::JobDetail, AppError> {
-        let reader = self.cluster(cluster)?;
+        let (reader, record, steps) = self.visible_job(viewer, cluster, job_id).await?;
         let catalog = reader.tres_catalog().await?;
-        let (record, steps) = self.visible_job(viewer, reader, job_id).await?;
         Ok(wire_map::job_detail(&record, &steps, &catalog, reader.cluster().as_str(), now_epoch()))
     }
 
@@ -132,8 +131,7 @@ impl App {
         job_id: &str,
         points: usize,
     ) -> Result<wire::JobReport, AppError> {
-        let reader = self.cluster(cluster)?;
-        let (record, _steps) = self.visible_job(viewer, reader, job_id).await?;
+        let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         let catalog = reader.tres_catalog().await?;
         Ok(self.reporter().report_for(reader, &record, &catalog, points).await?)
     }
@@ -145,8 +143,7 @@ impl App {
         cluster: Option<&str>,
         job_id: &str,
     ) -> Result<wire::JobTraces, AppError> {
-        let reader = self.cluster(cluster)?;
-        let (record, _steps) = self.visible_job(viewer, reader, job_id).await?;
+        let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         Ok(super::traces::job_traces(self.require_store()?, reader.cluster(), record.identity.id_job).await?)
     }
 }

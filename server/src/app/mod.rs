@@ -167,17 +167,83 @@ impl App {
         }
     }
 
-    /// The job `job_id` (`123`, `123_4`, `8+1`) as `viewer` may see it, with its steps: a job they may
-    /// not see is `NotFound`, the same answer as one that does not exist.
+    /// The job `job_id` (`123`, `123_4`, `8+1`) as `viewer` may see it, with its steps and the reader
+    /// of its cluster: a job they may not see is `NotFound`, the same answer as one that does not exist.
+    ///
+    /// Without a cluster, every cluster is asked (the default first), so that a link without one keeps
+    /// working where it is unambiguous; a job id on several clusters asks for one. A job not on the
+    /// cluster named but visible on another gets a hint naming it.
     pub async fn visible_job(
         &self,
         viewer: &Viewer,
-        reader: &SlurmDbd,
+        cluster: Option<&str>,
         job_id: &str,
-    ) -> Result<(JobRecord, Vec<StepRecord>), AppError> {
+    ) -> Result<(&SlurmDbd, JobRecord, Vec<StepRecord>), AppError> {
         let selector: JobSelector = job_id.parse().map_err(|e: BadJobId| AppError::invalid("job_id", e.to_string()))?;
-        let scope = self.scope(viewer, reader).await?;
-        reader.job(&scope, selector).await?.ok_or_else(|| AppError::NotFound(format!("no job {job_id}")))
+        if let Some(name) = cluster {
+            let reader = self.cluster(Some(name))?;
+            let scope = self.scope(viewer, reader).await?;
+            if let Some((record, steps)) = reader.job(&scope, selector).await? {
+                return Ok((reader, record, steps));
+            }
+            let elsewhere = self.clusters_holding(viewer, selector, Some(reader)).await;
+            return Err(AppError::NotFound(match elsewhere.as_slice() {
+                [] => format!("no job {job_id} on cluster {name}"),
+                names => format!(
+                    "no job {job_id} on cluster {name}; {} has one: add ?cluster={}",
+                    names.join(", "),
+                    names[0]
+                ),
+            }));
+        }
+        let mut found = Vec::new();
+        for reader in self.readers_default_first() {
+            let Ok(scope) = self.scope(viewer, reader).await else { continue };
+            match reader.job(&scope, selector).await {
+                Ok(Some((record, steps))) => found.push((reader, record, steps)),
+                Ok(None) => {}
+                // The default cluster's failure is the answer; another's only narrows the search.
+                Err(error) if *reader.cluster() == self.inner.default_cluster => return Err(error.into()),
+                Err(error) => tracing::warn!(%error, cluster = %reader.cluster(), "a cluster could not be searched"),
+            }
+        }
+        match found.len() {
+            0 => {
+                // An anonymous viewer where anonymous may see nothing is told to sign in, not "no job".
+                self.scope(viewer, self.cluster(None)?).await?;
+                Err(AppError::NotFound(format!("no job {job_id}")))
+            }
+            1 => Ok(found.remove(0)),
+            _ => {
+                let names: Vec<String> = found.iter().map(|(reader, _, _)| reader.cluster().to_string()).collect();
+                Err(AppError::invalid(
+                    "cluster",
+                    format!("job {job_id} exists on clusters {}: name one with ?cluster=", names.join(" and ")),
+                ))
+            }
+        }
+    }
+
+    /// The clusters other than `except` on which `viewer` may see a job `selector`.
+    async fn clusters_holding(&self, viewer: &Viewer, selector: JobSelector, except: Option<&SlurmDbd>) -> Vec<String> {
+        let mut names = Vec::new();
+        for reader in self.readers_default_first() {
+            if except.is_some_and(|except| except.cluster() == reader.cluster()) {
+                continue;
+            }
+            let Ok(scope) = self.scope(viewer, reader).await else { continue };
+            if let Ok(Some(_)) = reader.job(&scope, selector).await {
+                names.push(reader.cluster().to_string());
+            }
+        }
+        names
+    }
+
+    /// The readers, the default cluster's first.
+    fn readers_default_first(&self) -> impl Iterator<Item = &SlurmDbd> {
+        let default = &self.inner.default_cluster;
+        let first = self.inner.clusters.get(default);
+        first.into_iter().chain(self.inner.clusters.values().filter(move |reader| reader.cluster() != default))
     }
 }
 

@@ -346,8 +346,7 @@ impl App {
         job_id: &str,
         node: Option<&str>,
     ) -> Result<JobScope, AppError> {
-        let reader = self.cluster(cluster)?;
-        let (record, _steps) = self.visible_job(viewer, reader, job_id).await?;
+        let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         let nodes = record.nodes.hosts().to_vec();
         if let Some(node) = node
             && !nodes.iter().any(|held| held == node)

@@ -348,7 +348,7 @@ async fn sbatch_prints_the_report_link_and_the_job_output_starts_with_it() {
 
     // Two tasks: the line must still appear once, from the batch script's task only.
     let job = sbatch("plugin-link", &["--gres=gpu:1", "-n2", "--mem-per-cpu=100"], "srun echo task-line");
-    let link = format!("slurmlens: report at {}/jobs/{}", server.base_url, job.job_id);
+    let link = format!("slurmlens: report at {}/jobs/{}?cluster=lab", server.base_url, job.job_id);
     assert!(job.stderr.lines().any(|line| line == link), "sbatch's stderr lacks `{link}`: {:?}", job.stderr);
 
     wait_state(job.job_id, &["COMPLETED"], Duration::from_secs(120)).await;

@@ -80,7 +80,8 @@ pub extern "C" fn cli_filter_p_post_submit(offset: c_int, job_id: u32, step_id: 
         }
         let path = config::default_path(|name| std::env::var(name).ok());
         let Some(config) = load_config(&path, &SlurmLog) else { return };
-        if let Some(line) = link_line(&config, &job_id.to_string()) {
+        let cluster = config.link_cluster(&config::slurm_conf_path(|name| std::env::var(name).ok()));
+        if let Some(line) = link_line(&config, &job_id.to_string(), cluster.as_deref()) {
             let _ = writeln!(std::io::stderr(), "{line}");
         }
     }));

@@ -74,6 +74,20 @@ pub fn default_path(get_env: impl Fn(&str) -> Option<String>) -> PathBuf {
     Path::new(&slurm_conf).parent().unwrap_or(Path::new("/etc/slurm")).join(FILE_NAME)
 }
 
+/// Where `slurm.conf` is: `SLURM_CONF`, else `/etc/slurm/slurm.conf`.
+pub fn slurm_conf_path(get_env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    PathBuf::from(get_env("SLURM_CONF").filter(|path| !path.is_empty()).unwrap_or("/etc/slurm/slurm.conf".into()))
+}
+
+/// `ClusterName` of a `slurm.conf` text (keys are case-insensitive; `#` starts a comment).
+pub fn cluster_name(slurm_conf: &str) -> Option<String> {
+    slurm_conf.lines().find_map(|line| {
+        let line = line.split('#').next()?.trim();
+        let (key, value) = line.split_once('=')?;
+        key.trim().eq_ignore_ascii_case("ClusterName").then(|| value.trim().to_string()).filter(|v| !v.is_empty())
+    })
+}
+
 impl PluginConfig {
     /// Reads and parses `path`. Unknown keys are returned as warnings, not errors: an older plugin keeps
     /// working with a newer file.
@@ -133,9 +147,20 @@ impl PluginConfig {
         Ok((config, warnings))
     }
 
-    /// The page of one job, as users see it: `<public_url>/jobs/<id>`; `None` without a `public_url`.
-    pub fn job_link(&self, job: &str) -> Option<String> {
-        (!self.public_url.is_empty()).then(|| format!("{}/jobs/{job}", self.public_url))
+    /// The page of one job, as users see it: `<public_url>/jobs/<id>?cluster=<name>` (a server may serve
+    /// several clusters, whose job ids overlap); without a cluster name, `<public_url>/jobs/<id>`. `None`
+    /// without a `public_url`.
+    pub fn job_link(&self, job: &str, cluster: Option<&str>) -> Option<String> {
+        let base = (!self.public_url.is_empty()).then(|| format!("{}/jobs/{job}", self.public_url))?;
+        Some(match cluster.filter(|name| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+            Some(name) if !name.is_empty() => format!("{base}?cluster={name}"),
+            _ => base,
+        })
+    }
+
+    /// The cluster the links name: `cluster` of this file, else `ClusterName` of `slurm_conf`.
+    pub fn link_cluster(&self, slurm_conf: &Path) -> Option<String> {
+        self.cluster.clone().or_else(|| cluster_name(&std::fs::read_to_string(slurm_conf).ok()?))
     }
 }
 
@@ -201,7 +226,15 @@ mod tests {
         assert_eq!(config.spool_dir, PathBuf::from("/var/spool/x#y"));
         assert!(!config.link_in_output);
         assert_eq!(warnings, ["line 7: unknown key `future_key` ignored"]);
-        assert_eq!(config.job_link("42").as_deref(), Some("http://h:8080/jobs/42"));
+        assert_eq!(config.job_link("42", None).as_deref(), Some("http://h:8080/jobs/42"));
+        assert_eq!(config.job_link("42", Some("lab")).as_deref(), Some("http://h:8080/jobs/42?cluster=lab"));
+        assert_eq!(
+            config.job_link("42", Some("a b&c")).as_deref(),
+            Some("http://h:8080/jobs/42"),
+            "never a broken URL"
+        );
+        assert_eq!(cluster_name("# x\nSlurmctldHost=h\nclustername = sakura # ours\n").as_deref(), Some("sakura"));
+        assert_eq!(cluster_name("SlurmctldHost=h\n"), None);
     }
 
     #[test]

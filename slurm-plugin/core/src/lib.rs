@@ -30,8 +30,8 @@ pub trait Log {
 }
 
 /// The line users see at submission and at the top of the job output.
-pub fn link_line(config: &PluginConfig, job: &str) -> Option<String> {
-    config.job_link(job).map(|link| format!("slurmlens: report at {link}"))
+pub fn link_line(config: &PluginConfig, job: &str, cluster: Option<&str>) -> Option<String> {
+    config.job_link(job, cluster).map(|link| format!("slurmlens: report at {link}"))
 }
 
 /// Reads the configuration, logging why it cannot be used. A missing file is silent: the plugin is
@@ -338,8 +338,11 @@ mod tests {
     #[test]
     fn formats_the_link_line() {
         let (config, _) = PluginConfig::parse("public_url = \"https://lens.example/\"\n").expect("valid");
-        assert_eq!(link_line(&config, "12_3").as_deref(), Some("slurmlens: report at https://lens.example/jobs/12_3"));
-        assert_eq!(link_line(&PluginConfig::default(), "1"), None);
+        assert_eq!(
+            link_line(&config, "12_3", Some("sakura")).as_deref(),
+            Some("slurmlens: report at https://lens.example/jobs/12_3?cluster=sakura")
+        );
+        assert_eq!(link_line(&PluginConfig::default(), "1", None), None);
     }
 
     #[test]

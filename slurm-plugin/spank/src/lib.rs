@@ -165,7 +165,8 @@ pub extern "C" fn slurm_spank_task_init(spank: Spank, argc: c_int, argv: *mut *m
         if !config.link_in_output {
             return;
         }
-        if let Some(line) = link_line(&config, &job) {
+        let cluster = config.link_cluster(&config::slurm_conf_path(|name| std::env::var(name).ok()));
+        if let Some(line) = link_line(&config, &job, cluster.as_deref()) {
             let mut stdout = std::io::stdout().lock();
             // The task execs right after this hook: flush, or the line is lost with the buffer.
             let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
