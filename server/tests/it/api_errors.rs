@@ -3,7 +3,7 @@
 use slurmlens::config::AnonymousAccess;
 use slurmlens_wire::ErrorEnvelope;
 
-use crate::support::{database_exclusive, database_shared, lab, repo_root, spawn_app, test_config};
+use crate::support::{database_exclusive, database_shared, lab, mix_job, repo_root, spawn_app, test_config};
 
 async fn expect_error(app: &crate::support::TestApp, path: &str, status: u16, code: &str, parameter: Option<&str>) {
     let response = app.get(path).await;
@@ -39,6 +39,22 @@ async fn bad_input_is_a_400_naming_the_parameter() {
     expect_error(&app, "/api/v1/jobs/12x", 400, "invalid_parameter", Some("job_id")).await;
     expect_error(&app, "/api/v1/jobs/99999999?cluster=lab", 404, "not_found", None).await;
     expect_error(&app, "/api/v1/no_such_thing", 404, "not_found", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_id_without_a_cluster_is_found_where_unambiguous_and_another_clusters_gets_a_hint() {
+    let _db = database_shared().await;
+    let app = spawn_app(test_config(AnonymousAccess::Staff)).await;
+    // Old report links name no cluster; the server serves `lab` and `sakura`, whose ids do not overlap.
+    let id = &mix_job("exit1").job_id;
+    let response = app.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(response.status(), 200, "an unambiguous id is found without a cluster");
+    let job: slurmlens_wire::JobDetail = response.json().await.expect("job");
+    assert_eq!(job.job.cluster, "lab");
+    let response = app.get(&format!("/api/v1/jobs/{id}?cluster=sakura")).await;
+    assert_eq!(response.status(), 404);
+    let envelope: ErrorEnvelope = response.json().await.expect("envelope");
+    assert!(envelope.error.message.ends_with("lab has one: add ?cluster=lab"), "{}", envelope.error.message);
 }
 
 fn lab_sh(action: &str) {
