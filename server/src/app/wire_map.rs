@@ -13,7 +13,14 @@ use crate::sources::slurmdbd::{NodeEventRecord, NodeStatus};
 pub fn job(record: &JobRecord, catalog: &TresCatalog, cluster: &str, now: u64) -> wire::Job {
     let identity = &record.identity;
     let elapsed = elapsed_seconds(record.time_start, record.time_end, record.time_suspended, now);
-    let alloc_cpus = record.tres_alloc.get(TresId::CPU).unwrap_or(0);
+    // sacct reports what a job that never ran asked for: NNodes from its requested TRES, AllocCPUS its
+    // requested CPUs (a pending or cancelled-while-pending job shows 1 and 1, not 0 and 0).
+    let (alloc_nodes, alloc_cpus) = if record.never_ran() {
+        let nodes = record.tres_req.get(TresId::NODE).and_then(|n| u32::try_from(n).ok()).unwrap_or(record.alloc_nodes);
+        (nodes, u64::from(record.cpus_req))
+    } else {
+        (record.alloc_nodes, record.tres_alloc.get(TresId::CPU).unwrap_or(0))
+    };
     wire::Job {
         job_id: identity.to_string(),
         job_id_raw: identity.id_job,
@@ -42,7 +49,7 @@ pub fn job(record: &JobRecord, catalog: &TresCatalog, cluster: &str, now: u64) -
         timelimit: record.timelimit.display(),
         timelimit_raw: record.timelimit.minutes(),
         node_list: if record.never_ran() { "None assigned".to_string() } else { record.node_list.clone() },
-        alloc_nodes: record.alloc_nodes,
+        alloc_nodes,
         alloc_cpus,
         alloc_gpus: catalog.gpus(&record.tres_alloc),
         alloc_tres: catalog.render(&record.tres_alloc),

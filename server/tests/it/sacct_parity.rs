@@ -6,7 +6,8 @@ use slurmlens_wire::JobDetail;
 
 use crate::support::{database_shared, lab, mix, spawn_app};
 
-const FIELDS: &str = "JobID,User,Account,Partition,State,ExitCode,Submit,Start,End,Elapsed,NodeList,AllocTRES";
+const FIELDS: &str =
+    "JobID,User,Account,Partition,State,ExitCode,Submit,Start,End,Elapsed,NodeList,AllocTRES,NNodes,AllocCPUS";
 
 /// sacct prints times in local time without a zone; the tests run it with TZ=UTC.
 fn sacct_time(time: Option<DateTime<Utc>>) -> String {
@@ -43,7 +44,7 @@ async fn api_agrees_with_sacct_on_every_job_of_the_mix() {
     let mut compared = 0;
     for line in text.lines().filter(|line| !line.is_empty()) {
         let sacct: Vec<&str> = line.split('|').collect();
-        assert_eq!(sacct.len(), 12, "unexpected sacct line {line}");
+        assert_eq!(sacct.len(), 14, "unexpected sacct line {line}");
         let job_id = sacct[0];
         let response = app.get(&format!("/api/v1/jobs/{}?cluster=lab", job_id.replace('+', "%2B"))).await;
         let status = response.status();
@@ -83,6 +84,9 @@ async fn api_agrees_with_sacct_on_every_job_of_the_mix() {
         check("NodeList", job.node_list.clone(), sacct[10]);
         check("AllocTRES", job.alloc_tres.clone(), sacct[11]);
         check("AllocTRES gpu", job.alloc_gpus.to_string(), &gpus_in(sacct[11]).to_string());
+        // A job that never ran shows what it asked for (a pending or cancelled-while-pending job: 1 and 1).
+        check("NNodes", job.alloc_nodes.to_string(), sacct[12]);
+        check("AllocCPUS", job.alloc_cpus.to_string(), sacct[13]);
         // A running job's elapsed time moves between the two reads.
         if job.state == "RUNNING" && job.elapsed_raw.abs_diff(seconds(sacct[9])) > 5 {
             found.push(format!("{job_id} Elapsed: api {} sacct {}", job.elapsed, sacct[9]));
