@@ -21,7 +21,10 @@ const LEFT: f64 = 110.0;
 const RIGHT: f64 = 12.0;
 const TOP: f64 = 8.0;
 /// Room under the plot for the time axis.
-const AXIS: f64 = 22.0;
+const AXIS: f64 = 24.0;
+/// Text size in the charts' coordinates: charts are drawn at most at their 960-unit width, so text of
+/// 14 units reads at 12 px or more on a desktop page.
+const FONT: f64 = 14.0;
 /// Above this many series a timeline shows the spread across GPUs instead of one line each.
 pub const MAX_LINES: usize = 12;
 
@@ -89,7 +92,7 @@ pub fn human(value: f64, unit: &str) -> String {
 fn time_axis(out: &mut String, span: &Span, y: f64) {
     let plot = WIDTH - LEFT - RIGHT;
     let step = axis::step_for(span.start, span.end, plot, 90.0);
-    let _ = write!(out, r##"<g class="axis" font-size="11" fill="#555">"##);
+    let _ = write!(out, r##"<g class="axis" font-size="{FONT}" fill="#555">"##);
     for tick in axis::ticks(span.start, span.end, plot, 90.0) {
         let x = LEFT + tick.x;
         let _ = write!(
@@ -99,21 +102,50 @@ fn time_axis(out: &mut String, span: &Span, y: f64) {
             escape(&timefmt::axis_label(tick.at, 0, step)),
         );
     }
-    let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" text-anchor="end">UTC</text></g>"##, WIDTH - RIGHT, y + 14.0);
+    let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" text-anchor="end">UTC</text></g>"##, LEFT - 4.0, y + 14.0);
 }
 
 /// A row's label left of the plot, where rows are tall enough to read one (the row's `<title>` and
-/// hover name it otherwise).
+/// hover name it otherwise; a big job's rows are labelled per node instead, see `node_labels`).
 fn row_label(out: &mut String, label: &str, y: f64, row_height: f64) {
-    if row_height >= 9.0 {
+    if row_height >= 12.0 {
         let _ = write!(
             out,
             r##"<text x="{:.1}" y="{:.1}" font-size="{:.0}" text-anchor="end" fill="#333">{}</text>"##,
             LEFT - 4.0,
             y + row_height * 0.8,
-            row_height.min(11.0),
+            row_height.min(FONT),
             escape(label)
         );
+    }
+}
+
+/// Node names beside their group of rows, with a line between nodes, where rows are too thin for
+/// one label each: a 256-GPU heat map reads as 32 labelled nodes.
+fn node_labels(out: &mut String, labels: &[&str], row_height: f64) {
+    if row_height >= 12.0 {
+        return;
+    }
+    let node = |label: &str| label.split('/').next().unwrap_or(label).to_string();
+    let mut start = 0;
+    while start < labels.len() {
+        let name = node(labels[start]);
+        let count = labels[start..].iter().take_while(|label| node(label) == name).count();
+        let (y, height) = (TOP + row_height * start as f64, row_height * count as f64);
+        if height >= FONT {
+            let _ = write!(
+                out,
+                r##"<text class="node-label" x="{:.1}" y="{:.1}" font-size="{FONT}" text-anchor="end" fill="#333">{}</text>"##,
+                LEFT - 4.0,
+                y + height / 2.0 + FONT * 0.35,
+                escape(&name)
+            );
+        }
+        if start > 0 {
+            let _ =
+                write!(out, r##"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#fff"/>"##, WIDTH - RIGHT);
+        }
+        start += count;
     }
 }
 
@@ -127,9 +159,22 @@ fn gpu_series<'a>(gpus: &'a [wire::GpuReport], metric: &str) -> Vec<(String, &'a
         .collect()
 }
 
-/// The largest value of a scale: 100 for percentages, else the data's peak.
+/// The largest value of a scale: 100 for percentages, else the data's peak rounded up to a round
+/// number, so that the ticks at its half and whole read 40 / 80 GB, not 35668 / 71336 MiB.
 fn scale_max(unit: &str, values: impl Iterator<Item = f64>) -> f64 {
-    if unit == "%" { 100.0 } else { values.fold(0.0, f64::max) }
+    if unit == "%" { 100.0 } else { nice_ceiling(values.fold(0.0, f64::max)) }
+}
+
+/// The smallest round number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten) at or above
+/// `value`; its half is round too.
+pub fn nice_ceiling(value: f64) -> f64 {
+    if !value.is_finite() || value <= 0.0 {
+        return 1.0;
+    }
+    let power = 10f64.powf(value.log10().floor());
+    let fraction = value / power;
+    let step = [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0].into_iter().find(|step| fraction <= *step + 1e-9).unwrap_or(10.0);
+    step * power
 }
 
 /// A GPU × time heat map of one metric: a row per GPU, a cell per point, runs of one colour merged.
@@ -199,6 +244,8 @@ pub fn heat_map(report: &wire::JobReport, metric: &str) -> Option<String> {
         }
         out.push_str("</g>");
     }
+    let labels: Vec<&str> = rows.iter().map(|(label, _)| label.as_str()).collect();
+    node_labels(&mut out, &labels, row_height);
     time_axis(&mut out, &span, plot_bottom);
     // Legend: the ten steps with the scale's ends.
     let legend_y = plot_bottom + AXIS + 6.0;
@@ -211,7 +258,7 @@ pub fn heat_map(report: &wire::JobReport, metric: &str) -> Option<String> {
     }
     let _ = write!(
         out,
-        r##"<text x="{:.1}" y="{:.1}" font-size="11" fill="#333">0 – {} ({})</text></svg>"##,
+        r##"<text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">0 – {} ({})</text></svg>"##,
         LEFT + 250.0,
         legend_y + 9.0,
         escape(&human(max, &unit)),
@@ -244,7 +291,7 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
     for fraction in [0.0, 0.5, 1.0] {
         let _ = write!(
             out,
-            r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#555">{}</text>"##,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" text-anchor="end" fill="#555">{}</text>"##,
             WIDTH - RIGHT,
             y(max * fraction),
             y(max * fraction),
@@ -282,7 +329,7 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
         );
         let _ = write!(
             out,
-            r##"<text x="{LEFT}" y="{:.1}" font-size="11" fill="#333">band: lowest to highest of {} series · line: their mean</text>"##,
+            r##"<text x="{LEFT}" y="{:.1}" font-size="{FONT}" fill="#333">band: lowest to highest of {} series · line: their mean</text>"##,
             bottom + AXIS + 14.0,
             series.len()
         );
@@ -299,13 +346,13 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
             );
             let _ = write!(
                 out,
-                r##"<rect x="{legend_x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333">{}</text>"##,
+                r##"<rect x="{legend_x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">{}</text>"##,
                 bottom + AXIS + 5.0,
                 legend_x + 13.0,
                 bottom + AXIS + 14.0,
                 escape(label)
             );
-            legend_x += 20.0 + 6.5 * label.chars().count() as f64;
+            legend_x += 20.0 + 0.6 * FONT * label.chars().count() as f64;
         }
     }
     time_axis(&mut out, span, bottom);
@@ -515,7 +562,7 @@ pub fn time_shares(traces: &wire::JobTraces) -> Option<String> {
     for (part, colour) in TIME_PARTS {
         let _ = write!(
             out,
-            r##"<rect x="{x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333">{part}</text>"##,
+            r##"<rect x="{x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">{part}</text>"##,
             bottom + 10.0,
             x + 13.0,
             bottom + 19.0
@@ -597,6 +644,20 @@ mod tests {
         assert_eq!(svg.matches(r##"fill="#440154""##).count(), 4 + 1, "4 idle runs + the legend swatch");
         assert_eq!(svg.matches(r#"class="xid""#).count(), 1, "the XID of gpu001/1");
         assert!(heat_map(&report(4, &points), "power").is_none());
+    }
+
+    #[test]
+    fn a_big_jobs_heat_map_labels_its_nodes_and_scales_round() {
+        let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, 50.0)).collect();
+        let svg = heat_map(&report(256, &points), "gpu_util").expect("a heat map");
+        assert_eq!(svg.matches(r#"class="node-label""#).count(), 32, "one label per node of 8 GPUs");
+        assert!(svg.contains(">gpu032</text>"));
+        let small = heat_map(&report(4, &points), "gpu_util").expect("a heat map");
+        assert_eq!(small.matches(r#"class="node-label""#).count(), 0, "few rows are labelled one by one");
+        assert_eq!(nice_ceiling(71_336.0), 80_000.0);
+        assert_eq!(nice_ceiling(547.0), 600.0);
+        assert_eq!(nice_ceiling(12.2e9), 1.5e10);
+        assert_eq!(nice_ceiling(0.0), 1.0);
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod gantt;
 pub mod grid;
 pub mod job;
 pub mod jobs;
+pub mod report;
 
 use leptos::prelude::*;
 

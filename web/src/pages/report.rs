@@ -1,0 +1,424 @@
+//! The report section of a job's page: "was the failure mine?", the verdicts with what to do next,
+//! the charts (SVG drawn on the server by [`crate::charts`]) and then, folded, the per-node and per-GPU
+//! tables, outliers first, so that a 256-GPU job opens on its conclusions rather than on 256 rows.
+
+use leptos::prelude::*;
+use slurmlens_wire as wire;
+
+use crate::app::Time;
+use crate::charts;
+
+/// The report's verdicts, totals, per-GPU means and peaks, and its charts.
+#[component]
+pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: String) -> impl IntoView {
+    let metrics = match report.metrics.message.clone() {
+        Some(message) => format!("metrics {}: {message}", report.metrics.status),
+        None => format!("metrics {}", report.metrics.status),
+    };
+    // Where VictoriaMetrics answered, a missing exporter is said; where it did not, the status says so.
+    let metrics_ok = report.metrics.status == wire::MetricsState::Ok;
+    let totals = &report.totals;
+    let mut total_text =
+        vec![format!("{:.2} GPU hours", totals.gpu_hours), format!("{:.2} idle", totals.idle_gpu_hours)];
+    if let Some(util) = totals.mean_gpu_util {
+        total_text.push(format!("mean GPU utilisation {util:.0}%"));
+    }
+    if let Some(tensor) = totals.mean_tensor_active {
+        total_text.push(format!("mean tensor activity {tensor:.0}%"));
+    }
+    if let Some(energy) = totals.energy_kwh {
+        total_text.push(format!("{energy:.2} kWh"));
+    }
+    if let (Some(power), Some(energy)) = (totals.node_power_w, totals.node_energy_kwh) {
+        total_text.push(format!("nodes {} mean, {energy:.2} kWh (BMC)", charts::human(power, "W")));
+    }
+    let verdicts = report
+        .verdicts
+        .iter()
+        .map(|verdict| {
+            let evidence = verdict.evidence.iter().map(|line| view! { <li>{line.clone()}</li> }).collect_view();
+            let next = verdict.next_step.clone().map(|step| {
+                view! { <p class="next-step" data-testid="next-step"><strong>"What to do: "</strong>{step}</p> }
+            });
+            view! {
+                <article class=format!("verdict {}", verdict.severity) data-testid="verdict" data-kind=verdict.kind.clone()>
+                    <h3>{format!("{} · {}", verdict.severity, verdict_title(&verdict.kind))}</h3>
+                    <p>{verdict.message.clone()}</p>
+                    <ul>{evidence}</ul>
+                    {next}
+                </article>
+            }
+        })
+        .collect_view();
+    view! {
+        <p class="muted">{format!("{} report, {metrics}. ", report.source)} <a href=href>"report JSON"</a></p>
+        <p data-testid="report-totals">{total_text.join(" · ")}</p>
+        {report.failure.clone().map(|failure| view! { <FailureCard failure /> })}
+        <div class="verdicts">{verdicts}</div>
+        <ReportCharts charts />
+        {report.traces.clone().map(|traces| view! { <TimeShares traces /> })}
+        {match report.io.clone() {
+            Some(io) => view! { <IoLine io /> }.into_any(),
+            None => metrics_ok.then(|| view! {
+                <p class="muted" data-testid="report-io" data-source="none">"File system: no Lustre exporter series for this job or its nodes."</p>
+            }).into_any(),
+        }}
+        {(!report.bursts.is_empty()).then(|| view! { <BurstTable bursts=report.bursts.clone() /> })}
+        <NodeTable nodes=report.nodes.clone() metrics_ok=metrics_ok />
+        <GpuTable gpus=report.gpus.clone() />
+    }
+}
+
+/// Tables of more rows than this open folded: the verdicts and charts come first.
+const OPEN_ROWS: usize = 8;
+
+/// One metric's mean in a GPU's summary.
+fn mean_of(gpu: &wire::GpuReport, metric: &str) -> Option<f64> {
+    gpu.summary.iter().find(|s| s.metric == metric).map(|s| s.mean)
+}
+
+/// The GPUs ordered most different first: by how far their mean utilisation (then tensor activity)
+/// lies from the job's median, so the outliers lead a 256-row table.
+pub fn by_deviation(gpus: &[wire::GpuReport]) -> Vec<&wire::GpuReport> {
+    let median = |metric: &str| {
+        let mut values: Vec<f64> = gpus.iter().filter_map(|gpu| mean_of(gpu, metric)).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    };
+    let (util, tensor) = (median("gpu_util"), median("tensor_active"));
+    let distance = |gpu: &wire::GpuReport| {
+        let off = |metric: &str, middle: Option<f64>| match (mean_of(gpu, metric), middle) {
+            (Some(value), Some(middle)) => (value - middle).abs(),
+            _ => 0.0,
+        };
+        off("gpu_util", util) + off("tensor_active", tensor) + 1000.0 * gpu.xid_events.len() as f64
+    };
+    let mut ordered: Vec<&wire::GpuReport> = gpus.iter().collect();
+    ordered.sort_by(|a, b| distance(b).total_cmp(&distance(a)));
+    ordered
+}
+
+/// Per-GPU means and peaks in columns, the most different GPUs first; folded for big jobs.
+#[component]
+fn GpuTable(gpus: Vec<wire::GpuReport>) -> impl IntoView {
+    if gpus.is_empty() {
+        return ().into_any();
+    }
+    let cell = |gpu: &wire::GpuReport, metric: &str, peak: bool| {
+        gpu.summary
+            .iter()
+            .find(|s| s.metric == metric)
+            .map_or_else(|| "–".to_string(), |s| charts::human(if peak { s.max } else { s.mean }, &s.unit))
+    };
+    let rows = by_deviation(&gpus)
+        .into_iter()
+        .map(|gpu| {
+            let attribution = match gpu.attribution {
+                wire::Attribution::HpcJobLabel => "dcgm-exporter's job label",
+                wire::Attribution::PluginRecord => "recorded by the node",
+                wire::Attribution::WholeNode => "whole node held",
+                wire::Attribution::NodeOnly => "node shared: uncertain",
+            };
+            view! {
+                <tr data-testid="report-gpu" data-node=gpu.node.clone() data-gpu=gpu.gpu>
+                    <td>{gpu.node.clone()}</td>
+                    <td>{gpu.gpu}</td>
+                    <td>{cell(gpu, "gpu_util", false)}</td>
+                    <td>{cell(gpu, "tensor_active", false)}</td>
+                    <td>{cell(gpu, "sm_active", false)}</td>
+                    <td>{cell(gpu, "fb_used", true)}</td>
+                    <td>{cell(gpu, "power", false)}</td>
+                    <td>{gpu.xid_events.len()}</td>
+                    <td>{attribution}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let open = gpus.len() <= OPEN_ROWS;
+    view! {
+        <details class="report-table" data-testid="report-gpus" open=open>
+            <summary>{format!("Per GPU ({} GPUs, the most different first)", gpus.len())}</summary>
+            <table class="compact">
+                <thead><tr>
+                    <th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"Utilisation (mean)"</th>
+                    <th scope="col">"Tensor cores (mean)"</th><th scope="col">"SMs busy (mean)"</th>
+                    <th scope="col">"Memory (peak)"</th><th scope="col">"Power (mean)"</th><th scope="col">"XIDs"</th>
+                    <th scope="col">"How the GPU is known to be the job's"</th>
+                </tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </details>
+    }
+    .into_any()
+}
+
+/// "Was the failure mine?": the verdict, why, and the evidence in time order.
+#[component]
+fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
+    let (headline, next) = match failure.blame {
+        wire::Blame::Infrastructure => (
+            "Likely the infrastructure, not your job",
+            "resubmit: the fault was not in your program. If it happens again, tell your provider the job id and the node named below.",
+        ),
+        wire::Blame::Application => (
+            "Likely the application",
+            "look at the program's own output around its end (the Logs section) and at the verdicts below.",
+        ),
+        wire::Blame::Unknown => (
+            "Cause unknown",
+            "read the evidence below with the program's logs; if in doubt, ask your provider with the job id.",
+        ),
+    };
+    let evidence = failure
+        .evidence
+        .iter()
+        .map(|fact| {
+            view! {
+                <tr data-testid="failure-evidence" data-source=fact.source.as_str() data-strength=fact.strength.as_str()>
+                    <td><Time at=fact.at.timestamp() /></td>
+                    <td>{evidence_source(fact.source)}</td>
+                    <td>{fact.place.clone()}</td>
+                    <td>{fact.detail.clone()}</td>
+                    <td>{points_to(fact.strength)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <article class=format!("failure {}", failure.blame) data-testid="failure" data-blame=failure.blame.as_str()>
+            <h3>{format!("Was the failure mine? {headline}")}</h3>
+            <p>{failure.reason.clone()}</p>
+            <p class="next-step"><strong>"What to do: "</strong>{next}</p>
+            <table class="compact">
+                <thead><tr><th scope="col">"When"</th><th scope="col">"Source"</th><th scope="col">"Where"</th><th scope="col">"What"</th><th scope="col">"Points to"</th></tr></thead>
+                <tbody>{evidence}</tbody>
+            </table>
+        </article>
+    }
+}
+
+/// Where a fact came from, in words.
+fn evidence_source(source: wire::EvidenceSource) -> &'static str {
+    match source {
+        wire::EvidenceSource::Slurm => "Slurm",
+        wire::EvidenceSource::Xid => "GPU driver (XID)",
+        wire::EvidenceSource::NodeEvent => "Slurm node event",
+        wire::EvidenceSource::PingmeshLoss => "network probes: loss",
+        wire::EvidenceSource::PingmeshRtt => "network probes: latency",
+        wire::EvidenceSource::LinkErrors => "RDMA link",
+        wire::EvidenceSource::Ecc => "GPU memory (ECC)",
+    }
+}
+
+/// What a fact points to, in words.
+fn points_to(strength: wire::EvidenceStrength) -> &'static str {
+    match strength {
+        wire::EvidenceStrength::Strong => "the infrastructure",
+        wire::EvidenceStrength::Weak => "possibly the infrastructure",
+        wire::EvidenceStrength::Application => "the program",
+        wire::EvidenceStrength::Fact => "Slurm's record",
+        wire::EvidenceStrength::Context => "set aside: not on the job's path",
+    }
+}
+
+/// A verdict's title in words.
+fn verdict_title(kind: &str) -> String {
+    match kind {
+        "idle_gpus" => "idle GPUs".into(),
+        "outlier_node" => "a slow node".into(),
+        "low_tensor_activity" => "little tensor work".into(),
+        "memory_nearly_full" => "GPU memory nearly full".into(),
+        "unbalanced_gpus" => "uneven load".into(),
+        "xid_errors" => "GPU hardware or driver faults".into(),
+        "program_gpu_faults" => "GPU faults caused by the program".into(),
+        "good" => "efficient".into(),
+        "io_bound" => "waiting on I/O".into(),
+        "node_memory_pressure" => "host memory short".into(),
+        "node_power" => "power".into(),
+        "power_readings_disagree" => "inconsistent power readings".into(),
+        "micro_bursts" => "network micro-bursts".into(),
+        "attribution_uncertain" => "which GPUs were the job's".into(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// Where the traced GPU time went (eBPF or nsys summaries), the bottleneck and the top kernels and
+/// collectives.
+#[component]
+fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
+    let total = &traces.total;
+    let pct = |share: f64| format!("{:.0} %", share * 100.0);
+    let summary = format!(
+        "{:.1} GPU-hours traced: compute {}, NCCL {}, memory copies {}, synchronisation {}, idle {}",
+        total.traced_s / 3600.0,
+        pct(total.compute_share),
+        pct(total.communication_share),
+        pct(total.memcpy_share),
+        pct(total.sync_share),
+        pct(total.idle_share)
+    );
+    let verdict = total.verdict.clone().map(|verdict| {
+        let evidence = verdict.evidence.iter().map(|line| view! { <li>{line.clone()}</li> }).collect_view();
+        view! {
+            <p data-testid="bottleneck" data-kind=verdict.kind.as_str()><strong>{verdict.kind.as_str().replace('-', " ")}</strong></p>
+            <ul>{evidence}</ul>
+        }
+    });
+    let top = |entries: &[wire::TraceTop]| {
+        entries
+            .iter()
+            .map(|entry| {
+                let name: String = entry.name.chars().take(90).collect();
+                view! {
+                    <tr title=entry.name.clone()>
+                        <td class="name">{name}</td>
+                        <td>{entry.count}</td>
+                        <td>{format!("{:.2} s", entry.total_ns as f64 / 1e9)}</td>
+                        <td>{if entry.bytes > 0 { charts::human(entry.bytes as f64, "B") } else { String::new() }}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    let kernels = top(&traces.top_kernels);
+    let collectives = top(&traces.top_collectives);
+    let bars = charts::time_shares(&traces);
+    view! {
+        <section class="time-shares-box" data-testid="time-shares">
+            <h3>"Where the GPU time went (traces)"</h3>
+            <p>{summary}</p>
+            {verdict}
+            {bars.map(|svg| view! { <figure class="chart-box"><div inner_html=svg></div></figure> })}
+            <table class="compact">
+                <thead><tr><th scope="col">"Top kernels"</th><th scope="col">"Calls"</th><th scope="col">"GPU time"</th><th scope="col">""</th></tr></thead>
+                <tbody>{kernels}</tbody>
+            </table>
+            <table class="compact">
+                <thead><tr><th scope="col">"Top collectives"</th><th scope="col">"Calls"</th><th scope="col">"Time"</th><th scope="col">"Bytes"</th></tr></thead>
+                <tbody>{collectives}</tbody>
+            </table>
+        </section>
+    }
+}
+
+/// The node beside its GPUs: mean and peak of each node signal, one row per node; a line saying so when
+/// no node exporter is scraped for the job's nodes.
+#[component]
+fn NodeTable(nodes: Vec<wire::NodeNetworkReport>, metrics_ok: bool) -> impl IntoView {
+    let keys = ["cpu_busy", "cpu_iowait", "io_pressure", "memory_used", "memory_pressure", "net_rx", "node_power"];
+    let cell = |node: &wire::NodeNetworkReport, key: &str| {
+        node.summary.iter().find(|s| s.metric == key).map_or_else(
+            || "–".to_string(),
+            |s| format!("{} / {}", charts::human(s.mean, &s.unit), charts::human(s.max, &s.unit)),
+        )
+    };
+    let rows: Vec<_> = nodes
+        .iter()
+        .filter(|node| node.summary.iter().any(|s| keys.contains(&s.metric.as_str())))
+        .map(|node| {
+            let cells = keys.iter().map(|key| view! { <td>{cell(node, key)}</td> }).collect_view();
+            view! { <tr data-testid="report-node" data-node=node.node.clone()><td>{node.node.clone()}</td>{cells}</tr> }
+        })
+        .collect();
+    if rows.is_empty() {
+        return metrics_ok
+            .then(|| {
+                view! {
+                    <p class="muted" data-testid="report-nodes-missing">
+                        "Nodes: no node_exporter or ipmi_exporter series for this job's nodes."
+                    </p>
+                }
+            })
+            .into_any();
+    }
+    let open = rows.len() <= OPEN_ROWS;
+    let title =
+        format!("Nodes ({}, mean / peak; whole-node figures, shared with other jobs on a shared node)", rows.len());
+    view! {
+            <details class="report-table node-signals" data-testid="report-nodes" open=open>
+                <summary>{title}</summary>
+                <table class="compact">
+                    <thead><tr>
+                        <th scope="col">"Node"</th><th scope="col">"CPU busy"</th><th scope="col">"iowait"</th>
+                        <th scope="col">"I/O pressure"</th><th scope="col">"Memory"</th><th scope="col">"Mem. pressure"</th>
+                        <th scope="col">"Net in"</th><th scope="col">"Power"</th>
+                    </tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </details>
+    }
+    .into_any()
+}
+
+/// The job's Lustre I/O in one line: where the figures come from, bytes and mean rates.
+#[component]
+fn IoLine(io: wire::IoReport) -> impl IntoView {
+    let rate = |key: &str, unit: &str| {
+        io.summary.iter().find(|s| s.metric == key).map(|s| format!("{} mean", charts::human(s.mean, unit)))
+    };
+    let mut parts = vec![
+        format!("read {}", charts::human(io.read_bytes, "B")),
+        format!("written {}", charts::human(io.write_bytes, "B")),
+    ];
+    parts.extend(rate("lustre_read", "B/s").map(|r| format!("reads {r}")));
+    parts.extend(rate("lustre_read_ops", "ops/s"));
+    let source = match io.source {
+        wire::IoSource::Jobstats => "Lustre job statistics (this job alone)",
+        wire::IoSource::Nodes => "Lustre clients of the job's nodes (with any other job on them)",
+    };
+    view! {
+        <p data-testid="report-io" data-source=io.source.as_str()>{format!("File system: {} — {source}", parts.join(" · "))}</p>
+    }
+}
+
+/// Micro-bursts per node: the agent's 100 ms peaks against what the scrape average shows.
+#[component]
+fn BurstTable(bursts: Vec<wire::NodeBursts>) -> impl IntoView {
+    let rate = |value: Option<f64>| value.map_or_else(|| "unknown".to_string(), |v| charts::human(v, "B/s"));
+    let threshold = bursts.first().map_or(0.0, |row| row.threshold_bytes_per_s);
+    let rows = bursts
+        .iter()
+        .map(|row| {
+            view! {
+                <tr data-testid="burst-row" data-status=row.status.as_str() title=row.message.clone().unwrap_or_default()>
+                    <td>{row.node.clone()}</td>
+                    <td>{row.direction.as_str()}</td>
+                    <td>{rate(row.scrape_mean_bytes_per_s)}</td>
+                    <td>{rate(row.scrape_peak_bytes_per_s)}</td>
+                    <td>{rate(row.burst_peak_bytes_per_s)}</td>
+                    <td>{row.seconds_above.map_or_else(|| "unknown".to_string(), |s| format!("{s:.1} s"))}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="bursts" data-testid="bursts">
+            <h3>"RDMA micro-bursts"</h3>
+            <p class="muted">{format!(
+                "100 ms peaks from the node agent next to the 15 s scrape view; threshold {}. \"unknown\" where a node exports counters only: a burst shorter than a scrape cannot be seen in them.",
+                charts::human(threshold, "B/s")
+            )}</p>
+            <table class="compact">
+                <thead><tr><th scope="col">"Node"</th><th scope="col">"Dir"</th><th scope="col">"Scrape mean"</th><th scope="col">"Scrape peak"</th><th scope="col">"100 ms peak"</th><th scope="col">"Time above"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </section>
+    }
+}
+
+/// The report's charts, drawn by [`charts::for_report`].
+#[component]
+fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
+    let figures = charts
+        .into_iter()
+        .map(|chart| {
+            view! {
+                <figure class="chart-box" data-testid="report-chart" data-chart=chart.kind>
+                    <figcaption>{chart.title}</figcaption>
+                    <div inner_html=chart.svg></div>
+                </figure>
+            }
+        })
+        .collect_view();
+    view! { <div class="charts" data-testid="report-charts">{figures}</div> }
+}
