@@ -158,6 +158,12 @@ fn Header() -> impl IntoView {
                     }
                 })}
             </Suspense>
+            <form class="goto" action="/go" method="get" role="search" data-testid="goto">
+                <label>
+                    <span class="visually-hidden">"Go to job"</span>
+                    <input name="job" type="search" inputmode="numeric" placeholder="go to job id" size="12" aria-label="Go to job id" />
+                </label>
+            </form>
             <span class="zone" data-testid="zone">
                 {zone_text}
             </span>

@@ -173,7 +173,10 @@ pub fn nice_ceiling(value: f64) -> f64 {
     }
     let power = 10f64.powf(value.log10().floor());
     let fraction = value / power;
-    let step = [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0].into_iter().find(|step| fraction <= *step + 1e-9).unwrap_or(10.0);
+    let step = [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
+        .into_iter()
+        .find(|step| fraction <= *step + 1e-9)
+        .unwrap_or(10.0);
     step * power
 }
 

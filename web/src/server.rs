@@ -160,6 +160,7 @@ pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
         .route("/web/v1/jobs.csv", get(jobs_csv))
         .route("/web/v1/jobs.json", get(jobs_export_json))
         .route("/web/style.css", get(stylesheet))
+        .route("/go", get(go_to_job))
         .with_state(state)
         .layer(tower_http::compression::CompressionLayer::new());
     if let Some(root) = options.site_root {
@@ -428,6 +429,20 @@ fn download(body: String, content_type: &'static str, name: &str) -> Response {
 fn no_store(mut response: Response) -> Response {
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// `/go?job=<id>`: the header's "go to job" box, which works without JavaScript: a redirect to the job's
+/// page, which finds the job on whichever cluster has it (or says why not).
+async fn go_to_job(Query(query): Query<BTreeMap<String, String>>) -> Response {
+    let id = query.get("job").map_or("", |id| id.trim());
+    if id.is_empty() {
+        return axum::response::Redirect::to("/jobs").into_response();
+    }
+    let mut to = format!("/jobs/{}", crate::query::percent_encode(id));
+    if let Some(cluster) = query.get("cluster").filter(|cluster| !cluster.is_empty()) {
+        to.push_str(&format!("?cluster={}", crate::query::percent_encode(cluster)));
+    }
+    axum::response::Redirect::to(&to).into_response()
 }
 
 async fn stylesheet() -> Response {

@@ -198,6 +198,19 @@ fn a_job_page_shows_the_facts_and_a_missing_job_is_a_404() {
 }
 
 #[test]
+fn every_page_has_a_go_to_job_box_that_works_without_scripts() {
+    let (_, html) = get("/jobs?cluster=lab");
+    assert!(html.contains(r#"action="/go""#) && html.contains(r#"name="job""#), "the header's box: {html}");
+    let response = RUNTIME.block_on(async {
+        app().oneshot(Request::get("/go?job=+7+").body(Body::empty()).expect("request")).await.expect("answer")
+    });
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()["location"], "/jobs/7", "trimmed, and every cluster searched");
+    let (status, _) = get("/go?job=");
+    assert_eq!(status, StatusCode::SEE_OTHER, "an empty box goes to the job list");
+}
+
+#[test]
 fn a_report_without_node_or_lustre_exporters_says_so() {
     let (status, html) = get("/jobs/8?cluster=lab");
     assert_eq!(status, StatusCode::OK);
