@@ -311,7 +311,10 @@ pub fn burst_finding(ports: &[PortBursts<'_>], window_s: f64) -> Option<Finding>
     if window_s <= 0.0 {
         return None;
     }
-    let mut bursty: Vec<&PortBursts<'_>> = ports.iter().filter(|port| port.2 / window_s >= BURST_SHARE).collect();
+    // More seconds above the threshold than the run lasted is a counter reset or a duplicate series,
+    // not a burst: such a port is left out rather than shown as an impossible share.
+    let mut bursty: Vec<&PortBursts<'_>> =
+        ports.iter().filter(|port| port.2 / window_s >= BURST_SHARE && port.2 <= window_s * 1.05).collect();
     if bursty.is_empty() {
         return None;
     }
@@ -437,6 +440,8 @@ mod tests {
         let found = burst_finding(&ports, 36_000.0).expect("a burst verdict");
         assert_eq!(found.evidence, ["gpu001 tx: 1480 s at line rate (4.1 % of the run), peaks of 50.0 GB/s"]);
         assert!(burst_finding(&ports[1..], 36_000.0).is_none(), "2 s in 10 h is noise");
+        let impossible = [("gpu002", "rx", 2_453_416.0, Some(5e10))];
+        assert!(burst_finding(&impossible, 20_000.0).is_none(), "more seconds above than the run lasted");
     }
 
     #[test]

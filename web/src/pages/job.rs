@@ -113,6 +113,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
         format!("/api/v1/jobs/{}/report?{}", percent_encode(&job.job_id), encode(&[("cluster", cluster.clone())]));
     let api_href = format!("/api/v1/jobs/{}?{}", percent_encode(&job.job_id), encode(&[("cluster", cluster.clone())]));
     let state_style = format!("border-color:{}", state_colour(&job.state));
+    let node_count = detail.nodes.len();
     let nodes = detail
         .nodes
         .iter()
@@ -121,7 +122,11 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 <tr data-testid="job-node">
                     <td>{node.node.clone()}</td>
                     <td>{node.gpus.map(|g| g.to_string()).unwrap_or_else(|| "?".into())}</td>
-                    <td>{node.gpus_source.as_str().replace('_', " ")}</td>
+                    <td>{match node.gpus_source {
+                        wire::GpusSource::SingleNode => "AllocTRES (one node)",
+                        wire::GpusSource::EvenSplit => "AllocTRES shared evenly by the nodes",
+                        wire::GpusSource::Unknown => "AllocTRES does not split evenly: unknown",
+                    }}</td>
                 </tr>
             }
         })
@@ -187,11 +192,13 @@ fn JobDetailView(view: JobView) -> impl IntoView {
             </dl>
         </section>
         <section aria-label="nodes">
-            <h2>"Nodes and GPUs"</h2>
-            <table class="compact" data-testid="job-nodes">
-                <thead><tr><th scope="col">"Node"</th><th scope="col">"GPUs"</th><th scope="col">"GPU count from"</th></tr></thead>
-                <tbody>{nodes}</tbody>
-            </table>
+            <details open=node_count <= 8>
+                <summary><h2 class="inline">{format!("Nodes and GPUs ({node_count} node{})", if node_count == 1 { "" } else { "s" })}</h2></summary>
+                <table class="compact" data-testid="job-nodes">
+                    <thead><tr><th scope="col">"Node"</th><th scope="col">"GPUs"</th><th scope="col">"How the count is known"</th></tr></thead>
+                    <tbody>{nodes}</tbody>
+                </table>
+            </details>
         </section>
         <section aria-label="steps">
             <h2>"Steps"</h2>

@@ -189,10 +189,10 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
             <h3>{format!("Was the failure mine? {headline}")}</h3>
             <p>{failure.reason.clone()}</p>
             <p class="next-step"><strong>"What to do: "</strong>{next}</p>
-            <table class="compact">
+            <div class="table-wrap"><table class="compact">
                 <thead><tr><th scope="col">"When"</th><th scope="col">"Source"</th><th scope="col">"Where"</th><th scope="col">"What"</th><th scope="col">"Points to"</th></tr></thead>
                 <tbody>{evidence}</tbody>
-            </table>
+            </table></div>
         </article>
     }
 }

@@ -14,6 +14,7 @@ use crate::domain::gpu::format_gpu_indices;
 use crate::domain::job::JobRecord;
 use crate::domain::node_signals::{self, IoSource, NodeFacts};
 use crate::domain::report::{self, AttributedGpu, Summary};
+use crate::domain::state::JobStateBase;
 use crate::domain::time::epoch;
 use crate::domain::verdicts::{self, Finding, GpuFacts};
 
@@ -373,12 +374,18 @@ pub(super) fn failure_analysis(
         at: end,
         source: wire::EvidenceSource::Slurm,
         place: record.node_list.clone(),
-        detail: format!(
-            "Slurm recorded {}: the program {} (exit code {})",
-            record.state.name(),
-            record.exit_code.in_words(),
-            record.exit_code
-        ),
+        detail: match record.state.base() {
+            // Slurm signals the tasks of a job it ends for a failed node: the signal is Slurm's, not a cause.
+            JobStateBase::NodeFail | JobStateBase::BootFail => {
+                format!("Slurm recorded {} and ended the job (exit code {})", record.state.name(), record.exit_code)
+            }
+            _ => format!(
+                "Slurm recorded {}: the program {} (exit code {})",
+                record.state.name(),
+                record.exit_code.in_words(),
+                record.exit_code
+            ),
+        },
         strength: wire::EvidenceStrength::Fact,
     }];
     listed.extend(verdict.evidence.iter().map(|fact| wire::FailureEvidence {

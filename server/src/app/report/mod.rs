@@ -160,8 +160,11 @@ impl Reporter {
                         let bursts = std::mem::take(&mut gathered.bursts);
                         self.fill(&mut report, record, gathered, end, points);
                         report.bursts = self.bursts(&report, &nodes, bursts);
-                        let window_s = (end - start).num_seconds() as f64;
-                        report.verdicts.extend(burst_verdict(&report.bursts, window_s));
+                        // A node's NIC carries every job on it: only a multi-node job's bursts are its own.
+                        if nodes.len() > 1 {
+                            let window_s = (end - start).num_seconds() as f64;
+                            report.verdicts.extend(burst_verdict(&report.bursts, window_s));
+                        }
                     }
                     Ok(Err(error)) => {
                         report.metrics = wire::MetricsStatus {
