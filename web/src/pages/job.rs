@@ -172,8 +172,8 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 {fact("Partition", job.partition.clone())}
                 {fact("QOS", job.qos.clone())}
                 {fact("State", job.state.clone())}
-                {fact("ExitCode", with_words(&job.exit_code))}
-                {fact("DerivedExitCode", with_words(&job.derived_exit_code))}
+                {fact("ExitCode", with_words(&job.exit_code, &job.state))}
+                {fact("DerivedExitCode", with_words(&job.derived_exit_code, &job.state))}
                 {fact("Submit", view! { <Time at=job.submit.timestamp() /> })}
                 {fact("Start", optional_time(job.start))}
                 {fact("End", optional_time(job.end))}
@@ -404,8 +404,12 @@ fn ProfileSection(profile: Option<wire::JobProfile>) -> impl IntoView {
     .into_any()
 }
 
-/// An exit code with what it means: "0:9 (killed by SIGKILL)".
-fn with_words(code: &str) -> String {
+/// An exit code with what it means: "0:9 (killed by SIGKILL)". Slurm signals the tasks of a job it
+/// ends for a failed node: that signal is Slurm's, and is said so.
+fn with_words(code: &str, state: &str) -> String {
+    if code != "0:0" && (state.starts_with("NODE_FAIL") || state.starts_with("BOOT_FAIL")) {
+        return format!("{code} (Slurm ended the job)");
+    }
     match slurmlens_slurm::signal::exit_code_in_words(code) {
         Some(words) => format!("{code} ({words})"),
         None => code.to_string(),
