@@ -165,15 +165,13 @@ pub fn weigh(fact: &mut Evidence, exposure: &Exposure) {
     if !on_a_path(fact.source) || fact.strength == Strength::Application {
         return;
     }
-    let aside = if !exposure.multi_node {
-        Some("not on the job's path: a single-node job's GPUs talk over NVLink, not the network".to_string())
-    } else if let Some(rate) = exposure.rdma_bytes_per_s.filter(|rate| *rate < QUIET_RDMA_BYTES_PER_S) {
-        Some(format!(
-            "the job's nodes moved only {:.1} MB/s over RDMA, too little for a path's loss to matter",
-            rate / 1e6
-        ))
+    let quiet = exposure.rdma_bytes_per_s.filter(|rate| *rate < QUIET_RDMA_BYTES_PER_S).map(|rate| {
+        format!("the job's nodes moved only {:.1} MB/s over RDMA, too little for a path's loss to matter", rate / 1e6)
+    });
+    let aside = if exposure.multi_node {
+        quiet
     } else {
-        None
+        Some("not on the job's path: a single-node job's GPUs talk over NVLink, not the network".to_string())
     };
     if let Some(aside) = aside {
         fact.strength = Strength::Context;
