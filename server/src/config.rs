@@ -125,7 +125,7 @@ fn default_vm_timeout_ms() -> u64 {
 }
 
 fn default_readings_max_age_s() -> u64 {
-    1800
+    3600
 }
 
 /// VictoriaLogs, queried with LogsQL the server builds.
@@ -407,7 +407,7 @@ mod tests {
             assert_eq!(config.access.staff_groups, ["hpc-staff"]);
             assert!(config.access.trusted_proxies.iter().any(|net| net.contains([127, 0, 0, 1].into())));
             assert_eq!(config.access.tokens.per_minute, 600);
-            assert_eq!(config.victoriametrics.as_ref().map(|vm| vm.readings_max_age_s), Some(1800));
+            assert_eq!(config.victoriametrics.as_ref().map(|vm| vm.readings_max_age_s), Some(3600));
             let logs = config.victorialogs.as_ref().expect("[victorialogs]");
             assert_eq!((logs.node_field.as_str(), logs.max_lines), ("host", 1000));
             let profiles = config.pyroscope.as_ref().expect("[pyroscope]");

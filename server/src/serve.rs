@@ -40,7 +40,7 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
     let readings = ReadingSettings {
         vm: metrics_client(config)?,
         catalog: config.metrics.clone(),
-        max_age_s: config.victoriametrics.as_ref().map_or(1800, |vm| vm.readings_max_age_s),
+        max_age_s: config.victoriametrics.as_ref().map_or(3600, |vm| vm.readings_max_age_s),
         timeout: metrics_timeout(config),
     };
     let signals = Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())

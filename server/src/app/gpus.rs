@@ -138,6 +138,7 @@ impl App {
         at: DateTime<Utc>,
     ) -> Result<Vec<wire::BusyGpus>, AppError> {
         let reader = self.cluster(cluster)?;
+        not_future(at)?;
         let scope = self.scope(viewer, reader).await?;
         if matches!(scope, ViewerScope::Staff | ViewerScope::Nobody) {
             return Ok(Vec::new());
