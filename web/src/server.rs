@@ -311,7 +311,13 @@ pub async fn grid_snapshot(
         })
         .max()
         .unwrap_or(0);
-    let racks = racks_for(context, &cluster, &nodes, &jobs, most_gpus_per_node(&jobs).max(seen).max(shared));
+    // GPUs that report readings exist, held or not (a node idle at the moment still has them).
+    let reporting = match &values {
+        Some(Ok(Some(readings))) => readings.values.values.iter().map(|value| u64::from(value.gpu) + 1).max(),
+        _ => None,
+    };
+    let most = most_gpus_per_node(&jobs).max(seen).max(shared).max(reporting.unwrap_or(0));
+    let racks = racks_for(context, &cluster, &nodes, &jobs, most);
     // Recorded indices place GPUs exactly; without them (no store, no plugin) cells fill in order.
     let mut recorded = RecordedGpus::new();
     // (The data source logs a failure; the grid then shows counts only.)
