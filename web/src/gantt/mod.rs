@@ -530,6 +530,15 @@ mod tests {
         let y = rows.rows[rows.node_row[0].expect("visible") as usize].y + 4.0;
         assert_eq!(job_at(&data, &index, &rows, &view, 3000, (270.0, y)), Some(1));
         assert_eq!(job_at(&data, &index, &rows, &view, 3000, (900.0, y)), None);
+        // Review "pages a tenant and a site can trust", smaller things: the label column showed the
+        // tooltip of a job hidden beneath it.
+        let panned = Viewport { start: 1500.0, end: 11_500.0, left: 100.0, width: 1000.0 };
+        assert_eq!(
+            job_at(&data, &index, &rows, &panned, 3000, (101.0, y)),
+            Some(1),
+            "a job at the view's start is found"
+        );
+        assert_eq!(job_at(&data, &index, &rows, &panned, 3000, (60.0, y)), None, "the label column names no job");
         let rack_y = rows.rows[rows.rack_row[1] as usize].y + 5.0;
         assert_eq!(job_at(&data, &index, &rows, &view, 3000, (300.0, rack_y)), Some(2));
     }
