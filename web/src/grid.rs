@@ -288,35 +288,48 @@ impl GridSnapshot {
             .iter()
             .map(|node| NodeCells { gpus: vec![None; node.gpus as usize], ..NodeCells::default() })
             .collect();
-        // First the recorded cells, so that no job filled in start order takes a recorded GPU.
+        // What each job holds on each of its nodes: its details' count, or its total split evenly.
+        let held_on = |job: &wire::Job, host: &str, hosts: usize| {
+            node_gpus
+                .get(&job.job_id)
+                .and_then(|per_node| per_node.get(host).copied().flatten())
+                .unwrap_or_else(|| per_node_gpus(job.alloc_gpus, hosts))
+        };
+        // First the recorded cells, so that no job filled in start order takes a recorded GPU. slurmdbd
+        // says where a job ran and how many GPUs it holds: a record elsewhere, or beyond that count, is
+        // not drawn.
         let mut placed: BTreeMap<(u32, u32), u64> = BTreeMap::new();
         let mut recorded_jobs = 0;
         for (job_index, job) in running.iter().enumerate() {
             let Some(per_node) = recorded.get(&job.job_id_raw) else { continue };
-            recorded_jobs += 1;
-            for (host, indices) in per_node {
+            let hosts = hostlist::expand_lenient(&job.node_list);
+            let mut any = false;
+            for (host, indices) in per_node.iter().filter(|(host, _)| hosts.contains(host)) {
                 let Some(&node) = node_index.get(host.as_str()) else { continue };
                 let cells = &mut nodes[node as usize];
+                let mut left = held_on(job, host, hosts.len());
                 for &index in indices {
-                    if let Some(cell @ None) = cells.gpus.get_mut(usize::from(index)) {
+                    if left > 0
+                        && let Some(cell @ None) = cells.gpus.get_mut(usize::from(index))
+                    {
                         *cell = Some(job_index as u32);
                         *placed.entry((job_index as u32, node)).or_default() += 1;
+                        left -= 1;
+                        any = true;
                     }
                 }
             }
+            recorded_jobs += usize::from(any);
         }
         let mut grid_jobs = Vec::with_capacity(running.len());
         for job in running {
             let job_index = grid_jobs.len() as u32;
             let hosts = hostlist::expand_lenient(&job.node_list);
-            let detail = node_gpus.get(&job.job_id);
             for host in &hosts {
                 let Some(&node) = node_index.get(host.as_str()) else {
                     continue;
                 };
-                let gpus = detail
-                    .and_then(|per_node| per_node.get(host).copied().flatten())
-                    .unwrap_or_else(|| per_node_gpus(job.alloc_gpus, hosts.len()));
+                let gpus = held_on(job, host, hosts.len());
                 let cells = &mut nodes[node as usize];
                 cells.jobs.push((job_index, gpus));
                 let mut left = gpus.saturating_sub(placed.get(&(job_index, node)).copied().unwrap_or(0));
@@ -501,9 +514,17 @@ mod tests {
 
         // The plugin recorded job 2 on GPU 3 of n1: it sits there, and job 1 fills around it.
         let recorded: RecordedGpus = [(2, [("n1".to_string(), vec![3])].into())].into();
-        let grid = GridSnapshot::assemble("c", at, racks, &jobs, &detail, &recorded, &BusyCounts::new());
+        let grid = GridSnapshot::assemble("c", at, racks.clone(), &jobs, &detail, &recorded, &BusyCounts::new());
         assert_eq!(grid.nodes[0].gpus, [Some(0), Some(0), None, Some(1)]);
         assert_eq!(grid.recorded_jobs, 1);
+
+        // Records that slurmdbd contradicts (a node the job did not run on, more GPUs than it holds)
+        // are not drawn: job 2 holds one GPU of n1 only.
+        let recorded: RecordedGpus = [(2, [("n1".to_string(), vec![2, 3]), ("n2".to_string(), vec![0])].into())].into();
+        let grid = GridSnapshot::assemble("c", at, racks, &jobs, &detail, &recorded, &BusyCounts::new());
+        assert_eq!(grid.nodes[0].gpus, [Some(0), Some(0), Some(1), None]);
+        assert_eq!(grid.nodes[1].gpus, [Some(0); 4], "n2 is job 1's");
+        assert_eq!(grid.nodes.iter().map(|node| node.overflow).sum::<u64>(), 0);
     }
 
     #[test]
