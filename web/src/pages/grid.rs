@@ -324,7 +324,8 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
         Some(metric) => metric_legend(metric).into_any(),
         None => category_legend(&grid, colour, &categories).into_any(),
     };
-    let heading = metric.as_ref().map_or(colour.as_str().to_string(), |metric| {
+    let by = if colour == ColourBy::State { "state (how the jobs running then ended)" } else { colour.as_str() };
+    let heading = metric.as_ref().map_or(by.to_string(), |metric| {
         GRID_METRICS
             .iter()
             .find(|(key, _)| *key == metric.key)
