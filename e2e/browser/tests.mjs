@@ -472,10 +472,167 @@ test('grid_colours_gpus_by_utilisation_as_the_api_reads_them', async (page) => {
   // their real indices.
   const held = await api(base, `/api/v1/gpus/held?cluster=sakura&at=${at}`);
   assert(held.length > 100, `GPU records exist for the jobs running then (${held.length})`);
+  // (A record slurmdbd contradicts, for a job that did not run on that node, is not drawn.)
   for (const h of held.filter((_, i) => i % 53 === 0)) {
+    const ran = (await page.getAttribute(`[data-testid=node-cell][data-node="${h.node}"]`, 'data-jobs')).split(',');
+    if (!ran.includes(String(h.job_id))) continue;
     const job = await page.getAttribute(`[data-testid=gpu-cell][data-node="${h.node}"][data-gpu="${h.gpu}"]`, 'data-job');
     assert(job === String(h.job_id) || job.includes('_'), `${h.node} GPU ${h.gpu} shows job ${h.job_id}, the recorded one (${job})`);
   }
+  return page;
+});
+
+/** The Gantt legend as label → swatch colour (`u20 (822)` → `u20`). */
+const ganttLegend = (page) =>
+  page.$$eval('[data-testid=gantt-legend] li', (items) => Object.fromEntries(items.map((item) => [
+    item.textContent.replace(/\s*\([\d,]+\)\s*$/, '').trim(),
+    getComputedStyle(item.querySelector('.swatch')).backgroundColor,
+  ])));
+
+test('gantt_user_colours_stay_put_across_zoom_and_no_job_is_grey', async (page) => {
+  // Review "pages a tenant and a site can trust", problem 5: colours went to the top nine users of the
+  // view (u20 navy at 1 d, light blue at 7 d) and carol's 256-GPU job was grey "other".
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  const day = await ganttLegend(page);
+  const state = await ganttState(page);
+  const grey = 'rgb(187, 187, 187)';
+  assert(!('other' in day) && !Object.values(day).includes(grey), `no grey "other" in the legend: ${JSON.stringify(day)}`);
+  const jobs = placed(await allJobs(base, `cluster=sakura&start=${state.loadedStart}&end=${state.loadedEnd}`));
+  assertEqual(Object.keys(day).sort(), [...new Set(jobs.map((j) => j.user))].sort(), 'the legend names every user drawn');
+  const largest = jobs.reduce((a, b) => (b.alloc_gpus > a.alloc_gpus ? b : a));
+  assert(day[largest.user] && day[largest.user] !== grey, `the largest job (${largest.job_id}, ${largest.alloc_gpus} GPUs) has ${largest.user}'s colour`);
+  await page.click('[data-testid=span-7d]');
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid=gantt-canvas]').dataset;
+    return Math.abs((c.viewEnd - c.viewStart) - 7 * 86400) < 2 && Number(c.loadedStart) <= Number(c.viewStart);
+  }, null, { timeout: 60000 });
+  await ganttReady(page, 60000);
+  const week = await ganttLegend(page);
+  for (const [user, colour] of Object.entries(day)) {
+    assertEqual(week[user], colour, `${user} keeps its colour from 1 d to 7 d`);
+  }
+  await page.screenshot({ path: join(out, 'gantt_7d_legend.png') });
+  // The grid coloured by user gives the user the same colour.
+  const at = Number(state.loadedEnd) - 3600;
+  await page.goto(`${base}/grid?cluster=sakura&at=${at}&colour=user`);
+  await hydrated(page);
+  const cell = await page.$eval('a[data-testid=gpu-cell]', (c) => [c.dataset.job, getComputedStyle(c).backgroundColor]);
+  const owner = (await api(base, `/api/v1/jobs/${cell[0]}?cluster=sakura`)).user;
+  assertEqual(cell[1], week[owner], `${owner}'s GPUs on the grid have its Gantt colour`);
+  return page;
+});
+
+/** WCAG contrast ratio of two `rgb(…)` colours. */
+function contrast(a, b) {
+  const luminance = (rgb) => {
+    const [r, g, bl] = rgb.match(/[\d.]+/g).slice(0, 3).map((v) => {
+      const c = Number(v) / 255;
+      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+  };
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+test('grid_at_now_shows_the_latest_readings_and_how_old_they_are', async (page) => {
+  // Review problem 6: at now all 800 GPUs read "no data", the last sample being ~15 minutes old.
+  await page.goto(`${base}/grid?cluster=sakura&metric=gpu_util`);
+  await hydrated(page);
+  const readings = await page.textContent('[data-testid=grid-readings]');
+  assert(/gpu_util readings from \d+ (s|min|h \d+ min) ago/.test(readings), `the age is said: ${readings}`);
+  const unmonitored = await page.$$eval('.gpu.unmonitored', (cells) => cells.length);
+  const cells = await page.$$eval('[data-testid=gpu-cell]', (all) => all.length);
+  assert(unmonitored < cells / 4, `most GPUs have a reading (${unmonitored} of ${cells} not monitored)`);
+  return page;
+});
+
+test('grid_tells_free_idle_and_unmonitored_gpus_apart_and_names_nodes_legibly', async (page) => {
+  // Review problem 7: free GPUs and allocated idle ones were the same purple; node names were black on
+  // job colours (1.7:1 on indigo).
+  const at = now() - 6 * 3600;
+  await page.goto(`${base}/grid?cluster=sakura&at=${at}&metric=gpu_util`);
+  await hydrated(page);
+  const colourOf = (selector) => page.$eval(selector, (c) => getComputedStyle(c).background);
+  const counts = await page.evaluate(() => Object.fromEntries(['free', 'idle', 'unmonitored', 'held'].map((k) => [k, document.querySelectorAll(`.gpu.${k}`).length])));
+  assert(counts.free > 0 && counts.idle > 0 && counts.held > counts.idle, `free, idle and held GPUs 6 h ago: ${JSON.stringify(counts)}`);
+  const free = await colourOf('.gpu.free:not(.unmonitored)');
+  const idle = await colourOf('.gpu.held.idle');
+  assert(free !== idle, `free and allocated-but-idle differ: ${free} vs ${idle}`);
+  if (counts.unmonitored > 0) {
+    const unmonitored = await colourOf('.gpu.unmonitored');
+    assert(unmonitored !== free && unmonitored !== idle, `not monitored has its own look: ${unmonitored}`);
+  }
+  const labels = await page.$$eval('[data-testid=node-label]', (names) => names.map((name) => {
+    let element = name;
+    let background = 'rgba(0, 0, 0, 0)';
+    while (element && /rgba\(0, 0, 0, 0\)|transparent/.test(background)) {
+      background = getComputedStyle(element).backgroundColor;
+      element = element.parentElement;
+    }
+    return [name.textContent, getComputedStyle(name).color, background];
+  }));
+  assertEqual(labels.length, 100, 'a label per node');
+  for (const [node, colour, background] of labels) {
+    const ratio = contrast(colour, background);
+    assert(ratio >= 4.5, `${node}'s name meets WCAG AA: ${ratio.toFixed(2)}:1 (${colour} on ${background})`);
+  }
+  // The hover says the job was running then and how it ended, not its final state "since" its start.
+  const title = await page.getAttribute('a[data-testid=gpu-cell]', 'title');
+  assert(/running then, since .*; (still running|ended .* as [A-Z_]+)/.test(title), title);
+  return page;
+});
+
+test('grid_reads_xid_as_categories_no_error_a_code_or_not_monitored', async (page) => {
+  // Review problem 6: XID was a ten-step gradient and healthy GPUs read "no data". The demo's XID-79
+  // run: its node's GPUs read a hardware fault at that moment, the others no error.
+  let found = null;
+  for (const job of await recent('NODE_FAIL', 8)) {
+    const r = await report(job.job_id);
+    const xid = r.failure?.evidence.find((e) => e.source === 'xid' && e.detail.startsWith('XID 79'));
+    if (xid) { found = { job, xid }; break; }
+  }
+  assert(found, 'the demo plants an XID-79 run in the telemetry window');
+  // The report places the fault by its buckets; the grid reads the scrapes around a moment: find a moment
+  // near the evidence at which the API reads XID 79 on that node.
+  const node = found.xid.place.split(' ')[0];
+  const evidence = Math.floor(Date.parse(found.xid.at) / 1000);
+  let at = null;
+  for (let moment = evidence - 120; moment <= evidence + 60 && at === null; moment += 15) {
+    const values = await api(base, `/api/v1/gpus/values?cluster=sakura&metric=xid&at=${moment}`);
+    if (values.values.some((v) => v.node === node && v.value === 79)) at = moment;
+  }
+  assert(at, `the API reads XID 79 on ${node} near ${found.xid.at}`);
+  await page.goto(`${base}/grid?cluster=sakura&at=${at}&metric=xid`);
+  await hydrated(page);
+  const classes = await page.$$eval(`[data-testid=gpu-cell][data-node="${node}"]`, (cells) => cells.map((c) => c.className));
+  assert(classes.some((c) => c.includes('xid-hardware')), `${node} shows the hardware fault: ${classes}`);
+  const healthy = await page.$$eval('.gpu.healthy', (cells) => cells.length);
+  assert(healthy > 400, `most GPUs read "no error", not "no data" (${healthy})`);
+  const legend = await page.$$eval('[data-testid=grid-legend] [data-kind]', (items) => items.map((i) => i.dataset.kind));
+  for (const kind of ['free', 'healthy', 'xid-hardware', 'xid-application', 'unmonitored']) {
+    assert(legend.includes(kind), `the legend explains ${kind}: ${legend}`);
+  }
+  const code = await page.$eval('[data-testid=grid-xid-code][data-code="79"]', (li) => [li.dataset.strength, li.textContent]);
+  assertEqual(code[0], 'strong', 'XID 79 reads as a hardware fault, as in the job report');
+  await page.screenshot({ path: join(out, 'grid_xid_at_fault.png'), fullPage: true });
+  return null;
+});
+
+test('grid_refuses_a_moment_in_the_future_with_a_way_back', async (page) => {
+  // Review problem 9: `?at=2030-03-17` projected today's running jobs four years ahead.
+  const response = await page.goto(`${base}/grid?cluster=sakura&at=2030-03-17`);
+  assertEqual(response.status(), 400, 'a future moment is bad input');
+  const error = await page.textContent('[data-testid=load-error]');
+  assert(error.includes('2030-03-17 00:00Z is in the future'), error);
+  assertEqual(await page.$$eval('[data-testid=gpu-cell]', (cells) => cells.length), 0, 'nothing is drawn');
+  await page.screenshot({ path: join(out, 'grid_future.png') });
+  await hydrated(page);
+  await page.click('[data-testid=grid-now]');
+  await page.waitForSelector('[data-testid=grid-summary]', { timeout: 30000 });
+  assertEqual(await page.$$eval('[data-testid=gpu-cell]', (cells) => cells.length), 800, 'back at now');
   return page;
 });
 

@@ -114,10 +114,18 @@ pub struct VictoriaMetricsConfig {
     /// Upper bound of all metric queries of one report together.
     #[serde(default = "default_vm_timeout_ms")]
     pub timeout_ms: u64,
+    /// How much older than the moment shown the grid's readings may be: it shows the latest samples
+    /// within this bound, says how old they are, and calls a GPU without one "not monitored".
+    #[serde(default = "default_readings_max_age_s")]
+    pub readings_max_age_s: u64,
 }
 
 fn default_vm_timeout_ms() -> u64 {
     5000
+}
+
+fn default_readings_max_age_s() -> u64 {
+    3600
 }
 
 /// VictoriaLogs, queried with LogsQL the server builds.
@@ -399,6 +407,7 @@ mod tests {
             assert_eq!(config.access.staff_groups, ["hpc-staff"]);
             assert!(config.access.trusted_proxies.iter().any(|net| net.contains([127, 0, 0, 1].into())));
             assert_eq!(config.access.tokens.per_minute, 600);
+            assert_eq!(config.victoriametrics.as_ref().map(|vm| vm.readings_max_age_s), Some(3600));
             let logs = config.victorialogs.as_ref().expect("[victorialogs]");
             assert_eq!((logs.node_field.as_str(), logs.max_lines), ("host", 1000));
             let profiles = config.pyroscope.as_ref().expect("[pyroscope]");

@@ -6,6 +6,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::app::App;
+use crate::app::gpus::ReadingSettings;
 use crate::app::report::{ReportSettings, Reporter};
 use crate::app::signals::Signals;
 use crate::config::Config;
@@ -16,7 +17,7 @@ use crate::sources::victoriametrics::VictoriaMetrics;
 use crate::store::Store;
 
 /// Builds the application: one lazy slurmdbd reader per configured cluster, our store, the report
-/// maker and the log and profile sources.
+/// maker, the grid's readings and the log and profile sources.
 pub fn app(config: &Config) -> anyhow::Result<App> {
     let options = SlurmDbdOptions {
         url: config.slurmdbd.url.clone(),
@@ -36,10 +37,16 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
         .transpose()
         .context("configuring slurmlens's database")?;
     let reporter = reporter(config, store.clone())?;
+    let readings = ReadingSettings {
+        vm: metrics_client(config)?,
+        catalog: config.metrics.clone(),
+        max_age_s: config.victoriametrics.as_ref().map_or(3600, |vm| vm.readings_max_age_s),
+        timeout: metrics_timeout(config),
+    };
     let signals = Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())
         .map_err(anyhow::Error::msg)
         .context("configuring the VictoriaLogs and Pyroscope clients")?;
-    App::new(readers, config.access.clone(), store, reporter, signals)
+    App::new(readers, config.access.clone(), store, reporter, readings, signals)
         .context("at least one cluster must be configured")
 }
 
@@ -69,20 +76,29 @@ pub fn web_options(config: &Config) -> anyhow::Result<slurmlens_web::server::Web
 
 /// The report maker: VictoriaMetrics (if configured), our store, the site's series catalogue.
 pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporter> {
-    let timeout = Duration::from_millis(config.victoriametrics.as_ref().map_or(5000, |vm| vm.timeout_ms));
-    let vm = config
-        .victoriametrics
-        .as_ref()
-        .map(|vm| VictoriaMetrics::new(&vm.url, timeout))
-        .transpose()
-        .context("configuring the VictoriaMetrics client")?;
+    let vm = metrics_client(config)?;
     let settings = ReportSettings {
         catalog: config.metrics.clone(),
-        metrics_timeout: timeout,
+        metrics_timeout: metrics_timeout(config),
         archive_delay: Duration::from_secs(config.report.archive_delay_s),
         topology: topology(config)?,
     };
     Ok(Reporter::new(vm, store, settings))
+}
+
+/// The VictoriaMetrics client, if one is configured.
+fn metrics_client(config: &Config) -> anyhow::Result<Option<VictoriaMetrics>> {
+    config
+        .victoriametrics
+        .as_ref()
+        .map(|vm| VictoriaMetrics::new(&vm.url, metrics_timeout(config)))
+        .transpose()
+        .context("configuring the VictoriaMetrics client")
+}
+
+/// The upper bound of one report's (or one grid's) metric queries together.
+fn metrics_timeout(config: &Config) -> Duration {
+    Duration::from_millis(config.victoriametrics.as_ref().map_or(5000, |vm| vm.timeout_ms))
 }
 
 /// Applies our own schema's pending migrations (`slurmlens migrate`).

@@ -3,7 +3,9 @@
 //! count on that node (from `/api/v1/jobs/{id}` `nodes[].gpus`); the node cell names every job on it.
 //! GPUs held by jobs the viewer may not see arrive as counts per node (`/api/v1/gpus/busy`) and are
 //! drawn "busy": the snapshot never holds their jobs, so neither the page nor its hydration data can
-//! name them.
+//! name them. Coloured by a metric, each cell says what a person needs to tell apart: free, held,
+//! allocated but idle, not monitored (no series), and for XID no error or a code read as the job
+//! report reads it (application, hardware or driver, unclear).
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,8 @@ use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
 use crate::gantt::per_node_gpus;
-use crate::palette::{Categories, ColourBy, FREE, job_colour, state_colour};
+use crate::palette::{BUSY, Categories, ColourBy, ColourSlots, FREE, hashed_colour, job_colour, state_colour};
+use crate::timefmt;
 
 /// The grid at `at`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -31,6 +34,12 @@ pub struct GridSnapshot {
     /// Running jobs whose GPU indices the Slurm plugin recorded (their cells are exact).
     #[serde(default)]
     pub recorded_jobs: usize,
+    /// The moment is now (none was asked for): readings' ages read "ago".
+    #[serde(default)]
+    pub live: bool,
+    /// The stable colours of the users and accounts shown (and of no one else).
+    #[serde(default)]
+    pub slots: ColourSlots,
 }
 
 /// One metric of every GPU at the snapshot's moment.
@@ -40,20 +49,47 @@ pub struct GridMetric {
     pub unit: String,
     /// The top of the colour scale: 100 for percentages, else the largest value seen.
     pub max: f64,
-    /// `ok` or `unavailable` (then `message` says why and cells show "no data").
+    /// `ok` or `unavailable` (then `message` says why and cells keep their jobs' colours).
     pub status: wire::ValuesState,
     #[serde(default)]
     pub message: Option<String>,
-    /// Parallel to `racks.nodes`, one entry per GPU cell.
+    /// Parallel to `racks.nodes`, one entry per GPU cell: `None` where the GPU has no series then.
     pub values: Vec<Vec<Option<f64>>>,
+    /// When the readings were taken (epoch seconds): the latest at or before the moment, at most
+    /// `max_age_s` older. `None`: no GPU reported within that bound.
+    #[serde(default)]
+    pub readings_at: Option<i64>,
+    #[serde(default)]
+    pub max_age_s: u64,
+    /// For XID: how each code present reads.
+    #[serde(default)]
+    pub xid_codes: Vec<wire::XidCode>,
 }
 
-/// Colour of a GPU cell without a reading.
-pub const NO_DATA: &str = "#DDDDDD";
+/// A GPU without a series then: not monitored (dots, unlike free white and busy stripes).
+pub const UNMONITORED: &str = "radial-gradient(circle, #5F5F5F 0 0.9px, transparent 1.2px) 0 0 / 4px 4px, #E6E6E6";
+/// A held GPU whose XID reading is 0: no error.
+pub const HEALTHY: &str = "#A8DDB5";
+/// XID colours by how the code reads: a hardware or driver fault, the application's, unclear.
+pub const XID_HARDWARE: &str = "#D55E00";
+pub const XID_APPLICATION: &str = "#E69F00";
+pub const XID_UNCLEAR: &str = "#CC79A7";
+/// Utilisation (percent) under which a held GPU counts as idle: allocated but not used.
+pub const IDLE_BELOW: f64 = 5.0;
+
+/// What one GPU cell shows: its classes (`gpu free`, `gpu held idle`, `gpu free unmonitored`, …), its
+/// background and its reading in words (empty without a metric).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellLook {
+    pub class: String,
+    pub background: String,
+    pub reading: String,
+}
 
 impl GridMetric {
-    /// Places `values` on the snapshot's cells (by node name and GPU index).
-    pub fn new(racks: &Racks, values: &wire::GpuValues) -> Self {
+    /// Places `readings` on the snapshot's cells (by node name and GPU index).
+    pub fn new(racks: &Racks, readings: &wire::GpuReadings) -> Self {
+        let values = &readings.values;
         let index = racks.index();
         let mut cells: Vec<Vec<Option<f64>>> = racks.nodes.iter().map(|node| vec![None; node.gpus as usize]).collect();
         for value in &values.values {
@@ -72,32 +108,110 @@ impl GridMetric {
             status: values.status,
             message: values.message.clone(),
             values: cells,
+            readings_at: readings.readings_at.map(|at| at.timestamp()),
+            max_age_s: readings.max_age_s,
+            xid_codes: readings.xid_codes.clone(),
         }
     }
 
-    /// The colour of a GPU cell: viridis for magnitudes; for XID, vermilion where an error is set.
-    pub fn colour(&self, node: usize, gpu: usize) -> &'static str {
-        match self.values.get(node).and_then(|cells| cells.get(gpu)).copied().flatten() {
-            None => NO_DATA,
-            Some(value) if self.key == "xid" => {
-                if value > 0.0 {
-                    "#D55E00"
-                } else {
-                    FREE
-                }
+    /// A metric whose source failed: the cells keep their jobs' colours and the page says why.
+    pub fn unavailable(key: &str, message: String) -> Self {
+        Self {
+            key: key.to_string(),
+            unit: String::new(),
+            max: 0.0,
+            status: wire::ValuesState::Unavailable,
+            message: Some(message),
+            values: Vec::new(),
+            readings_at: None,
+            max_age_s: 0,
+            xid_codes: Vec::new(),
+        }
+    }
+
+    fn value(&self, node: usize, gpu: usize) -> Option<f64> {
+        self.values.get(node).and_then(|cells| cells.get(gpu)).copied().flatten()
+    }
+
+    /// How XID `code` reads: (class, colour, words), as the job report's failure evidence reads it.
+    fn xid(&self, code: u32) -> (&'static str, &'static str, String) {
+        let known = self.xid_codes.iter().find(|known| known.code == code);
+        let meaning = known.map_or(String::new(), |known| format!(": {}", known.meaning));
+        match known.map(|known| known.strength) {
+            Some(wire::EvidenceStrength::Strong) => {
+                ("xid-hardware", XID_HARDWARE, format!("XID {code}{meaning} (hardware or driver fault)"))
             }
-            Some(value) => crate::charts::viridis(value, self.max).1,
+            Some(wire::EvidenceStrength::Application) => {
+                ("xid-application", XID_APPLICATION, format!("XID {code}{meaning} (application fault)"))
+            }
+            _ => ("xid-unclear", XID_UNCLEAR, format!("XID {code}{meaning} (hardware or application)")),
         }
     }
 
-    /// The reading of a GPU cell as text (`87 %`, `no data`).
-    pub fn describe(&self, node: usize, gpu: usize) -> String {
-        match self.values.get(node).and_then(|cells| cells.get(gpu)).copied().flatten() {
-            None => format!("{}: no data", self.key),
-            Some(value) if self.key == "xid" && value > 0.0 => format!("XID {value:.0}"),
-            Some(_) if self.key == "xid" => "no XID".to_string(),
-            Some(value) => format!("{} {}", self.key, crate::charts::human(value, &self.unit)),
+    /// The look of GPU `gpu` of node `node`, `held` or free: no series is "not monitored"; a free GPU
+    /// stays white whatever it reads (unless it shows an XID); a held one takes the metric's colour,
+    /// and under [`IDLE_BELOW`] % utilisation is marked idle.
+    pub fn look(&self, node: usize, gpu: usize, held: bool) -> CellLook {
+        let holder = if held { "held" } else { "free" };
+        let Some(value) = self.value(node, gpu) else {
+            return CellLook {
+                class: format!("gpu {holder} unmonitored"),
+                background: UNMONITORED.into(),
+                reading: format!("{}: not monitored (no reading)", self.key),
+            };
+        };
+        if self.key == "xid" {
+            if value >= 1.0 {
+                let (class, colour, words) = self.xid(value.round() as u32);
+                return CellLook { class: format!("gpu {holder} {class}"), background: colour.into(), reading: words };
+            }
+            let background = if held { HEALTHY } else { FREE };
+            return CellLook {
+                class: format!("gpu {holder} healthy"),
+                background: background.into(),
+                reading: "no XID".into(),
+            };
         }
+        let reading = format!("{} {}", self.key, crate::charts::human(value, &self.unit));
+        if !held {
+            return CellLook { class: "gpu free".into(), background: FREE.into(), reading };
+        }
+        let idle = self.key == "gpu_util" && value < IDLE_BELOW;
+        CellLook {
+            class: if idle { "gpu held idle".into() } else { "gpu held".into() },
+            background: crate::charts::viridis(value, self.max).1.into(),
+            reading: if idle { format!("{reading}: allocated but idle") } else { reading },
+        }
+    }
+
+    /// How old the readings are, in words: `gpu_util readings from 14 min ago (2026-12-01 23:27Z)`,
+    /// or why there are none.
+    pub fn age(&self, at: i64, live: bool) -> String {
+        match self.readings_at {
+            None => format!(
+                "{}; every GPU reads \"not monitored\".",
+                self.message.clone().unwrap_or_else(|| format!("no {} readings", self.key))
+            ),
+            Some(taken) if live => {
+                format!("{} readings from {} ago ({}).", self.key, span(at - taken), timefmt::utc_short(taken))
+            }
+            Some(taken) => format!(
+                "{} readings from {}, {} before this moment.",
+                self.key,
+                timefmt::utc_long(taken),
+                span(at - taken)
+            ),
+        }
+    }
+}
+
+/// `45 s`, `14 min`, `2 h 05 min`.
+pub fn span(seconds: i64) -> String {
+    let seconds = seconds.max(0);
+    match seconds {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min", s / 60),
+        s => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
     }
 }
 
@@ -174,35 +288,48 @@ impl GridSnapshot {
             .iter()
             .map(|node| NodeCells { gpus: vec![None; node.gpus as usize], ..NodeCells::default() })
             .collect();
-        // First the recorded cells, so that no job filled in start order takes a recorded GPU.
+        // What each job holds on each of its nodes: its details' count, or its total split evenly.
+        let held_on = |job: &wire::Job, host: &str, hosts: usize| {
+            node_gpus
+                .get(&job.job_id)
+                .and_then(|per_node| per_node.get(host).copied().flatten())
+                .unwrap_or_else(|| per_node_gpus(job.alloc_gpus, hosts))
+        };
+        // First the recorded cells, so that no job filled in start order takes a recorded GPU. slurmdbd
+        // says where a job ran and how many GPUs it holds: a record elsewhere, or beyond that count, is
+        // not drawn.
         let mut placed: BTreeMap<(u32, u32), u64> = BTreeMap::new();
         let mut recorded_jobs = 0;
         for (job_index, job) in running.iter().enumerate() {
             let Some(per_node) = recorded.get(&job.job_id_raw) else { continue };
-            recorded_jobs += 1;
-            for (host, indices) in per_node {
+            let hosts = hostlist::expand_lenient(&job.node_list);
+            let mut any = false;
+            for (host, indices) in per_node.iter().filter(|(host, _)| hosts.contains(host)) {
                 let Some(&node) = node_index.get(host.as_str()) else { continue };
                 let cells = &mut nodes[node as usize];
+                let mut left = held_on(job, host, hosts.len());
                 for &index in indices {
-                    if let Some(cell @ None) = cells.gpus.get_mut(usize::from(index)) {
+                    if left > 0
+                        && let Some(cell @ None) = cells.gpus.get_mut(usize::from(index))
+                    {
                         *cell = Some(job_index as u32);
                         *placed.entry((job_index as u32, node)).or_default() += 1;
+                        left -= 1;
+                        any = true;
                     }
                 }
             }
+            recorded_jobs += usize::from(any);
         }
         let mut grid_jobs = Vec::with_capacity(running.len());
         for job in running {
             let job_index = grid_jobs.len() as u32;
             let hosts = hostlist::expand_lenient(&job.node_list);
-            let detail = node_gpus.get(&job.job_id);
             for host in &hosts {
                 let Some(&node) = node_index.get(host.as_str()) else {
                     continue;
                 };
-                let gpus = detail
-                    .and_then(|per_node| per_node.get(host).copied().flatten())
-                    .unwrap_or_else(|| per_node_gpus(job.alloc_gpus, hosts.len()));
+                let gpus = held_on(job, host, hosts.len());
                 let cells = &mut nodes[node as usize];
                 cells.jobs.push((job_index, gpus));
                 let mut left = gpus.saturating_sub(placed.get(&(job_index, node)).copied().unwrap_or(0));
@@ -236,7 +363,17 @@ impl GridSnapshot {
             cells.busy = free.take(usize::try_from(count).unwrap_or(usize::MAX)).collect();
         }
         drop(node_index);
-        Self { cluster: cluster.to_string(), at, racks, jobs: grid_jobs, nodes, metric: None, recorded_jobs }
+        Self {
+            cluster: cluster.to_string(),
+            at,
+            racks,
+            jobs: grid_jobs,
+            nodes,
+            metric: None,
+            recorded_jobs,
+            live: false,
+            slots: ColourSlots::default(),
+        }
     }
 
     /// The value a job is coloured by.
@@ -254,7 +391,8 @@ impl GridSnapshot {
         }
     }
 
-    /// Colours and legend for `by`. By job, every running job is its own legend entry.
+    /// Colours and legend for `by`: each user, account, partition and job keeps its own colour at
+    /// every moment ([`ColourSlots`]). By job, every running job is its own legend entry.
     pub fn categories(&self, by: ColourBy) -> Categories {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         if by != ColourBy::Job {
@@ -267,7 +405,10 @@ impl GridSnapshot {
         match by {
             ColourBy::State => Categories::states(counts),
             ColourBy::Efficiency => Categories::efficiency(counts),
-            _ => Categories::new(counts),
+            ColourBy::User => Categories::identified(counts, |name| self.slots.user(name)),
+            ColourBy::Account => Categories::identified(counts, |name| self.slots.account(name)),
+            ColourBy::Partition => Categories::identified(counts, hashed_colour),
+            ColourBy::Job => Categories::default(),
         }
     }
 
@@ -275,10 +416,49 @@ impl GridSnapshot {
     pub fn colour(&self, job: Option<u32>, by: ColourBy, categories: &Categories) -> &'static str {
         match (job, by) {
             (None, _) => FREE,
-            (Some(job), ColourBy::Job) => job_colour(job as usize),
+            (Some(job), ColourBy::Job) => job_colour(&self.jobs[job as usize].job_id),
             (Some(job), ColourBy::State) => state_colour(&self.jobs[job as usize].state),
             (Some(job), by) => categories.colour(self.category(job, by)),
         }
+    }
+
+    /// The look of GPU `gpu` of node `node`: another tenant's is busy (never a reading); with a metric
+    /// that answered, the metric's look ([`GridMetric::look`]); otherwise its job's colour, or free.
+    pub fn look(&self, node: usize, gpu: usize, by: ColourBy, categories: &Categories) -> CellLook {
+        let cells = &self.nodes[node];
+        if cells.busy.contains(&(gpu as u16)) {
+            return CellLook { class: "gpu busy".into(), background: BUSY.into(), reading: String::new() };
+        }
+        let holder = cells.gpus.get(gpu).copied().flatten();
+        match self.metric.as_ref().filter(|metric| metric.status == wire::ValuesState::Ok) {
+            Some(metric) => metric.look(node, gpu, holder.is_some()),
+            None => CellLook {
+                class: if holder.is_some() { "gpu held".into() } else { "gpu free".into() },
+                background: self.colour(holder, by, categories).into(),
+                reading: String::new(),
+            },
+        }
+    }
+
+    /// A job as the grid's hover names it at the snapshot's moment: it was running then, since its
+    /// start; what became of it is said apart (`ended … as NODE_FAIL`, or `still running`).
+    pub fn describe(&self, job: u32) -> String {
+        let job = &self.jobs[job as usize];
+        let outcome = match job.end {
+            Some(end) => {
+                let state = job.state.split_whitespace().next().unwrap_or(&job.state);
+                format!("ended {} as {state}", timefmt::utc_short(end))
+            }
+            None => "still running".to_string(),
+        };
+        format!(
+            "job {} ({}, {}, {}): running then, since {}; {outcome}",
+            job.job_id,
+            job.user,
+            job.account,
+            job.partition,
+            timefmt::utc_short(job.start),
+        )
     }
 
     /// GPUs in use (the viewer's jobs' and busy ones) and in total.
@@ -334,9 +514,17 @@ mod tests {
 
         // The plugin recorded job 2 on GPU 3 of n1: it sits there, and job 1 fills around it.
         let recorded: RecordedGpus = [(2, [("n1".to_string(), vec![3])].into())].into();
-        let grid = GridSnapshot::assemble("c", at, racks, &jobs, &detail, &recorded, &BusyCounts::new());
+        let grid = GridSnapshot::assemble("c", at, racks.clone(), &jobs, &detail, &recorded, &BusyCounts::new());
         assert_eq!(grid.nodes[0].gpus, [Some(0), Some(0), None, Some(1)]);
         assert_eq!(grid.recorded_jobs, 1);
+
+        // Records that slurmdbd contradicts (a node the job did not run on, more GPUs than it holds)
+        // are not drawn: job 2 holds one GPU of n1 only.
+        let recorded: RecordedGpus = [(2, [("n1".to_string(), vec![2, 3]), ("n2".to_string(), vec![0])].into())].into();
+        let grid = GridSnapshot::assemble("c", at, racks, &jobs, &detail, &recorded, &BusyCounts::new());
+        assert_eq!(grid.nodes[0].gpus, [Some(0), Some(0), Some(1), None]);
+        assert_eq!(grid.nodes[1].gpus, [Some(0); 4], "n2 is job 1's");
+        assert_eq!(grid.nodes.iter().map(|node| node.overflow).sum::<u64>(), 0);
     }
 
     #[test]
@@ -358,5 +546,129 @@ mod tests {
         assert_eq!(grid.jobs.len(), 2, "only the viewer's jobs are in the snapshot");
         assert_eq!(grid.busy_count(), 8);
         assert_eq!(grid.usage(), (11, 12));
+    }
+
+    /// n1 with 4 GPUs: job 1 holds GPUs 0 and 1 since 10:00 (it ended at 13:00 as NODE_FAIL); at noon.
+    fn held_pair() -> GridSnapshot {
+        let racks = Topology::default().resolve("c", &hostlist::expand_lenient("n1"), 4);
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z").expect("time").timestamp();
+        let mut ended = job(1, "n1", "2026-11-30T10:00:00Z", Some("2026-11-30T13:00:00Z"), 2);
+        ended.state = "NODE_FAIL".into();
+        GridSnapshot::assemble("c", at, racks, &[ended], &NodeGpus::new(), &RecordedGpus::new(), &BusyCounts::new())
+    }
+
+    fn readings(metric: &str, values: &[(u16, f64)], codes: Vec<wire::XidCode>) -> wire::GpuReadings {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z").expect("time").to_utc();
+        wire::GpuReadings {
+            values: wire::GpuValues {
+                metric: metric.into(),
+                unit: if metric == "xid" { "code".into() } else { "%".into() },
+                at,
+                status: wire::ValuesState::Ok,
+                message: None,
+                values: values.iter().map(|&(gpu, value)| wire::GpuValue { node: "n1".into(), gpu, value }).collect(),
+            },
+            readings_at: Some(at - chrono::Duration::minutes(14)),
+            max_age_s: 1800,
+            xid_codes: codes,
+        }
+    }
+
+    #[test]
+    fn free_idle_busy_and_unmonitored_gpus_look_different() {
+        // Regression (review "pages a tenant and a site can trust", problems 6 and 7): free GPUs and
+        // allocated idle ones were the same purple, and GPUs without a series the same grey as free.
+        let mut grid = held_pair();
+        grid.metric =
+            Some(GridMetric::new(&grid.racks, &readings("gpu_util", &[(0, 2.0), (1, 80.0), (2, 0.0)], vec![])));
+        let categories = grid.categories(ColourBy::Job);
+        let looks: Vec<CellLook> = (0..4).map(|gpu| grid.look(0, gpu, ColourBy::Job, &categories)).collect();
+        let classes: Vec<&str> = looks.iter().map(|look| look.class.as_str()).collect();
+        assert_eq!(classes, ["gpu held idle", "gpu held", "gpu free", "gpu free unmonitored"]);
+        let backgrounds: std::collections::BTreeSet<&str> =
+            [&looks[0], &looks[2], &looks[3]].iter().map(|look| look.background.as_str()).collect();
+        assert_eq!(backgrounds.len(), 3, "idle, free and not monitored each have their own colour: {looks:?}");
+        assert!(looks[0].reading.contains("allocated but idle"), "{}", looks[0].reading);
+        assert_eq!(looks[3].reading, "gpu_util: not monitored (no reading)");
+        // Without a metric: free and held by the job's own colour.
+        grid.metric = None;
+        assert_eq!(grid.look(0, 0, ColourBy::Job, &categories).background, job_colour("1"));
+        assert_eq!(grid.look(0, 2, ColourBy::Job, &categories).class, "gpu free");
+    }
+
+    #[test]
+    fn xid_reads_no_error_a_classified_code_or_not_monitored() {
+        let mut grid = held_pair();
+        let codes = vec![
+            wire::XidCode {
+                code: 79,
+                strength: wire::EvidenceStrength::Strong,
+                meaning: "GPU has fallen off the bus".into(),
+            },
+            wire::XidCode {
+                code: 31,
+                strength: wire::EvidenceStrength::Application,
+                meaning: "GPU memory page fault".into(),
+            },
+        ];
+        grid.metric = Some(GridMetric::new(&grid.racks, &readings("xid", &[(0, 0.0), (1, 79.0), (2, 31.0)], codes)));
+        let categories = grid.categories(ColourBy::Job);
+        let looks: Vec<CellLook> = (0..4).map(|gpu| grid.look(0, gpu, ColourBy::Job, &categories)).collect();
+        let classes: Vec<&str> = looks.iter().map(|look| look.class.as_str()).collect();
+        assert_eq!(
+            classes,
+            ["gpu held healthy", "gpu held xid-hardware", "gpu free xid-application", "gpu free unmonitored"]
+        );
+        assert_eq!(looks[0].background, HEALTHY);
+        assert_eq!(looks[1].reading, "XID 79: GPU has fallen off the bus (hardware or driver fault)");
+        assert_eq!(looks[2].reading, "XID 31: GPU memory page fault (application fault)");
+        let free_healthy = grid.metric.as_ref().expect("metric").look(0, 0, false);
+        assert_eq!((free_healthy.class.as_str(), free_healthy.background.as_str()), ("gpu free healthy", FREE));
+        let all: std::collections::BTreeSet<&str> =
+            [HEALTHY, FREE, UNMONITORED, XID_HARDWARE, XID_APPLICATION, XID_UNCLEAR].into_iter().collect();
+        assert_eq!(all.len(), 6, "healthy, free, not monitored and each kind of XID differ");
+    }
+
+    #[test]
+    fn the_hover_says_a_job_was_running_then_and_how_it_ended() {
+        // Regression (review problem 7): "NODE_FAIL since <start>" for a job running at the moment.
+        let grid = held_pair();
+        assert_eq!(
+            grid.describe(0),
+            "job 1 (u1, ml, gpu): running then, since 2026-11-30 10:00Z; ended 2026-11-30 13:00Z as NODE_FAIL"
+        );
+        let racks = Topology::default().resolve("c", &hostlist::expand_lenient("n1"), 4);
+        let running = job(2, "n1", "2026-11-30T11:00:00Z", None, 1);
+        let grid = GridSnapshot::assemble(
+            "c",
+            grid.at,
+            racks,
+            &[running],
+            &NodeGpus::new(),
+            &RecordedGpus::new(),
+            &BusyCounts::new(),
+        );
+        assert!(grid.describe(0).ends_with("since 2026-11-30 11:00Z; still running"), "{}", grid.describe(0));
+    }
+
+    #[test]
+    fn readings_say_how_old_they_are() {
+        let grid = held_pair();
+        let metric = GridMetric::new(&grid.racks, &readings("gpu_util", &[(0, 50.0)], vec![]));
+        assert_eq!(metric.age(grid.at, true), "gpu_util readings from 14 min ago (2026-11-30 11:46Z).");
+        assert_eq!(
+            metric.age(grid.at, false),
+            "gpu_util readings from 2026-11-30 11:46:00 UTC, 14 min before this moment."
+        );
+        let mut none = readings("gpu_util", &[], vec![]);
+        none.readings_at = None;
+        none.values.message = Some("no gpu_util readings in the 30 min before this moment".into());
+        let metric = GridMetric::new(&grid.racks, &none);
+        assert_eq!(
+            metric.age(grid.at, true),
+            "no gpu_util readings in the 30 min before this moment; every GPU reads \"not monitored\"."
+        );
+        assert_eq!(span(45), "45 s");
+        assert_eq!(span(7500), "2 h 05 min");
     }
 }

@@ -1,19 +1,32 @@
-//! Colour-blind-safe colours: Paul Tol's "muted" scheme for categories (users, accounts, partitions,
-//! jobs) and the Okabe–Ito set for job states, each with a grey for "other".
+//! Colour-blind-safe colours: a stable colour per user, account, partition and job ([`IDENTITY`],
+//! from Paul Tol's and Okabe–Ito's schemes), the Okabe–Ito set for job states, viridis for efficiency,
+//! and Tol's "muted" scheme for chart lines. No user, account or job is ever grey: grey means "no
+//! report", "cancelled" or a GPU the viewer may not see.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Tol's muted qualitative scheme: distinguishable under the common colour-vision deficiencies.
+/// Tol's muted qualitative scheme: distinguishable under the common colour-vision deficiencies (the
+/// report's chart lines).
 pub const CATEGORICAL: [&str; 9] =
     ["#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499"];
 
-/// For everything outside the named categories.
+/// Colours of users, accounts, partitions and jobs: Tol's muted, vibrant, light and dark schemes and
+/// Okabe–Ito's, without their greys, ordered so that neighbouring slots differ in lightness as well as
+/// hue. Each value keeps its slot wherever it is drawn ([`ColourSlots`]); no palette of this size stays
+/// distinct under every colour-vision deficiency, so the legend and every hover name the value.
+pub const IDENTITY: [&str; 24] = [
+    "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99", "#EE7733", "#AA4499", "#999933", "#0077BB",
+    "#FFAABB", "#225555", "#CC6677", "#BBCC33", "#663333", "#77AADD", "#EE3377", "#666633", "#F0E442", "#CC3311",
+    "#009E73", "#E69F00", "#222255", "#56B4E9",
+];
+
+/// For values without a colour of their own: a state not listed, an efficiency without a report.
 pub const OTHER: &str = "#BBBBBB";
 
-/// Free (unallocated) cells in the grid.
-pub const FREE: &str = "#F2F2F2";
+/// Free (unallocated) cells in the grid: white with an outline, an empty slot.
+pub const FREE: &str = "#FFFFFF";
 /// A GPU held by a job the viewer may not see: a neutral grey hatch, unlike any job colour.
 pub const BUSY: &str = "repeating-linear-gradient(135deg, #A8A8A8 0 2px, #E4E4E4 2px 4px)";
 /// [`BUSY`] as one colour, for a stop in a node's gradient.
@@ -107,7 +120,8 @@ pub struct LegendEntry {
     pub count: usize,
 }
 
-/// Colours for categorical values: the most frequent get the scheme's colours, the rest share grey.
+/// Colours of the values present (users, states, …), each with its own colour; the legend lists every
+/// value, most frequent first.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Categories {
     colour_of: BTreeMap<String, &'static str>,
@@ -115,37 +129,12 @@ pub struct Categories {
 }
 
 impl Categories {
-    /// From (value, count) pairs; ties break by value so the result is stable.
-    pub fn new(counts: impl IntoIterator<Item = (String, usize)>) -> Self {
-        let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let mut categories = Self::default();
-        let mut others = 0;
-        for (rank, (value, count)) in ranked.into_iter().enumerate() {
-            if let Some(&colour) = CATEGORICAL.get(rank) {
-                categories.colour_of.insert(value.clone(), colour);
-                categories.legend.push(LegendEntry { label: value, colour: colour.into(), count });
-            } else {
-                others += count;
-            }
-        }
-        if others > 0 {
-            categories.legend.push(LegendEntry { label: "other".into(), colour: OTHER.into(), count: others });
-        }
-        categories
-    }
-
-    /// States keep their fixed colours; the legend lists those present.
-    pub fn states(counts: impl IntoIterator<Item = (String, usize)>) -> Self {
-        Self::fixed(counts, state_colour)
-    }
-
-    /// Efficiency classes keep their fixed colours; the legend lists those present.
-    pub fn efficiency(counts: impl IntoIterator<Item = (String, usize)>) -> Self {
-        Self::fixed(counts, efficiency_colour)
-    }
-
-    fn fixed(counts: impl IntoIterator<Item = (String, usize)>, colour_of: fn(&str) -> &'static str) -> Self {
+    /// From (value, count) pairs, each value in `colour_of(value)`; ties break by value so the legend
+    /// is stable.
+    pub fn identified(
+        counts: impl IntoIterator<Item = (String, usize)>,
+        colour_of: impl Fn(&str) -> &'static str,
+    ) -> Self {
         let mut categories = Self::default();
         let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -157,15 +146,75 @@ impl Categories {
         categories
     }
 
-    /// The colour of `value`.
+    /// States keep their fixed colours; the legend lists those present.
+    pub fn states(counts: impl IntoIterator<Item = (String, usize)>) -> Self {
+        Self::identified(counts, state_colour)
+    }
+
+    /// Efficiency classes keep their fixed colours; the legend lists those present.
+    pub fn efficiency(counts: impl IntoIterator<Item = (String, usize)>) -> Self {
+        Self::identified(counts, efficiency_colour)
+    }
+
+    /// The colour of `value` (a value not counted: [`OTHER`]).
     pub fn colour(&self, value: &str) -> &'static str {
         self.colour_of.get(value).copied().unwrap_or(OTHER)
     }
 }
 
-/// A job's own colour when colouring by job: neighbours in start order differ.
-pub fn job_colour(ordinal: usize) -> &'static str {
-    CATEGORICAL[ordinal % CATEGORICAL.len()]
+/// Stable colour slots (indices into [`IDENTITY`]) of a cluster's users and accounts, in the order
+/// slurmdbd first associated them: a user keeps one colour at every zoom, filter and page, and only
+/// values [`IDENTITY`]`.len()` or more apart in that order share one. A value without a slot (its
+/// source failed, a partition) takes one from a hash of its name, which is stable too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColourSlots {
+    #[serde(default)]
+    pub users: BTreeMap<String, u32>,
+    #[serde(default)]
+    pub accounts: BTreeMap<String, u32>,
+}
+
+impl ColourSlots {
+    /// The colour of user `name`.
+    pub fn user(&self, name: &str) -> &'static str {
+        self.users.get(name).map_or_else(|| hashed_colour(name), |&slot| IDENTITY[slot as usize % IDENTITY.len()])
+    }
+
+    /// The colour of account `name`.
+    pub fn account(&self, name: &str) -> &'static str {
+        self.accounts.get(name).map_or_else(|| hashed_colour(name), |&slot| IDENTITY[slot as usize % IDENTITY.len()])
+    }
+
+    /// Only the slots of the users and accounts a page shows: what it sends to the browser names no
+    /// one else.
+    pub fn retain_shown<'a>(
+        &mut self,
+        users: impl IntoIterator<Item = &'a str>,
+        accounts: impl IntoIterator<Item = &'a str>,
+    ) {
+        let users: std::collections::BTreeSet<&str> = users.into_iter().collect();
+        let accounts: std::collections::BTreeSet<&str> = accounts.into_iter().collect();
+        self.users.retain(|name, _| users.contains(name.as_str()));
+        self.accounts.retain(|name, _| accounts.contains(name.as_str()));
+    }
+}
+
+/// A stable colour from a value's name (FNV-1a, then a mixer so that `u01` and `u02` spread).
+pub fn hashed_colour(value: &str) -> &'static str {
+    let mut hash =
+        value.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    hash ^= hash >> 31;
+    IDENTITY[(hash % IDENTITY.len() as u64) as usize]
+}
+
+/// A job's own colour, the same on every page and at every moment: consecutive job ids differ.
+pub fn job_colour(job_id: &str) -> &'static str {
+    match job_id.parse::<u64>() {
+        Ok(id) => IDENTITY[(id % IDENTITY.len() as u64) as usize],
+        Err(_) => hashed_colour(job_id),
+    }
 }
 
 #[cfg(test)]
@@ -173,14 +222,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_most_frequent_values_get_distinct_colours_and_the_rest_share_grey() {
-        let counts = (0..12).map(|i| (format!("u{i:02}"), 100 - i));
-        let categories = Categories::new(counts);
-        assert_eq!(categories.legend.len(), 10);
-        assert_eq!(categories.colour("u00"), CATEGORICAL[0]);
-        assert_eq!(categories.colour("u11"), OTHER);
-        assert_eq!(categories.legend[9].label, "other");
-        assert_eq!(categories.legend[9].count, 91 + 90 + 89);
+    fn every_value_keeps_its_own_colour_whatever_else_is_counted() {
+        // Regression (review "pages a tenant and a site can trust", problem 5): colours went to the
+        // top nine values of the view, so a user changed colour with the zoom and the rest were grey.
+        let slots =
+            ColourSlots { users: (0..28).map(|i| (format!("u{i:02}"), i)).collect(), accounts: BTreeMap::new() };
+        let day = Categories::identified((0..12).map(|i| (format!("u{i:02}"), 100 - i)), |name| slots.user(name));
+        let month = Categories::identified((0..28).map(|i| (format!("u{i:02}"), i + 1)), |name| slots.user(name));
+        for i in 0..12 {
+            let name = format!("u{i:02}");
+            assert_eq!(day.colour(&name), month.colour(&name), "{name} keeps its colour");
+        }
+        assert_eq!(day.legend.len(), 12, "every value is in the legend, none is `other`");
+        assert!(day.legend.iter().chain(&month.legend).all(|entry| entry.colour != OTHER));
+        // Slots within the palette's size are distinct; the 25th user shares the first one's.
+        let colours: std::collections::BTreeSet<&str> = (0..24).map(|i| slots.user(&format!("u{i:02}"))).collect();
+        assert_eq!(colours.len(), 24);
+        assert_eq!(slots.user("u24"), slots.user("u00"));
+        assert!(!IDENTITY.contains(&OTHER) && !IDENTITY.contains(&FREE), "grey and white never mean a user");
+    }
+
+    #[test]
+    fn values_without_a_slot_and_jobs_have_stable_colours() {
+        let none = ColourSlots::default();
+        assert_eq!(none.user("carol"), hashed_colour("carol"));
+        assert_eq!(hashed_colour("carol"), hashed_colour("carol"));
+        let spread: std::collections::BTreeSet<&str> = (1..=24).map(|i| hashed_colour(&format!("u{i:02}"))).collect();
+        assert!(spread.len() >= 12, "similar names spread over the palette ({})", spread.len());
+        assert_ne!(job_colour("1193075"), job_colour("1193076"), "consecutive jobs differ");
+        assert_eq!(job_colour("1193075"), job_colour("1193075"));
+        assert_eq!(job_colour("123_4"), hashed_colour("123_4"));
+        let mut shown = ColourSlots {
+            users: [("alice".to_string(), 0), ("bob".to_string(), 1)].into(),
+            accounts: [("ml".to_string(), 2), ("bio".to_string(), 3)].into(),
+        };
+        shown.retain_shown(["bob"], ["ml"]);
+        assert_eq!(shown.users.keys().collect::<Vec<_>>(), ["bob"]);
+        assert_eq!(shown.accounts.keys().collect::<Vec<_>>(), ["ml"]);
     }
 
     #[test]

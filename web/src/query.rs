@@ -84,6 +84,9 @@ pub struct GridQuery {
     /// A GPU metric (`gpu_util`, `tensor_active`, `fb_used`, `power`, `temperature`, `xid`) that colours
     /// the GPU cells instead of their jobs.
     pub metric: Option<String>,
+    /// An `at` that is not a time, kept to be refused with a message (never sent on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bad_at: Option<String>,
 }
 
 /// The metrics the grid can colour GPUs by, with their labels.
@@ -113,8 +116,8 @@ pub struct ListQuery {
 /// Rows the job list loads at most.
 pub const LIST_LIMIT: u32 = 1000;
 
-/// Parses a time parameter: Unix seconds, RFC 3339, or `YYYY-MM-DDTHH:MM[:SS]` read as UTC (what a
-/// `datetime-local` form field sends; the label says UTC).
+/// Parses a time parameter: Unix seconds, RFC 3339, `YYYY-MM-DDTHH:MM[:SS]` read as UTC (what a
+/// `datetime-local` form field sends; the label says UTC), or a date `YYYY-MM-DD` (its midnight, UTC).
 pub fn parse_time(text: &str) -> Option<i64> {
     let text = text.trim();
     if text.is_empty() {
@@ -129,6 +132,7 @@ pub fn parse_time(text: &str) -> Option<i64> {
     ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"]
         .iter()
         .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
+        .or_else(|| chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().and_then(|date| date.and_hms_opt(0, 0, 0)))
         .map(|naive| naive.and_utc().timestamp())
 }
 
@@ -186,11 +190,14 @@ impl GridQuery {
     /// From a query-string lookup.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
         let get = |name: &str| non_empty(get(name));
+        let at_text = get("at");
+        let at = at_text.as_deref().and_then(parse_time);
         Self {
             cluster: get("cluster"),
-            at: get("at").as_deref().and_then(parse_time),
+            at,
             colour: get("colour").map(|word| ColourBy::parse(&word)).unwrap_or(ColourBy::Job),
             metric: get("metric").filter(|metric| GRID_METRICS.iter().any(|(key, _)| key == metric)),
+            bad_at: at_text.filter(|_| at.is_none()),
         }
     }
 
@@ -293,7 +300,10 @@ mod tests {
         assert_eq!(parse_time("2026-11-30T12:00:00Z"), Some(1_796_040_000));
         assert_eq!(parse_time("2026-11-30T21:00:00+09:00"), Some(1_796_040_000));
         assert_eq!(parse_time("2026-11-30T12:00"), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30"), Some(1_796_040_000 - 12 * 3600));
         assert_eq!(parse_time("soon"), None);
+        let grid = GridQuery::from_lookup(lookup(&[("at", "soon")]));
+        assert_eq!((grid.at, grid.bad_at.as_deref()), (None, Some("soon")), "kept to be refused, not read as now");
         assert_eq!(form_time(1_796_040_000), "2026-11-30T12:00");
     }
 

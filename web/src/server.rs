@@ -30,6 +30,11 @@ use crate::app::{App, shell};
 use crate::gantt::{self, GanttData, per_node_gpus};
 use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
 use crate::joblist::{self, Column, order_of};
+use crate::palette::{ColourSlots, IDENTITY};
+use crate::timefmt;
+
+/// How far past the server's clock a grid moment may be and still count as now.
+const FUTURE_SLACK_S: i64 = 60;
 use crate::query::{GanttQuery, GridQuery, JobQuery, ListQuery};
 
 /// A boxed future borrowing the data source, as the traits' methods return (keeps them object-safe).
@@ -81,8 +86,13 @@ pub trait PageData: Send + Sync {
         _cluster: Option<&'a str>,
         _metric: &'a str,
         _at: i64,
-    ) -> DataFuture<'a, Option<wire::GpuValues>> {
+    ) -> DataFuture<'a, Option<wire::GpuReadings>> {
         Box::pin(async { Ok(None) })
+    }
+    /// The palette slots (of `slots`) of the cluster's users and accounts the viewer may see, from the
+    /// order slurmdbd first associated them; none known: colours from a hash of the names.
+    fn colour_slots<'a>(&'a self, _cluster: Option<&'a str>, _slots: u32) -> DataFuture<'a, ColourSlots> {
+        Box::pin(async { Ok(ColourSlots::default()) })
     }
 }
 
@@ -213,7 +223,8 @@ pub async fn gantt_data(context: &WebContext, data: &dyn PageData, query: &Gantt
     let cluster = context.cluster_or_default(query.cluster.as_deref())?;
     let now = chrono::Utc::now().timestamp();
     let (start, end) = query.window(now);
-    let nodes = data.nodes(Some(&cluster)).await?;
+    let (nodes, slots) = futures::join!(data.nodes(Some(&cluster)), palette_slots(data, &cluster));
+    let nodes = nodes?;
     let job_query = JobQuery { cluster: Some(cluster.clone()), filters: query.filters.clone(), ..JobQuery::default() };
     // One keyset scan, page after page: slicing the window into concurrent queries was measured
     // slower (each slice pays the window query's tail scan).
@@ -231,22 +242,44 @@ pub async fn gantt_data(context: &WebContext, data: &dyn PageData, query: &Gantt
     let mut gantt = GanttData::assemble(&cluster, (start, end, now), racks, &jobs, truncated);
     gantt.min_duration = min_duration;
     gantt.hidden_short = (before - jobs.len()) as u64;
+    gantt.slots = slots;
+    gantt.slots.retain_shown(gantt.users.iter().map(String::as_str), gantt.accounts.iter().map(String::as_str));
     Ok(gantt)
 }
 
-/// The grid at `query.at` (default now), from one read of each source: no call per job.
+/// The stable colour slots of the cluster's users and accounts; without them (the source failed, and
+/// logged it) the pages colour by a hash of the names, which is stable too.
+async fn palette_slots(data: &dyn PageData, cluster: &str) -> ColourSlots {
+    data.colour_slots(Some(cluster), IDENTITY.len() as u32).await.unwrap_or_default()
+}
+
+/// The grid at `query.at` (default now), from one read of each source: no call per job. A moment that
+/// is not a time, or is in the future, is a 400 that says so (nothing is known of the future).
 pub async fn grid_snapshot(
     context: &WebContext,
     data: &dyn PageData,
     query: &GridQuery,
 ) -> Result<GridSnapshot, DataError> {
     let cluster = context.cluster_or_default(query.cluster.as_deref())?;
-    let at = query.at.unwrap_or_else(|| chrono::Utc::now().timestamp());
+    if let Some(text) = &query.bad_at {
+        return Err(DataError::invalid(format!(
+            "at: `{text}` is not a moment; give Unix seconds, RFC 3339 or YYYY-MM-DDTHH:MM (UTC)"
+        )));
+    }
+    let now = chrono::Utc::now().timestamp();
+    let at = query.at.unwrap_or(now);
+    if at > now + FUTURE_SLACK_S {
+        return Err(DataError::invalid(format!(
+            "at: {} is in the future: GPUs are shown up to now ({})",
+            timefmt::utc_short(at),
+            timefmt::utc_short(now)
+        )));
+    }
     let job_query =
         JobQuery { cluster: Some(cluster.clone()), start: Some(at), end: Some(at + 1), ..JobQuery::default() };
     // Independent reads go out together: nodes, the jobs running at `at`, the GPU indices recorded
     // for them, the GPUs other tenants' jobs hold (counts), and the metric readings.
-    let (nodes, collected, held, busy, values) = futures::join!(
+    let (nodes, collected, held, busy, values, slots) = futures::join!(
         data.nodes(Some(&cluster)),
         collect_jobs(data, job_query, 50_000),
         data.held_gpus(Some(&cluster), at),
@@ -257,6 +290,7 @@ pub async fn grid_snapshot(
                 None => None,
             }
         },
+        palette_slots(data, &cluster),
     );
     let nodes = nodes?;
     let (mut jobs, _) = collected?;
@@ -278,7 +312,13 @@ pub async fn grid_snapshot(
         })
         .max()
         .unwrap_or(0);
-    let racks = racks_for(context, &cluster, &nodes, &jobs, most_gpus_per_node(&jobs).max(seen).max(shared));
+    // GPUs that report readings exist, held or not (a node idle at the moment still has them).
+    let reporting = match &values {
+        Some(Ok(Some(readings))) => readings.values.values.iter().map(|value| u64::from(value.gpu) + 1).max(),
+        _ => None,
+    };
+    let most = most_gpus_per_node(&jobs).max(seen).max(shared).max(reporting.unwrap_or(0));
+    let racks = racks_for(context, &cluster, &nodes, &jobs, most);
     // Recorded indices place GPUs exactly; without them (no store, no plugin) cells fill in order.
     let mut recorded = RecordedGpus::new();
     // (The data source logs a failure; the grid then shows counts only.)
@@ -286,19 +326,17 @@ pub async fn grid_snapshot(
         recorded.entry(gpu.job_id).or_default().entry(gpu.node).or_default().push(gpu.gpu);
     }
     let mut grid = GridSnapshot::assemble(&cluster, at, racks, &jobs, &node_gpus, &recorded, &busy);
+    grid.live = query.at.is_none();
+    grid.slots = slots;
+    let (users, accounts): (Vec<&str>, Vec<&str>) =
+        grid.jobs.iter().map(|job| (job.user.as_str(), job.account.as_str())).unzip();
+    grid.slots.retain_shown(users, accounts);
     if let (Some(metric), Some(values)) = (&query.metric, values) {
         // A metric source that fails leaves the cells coloured by job, with the reason shown.
         grid.metric = match values {
             Ok(Some(values)) => Some(GridMetric::new(&grid.racks, &values)),
             Ok(None) => None,
-            Err(error) => Some(GridMetric {
-                key: metric.clone(),
-                unit: String::new(),
-                max: 0.0,
-                status: wire::ValuesState::Unavailable,
-                message: Some(error.message),
-                values: Vec::new(),
-            }),
+            Err(error) => Some(GridMetric::unavailable(metric, error.message)),
         };
     }
     Ok(grid)

@@ -18,7 +18,7 @@ mod vocabulary;
 pub use errors::{ErrorBody, ErrorEnvelope, Page};
 pub use ingest::{AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord};
 pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
-pub use nodes::{BusyGpus, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent};
+pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
     NodeBursts, NodeNetworkReport, ReportTotals, Verdict, XidEvent,

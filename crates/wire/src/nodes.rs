@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::vocabulary::ValuesState;
+use crate::vocabulary::{EvidenceStrength, ValuesState};
 
 /// A node as slurmdbd knows it now: its open events and the jobs running on it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -74,6 +74,37 @@ pub struct GpuValues {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub values: Vec<GpuValue>,
+}
+
+/// `GET /api/v1/gpus/values`: one metric of the GPUs the viewer may read, from the latest readings at
+/// or before the moment asked (never older than `max_age_s`), with how old they are and, for XID, what
+/// each code present means.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GpuReadings {
+    /// The readings; their `at` is the moment asked for.
+    #[serde(flatten)]
+    pub values: GpuValues,
+    /// When the readings were taken: the latest sample of the metric at or before `at`. Absent when
+    /// there was none within `max_age_s` (then no GPU has a reading: none is monitored then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readings_at: Option<DateTime<Utc>>,
+    /// How much older than `at` a reading may be (the server's `readings_max_age_s`).
+    pub max_age_s: u64,
+    /// For `xid`: how each code present reads, as the job report's failure evidence reads it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xid_codes: Vec<XidCode>,
+}
+
+/// What an XID code means: NVIDIA's catalogue splits hardware and driver faults (`strong`) from faults
+/// a program causes (`application`); other codes are `weak` (either).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct XidCode {
+    pub code: u32,
+    pub strength: EvidenceStrength,
+    /// `GPU has fallen off the bus`, `GPU memory page fault (usually an illegal address in the program)`.
+    pub meaning: String,
 }
 
 /// One GPU's value: the mean over the last scrapes before the moment (XID: the last code seen).

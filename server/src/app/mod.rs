@@ -4,8 +4,9 @@
 //! shows exactly what `/api/v1` answers the same person, by construction.
 //!
 //! [`App`] holds the sources (one slurmdbd reader per cluster, slurmlens's own store, the report maker
-//! over VictoriaMetrics, the log and profile sources) and decides who may see what.
+//! over VictoriaMetrics, the grid's readings, the log and profile sources) and decides who may see what.
 
+pub mod colours;
 pub mod error;
 pub mod gpus;
 pub mod ingest;
@@ -28,6 +29,7 @@ use crate::domain::job::{JobRecord, StepRecord};
 use crate::domain::scope::ViewerScope;
 use crate::sources::slurmdbd::SlurmDbd;
 use crate::store::Store;
+use gpus::ReadingSettings;
 use report::Reporter;
 use signals::Signals;
 
@@ -74,23 +76,26 @@ struct Inner {
     access: AccessConfig,
     store: Option<Store>,
     reporter: Reporter,
+    readings: ReadingSettings,
     signals: Signals,
 }
 
 impl App {
     /// `readers` must not be empty (`None` otherwise); the first one is the default cluster. `store`
     /// is slurmlens's own database; without one, the features that need it are unavailable and the
-    /// rest works.
+    /// rest works. `readings` is where the grid's GPU readings come from.
     pub fn new(
         readers: Vec<SlurmDbd>,
         access: AccessConfig,
         store: Option<Store>,
         reporter: Reporter,
+        readings: ReadingSettings,
         signals: Signals,
     ) -> Option<Self> {
         let default_cluster = readers.first()?.cluster().clone();
         let clusters = readers.into_iter().map(|reader| (reader.cluster().clone(), reader)).collect();
-        Some(Self { inner: Arc::new(Inner { clusters, default_cluster, access, store, reporter, signals }) })
+        let inner = Inner { clusters, default_cluster, access, store, reporter, readings, signals };
+        Some(Self { inner: Arc::new(inner) })
     }
 
     /// Every configured cluster's reader.

@@ -7,6 +7,7 @@ pub use slurmlens_slurm::{hostlist, ids, state};
 pub mod blame;
 pub mod bottleneck;
 pub mod cluster;
+pub mod colours;
 pub mod exit_code;
 pub mod gpu;
 pub mod job;

@@ -75,7 +75,8 @@ pub async fn events(
 }
 
 /// `GET /api/v1/gpus/values?metric=&at=`: one metric (`gpu_util`, `tensor_active`, `fb_used`, `power`,
-/// `temperature`, `xid`, …) of GPUs at `at` (default now). Staff get every GPU of the cluster's nodes.
+/// `temperature`, `xid`, …) of GPUs at `at` (default now; a future moment is a 400), from the latest
+/// readings at or before it within the server's bound. Staff get every GPU of the cluster's nodes.
 /// A user gets only the GPUs of their visible jobs running then (the indices the plugin recorded, and
 /// every GPU of a node those jobs hold whole): the query sent to VictoriaMetrics names nothing else.
 /// Without an identity the answer is 401.
@@ -86,17 +87,20 @@ pub async fn events(
     operation_id = "gpu_values",
     summary = "One metric of the GPUs the viewer may read, at a moment",
     description = "One metric (`gpu_util`, `tensor_active`, `fb_used`, `power`, `temperature`, `xid`, …) of GPUs \
-        at `at`: the grid's colours. Staff get every GPU of the cluster's nodes; a user only the GPUs of their \
-        visible jobs running then (the indices the plugin recorded, and every GPU of a node those jobs hold \
-        whole). When VictoriaMetrics does not answer, `status` is `unavailable`.",
+        at `at`: the grid's colours. The readings are the latest at or before `at`, at most `max_age_s` older \
+        (`readings_at` says when they were taken; absent: no GPU reported then). A moment in the future is a \
+        400. Staff get every GPU of the cluster's nodes; a user only the GPUs of their visible jobs running \
+        when the readings were taken (the indices the plugin recorded, and every GPU of a node those jobs hold \
+        whole). For `xid`, `xid_codes` says how each code present reads. When VictoriaMetrics does not \
+        answer, `status` is `unavailable`.",
     params(
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
         ("metric" = Option<String>, Query, description = "A metric of the site's series catalogue; default `gpu_util`."),
-        ("at" = Option<String>, Query, description = "The moment, RFC 3339 or Unix seconds; default: now."),
+        ("at" = Option<String>, Query, description = "The moment, RFC 3339 or Unix seconds, not in the future; default: now."),
     ),
     responses(
-        (status = 200, description = "The readings", body = wire::GpuValues),
-        (status = 400, description = "An unknown metric, or a bad parameter (`invalid_parameter`)", body = wire::ErrorEnvelope),
+        (status = 200, description = "The readings", body = wire::GpuReadings),
+        (status = 400, description = "An unknown metric, a moment in the future, or a bad parameter (`invalid_parameter`)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmdbd's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
     security(("token" = []), ("user_header" = [])),
@@ -105,7 +109,7 @@ pub async fn gpu_values(
     State(app): State<App>,
     Extension(viewer): Extension<Viewer>,
     query: QueryPairs,
-) -> Result<Json<wire::GpuValues>, ApiError> {
+) -> Result<Json<wire::GpuReadings>, ApiError> {
     let params = Params::new(pairs(query)?, &["cluster", "metric", "at"])?;
     app.cluster(params.text("cluster"))?;
     let at = params.time("at")?.unwrap_or_else(Utc::now);
@@ -127,11 +131,11 @@ pub async fn gpu_values(
         the viewer may not see. Staff, who see every job by name, get an empty list.",
     params(
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
-        ("at" = Option<String>, Query, description = "The moment, RFC 3339 or Unix seconds; default: now."),
+        ("at" = Option<String>, Query, description = "The moment, RFC 3339 or Unix seconds, not in the future; default: now."),
     ),
     responses(
         (status = 200, description = "Busy GPUs per node", body = Vec<wire::BusyGpus>),
-        (status = 400, description = "A parameter is unknown, repeated or malformed (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
+        (status = 400, description = "A parameter is unknown, repeated or malformed, or `at` is in the future (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmdbd's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
     security(("token" = []), ("user_header" = [])),
@@ -159,11 +163,11 @@ pub async fn busy_gpus(
         see. Jobs without plugin records are absent (slurmdbd keeps GPU counts only).",
     params(
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
-        ("at" = Option<String>, Query, description = "The moment, RFC 3339 or Unix seconds; default: now."),
+        ("at" = Option<String>, Query, description = "The moment, RFC 3339 or Unix seconds, not in the future; default: now."),
     ),
     responses(
         (status = 200, description = "The held GPUs", body = Vec<wire::HeldGpu>),
-        (status = 400, description = "A parameter is unknown, repeated or malformed (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
+        (status = 400, description = "A parameter is unknown, repeated or malformed, or `at` is in the future (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmdbd's or slurmlens's database does not answer, or none is configured (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
     security(("token" = []), ("user_header" = [])),

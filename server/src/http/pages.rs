@@ -8,6 +8,7 @@ use axum::Router;
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use slurmlens_web::api::DataError;
+use slurmlens_web::palette::ColourSlots;
 use slurmlens_web::query::JobQuery;
 use slurmlens_web::server::{DataFuture, PageData, WebData, WebOptions};
 use slurmlens_wire as wire;
@@ -150,9 +151,16 @@ impl PageData for Viewing {
         cluster: Option<&'a str>,
         metric: &'a str,
         at: i64,
-    ) -> DataFuture<'a, Option<wire::GpuValues>> {
+    ) -> DataFuture<'a, Option<wire::GpuReadings>> {
         Box::pin(async move {
             self.app.gpu_values(&self.viewer, cluster, metric, moment(at)?).await.map(Some).map_err(data_error)
+        })
+    }
+
+    fn colour_slots<'a>(&'a self, cluster: Option<&'a str>, slots: u32) -> DataFuture<'a, ColourSlots> {
+        Box::pin(async move {
+            let found = self.app.colour_slots(&self.viewer, cluster, slots).await.map_err(data_error)?;
+            Ok(ColourSlots { users: found.users, accounts: found.accounts })
         })
     }
 }

@@ -50,8 +50,11 @@ async fn app_with_store(name: &str, per_minute: u32) -> (TestApp, Store) {
     let url = fresh_database(name).await;
     let mut config = test_config(AnonymousAccess::Nobody);
     config.database = Some(DatabaseConfig { url: url.clone() });
-    config.victoriametrics =
-        Some(VictoriaMetricsConfig { url: lab().var("SLURMLENS_VM_URL").to_string(), timeout_ms: 3000 });
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: lab().var("SLURMLENS_VM_URL").to_string(),
+        timeout_ms: 3000,
+        readings_max_age_s: 1800,
+    });
     config.report.archive_interval_s = 0;
     config.access.trusted_proxies = vec!["127.0.0.1".to_string().try_into().expect("address")];
     config.access.tokens.per_minute = per_minute;

@@ -5,6 +5,7 @@ mod access;
 mod api_errors;
 mod failure;
 mod gpu_records;
+mod grid;
 mod jobs_listing;
 mod node_signals;
 mod otlp;

@@ -11,8 +11,11 @@ use crate::support::{TestApp, database_shared, import_series, lab, slurm, spawn_
 
 fn config() -> Config {
     let mut config = test_config(AnonymousAccess::Staff);
-    config.victoriametrics =
-        Some(VictoriaMetricsConfig { url: lab().var("SLURMLENS_VM_URL").to_string(), timeout_ms: 10_000 });
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: lab().var("SLURMLENS_VM_URL").to_string(),
+        timeout_ms: 10_000,
+        readings_max_age_s: 1800,
+    });
     config.report.archive_delay_s = 3600;
     config.report.archive_interval_s = 0;
     config

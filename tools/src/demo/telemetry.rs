@@ -178,8 +178,8 @@ pub fn gpu_series_json(
         let mut xid_points: Vec<(i64, u32)> = Vec::new();
         // An XID is logged at its instant, whatever the scrape times: XID 79 (the GPU is off the bus and
         // reports nothing else until the reboot at the workload's end) or an application's page fault, XID
-        // 31 (repeated while the job lasts, as the exporter keeps reporting the last XID). Back to 0 at the
-        // first scrape after the workload.
+        // 31 (reported at every scrape while the job lasts, as the exporter keeps reporting the last XID).
+        // Back to 0 at the first scrape after the workload.
         for workload in &held {
             let (at, code) = match workload.profile {
                 Profile::XidCrash { at } => (at, 79),
@@ -190,9 +190,6 @@ pub fn gpu_series_json(
                 continue;
             }
             xid_points.push((at, code));
-            if code == 31 {
-                xid_points.extend(timestamps.iter().filter(|&&t| t > at && t < workload.end).map(|&t| (t, 31)));
-            }
             if let Some(&after) = timestamps.iter().find(|&&t| t >= workload.end) {
                 xid_points.push((after, 0));
             }
@@ -259,15 +256,17 @@ pub fn gpu_series_json(
             out.push('\n');
             samples += values.len();
         }
-        // dcgm-exporter always exports the last XID (0 = "No Error"); an error shows as its code.
+        // dcgm-exporter exports the last XID at every scrape the GPU answers (0 = "No Error"), so a
+        // healthy GPU reads "no error", not "no data"; an XID shows at its own instant too.
         xid_points.sort_unstable();
         xid_points.dedup_by_key(|point| point.0);
-        let mut xid_line_values = vec![0.0; 1];
-        let mut xid_line_stamps = vec![stamps.first().copied().unwrap_or(from * 1000)];
-        for &(t, code) in &xid_points {
-            xid_line_stamps.push(t * 1000);
-            xid_line_values.push(f64::from(code));
-        }
+        let code_at = |t: i64| xid_points.iter().take_while(|(at, _)| *at <= t).last().map_or(0, |&(_, code)| code);
+        let mut xid_line: Vec<(i64, u32)> = stamps.iter().map(|&ms| (ms, code_at(ms / 1000))).collect();
+        xid_line.extend(xid_points.iter().map(|&(t, code)| (t * 1000, code)));
+        xid_line.sort_unstable_by_key(|point| point.0);
+        xid_line.dedup_by_key(|point| point.0);
+        let (xid_line_stamps, xid_line_values): (Vec<i64>, Vec<f64>) =
+            xid_line.into_iter().map(|(t, code)| (t, f64::from(code))).unzip();
         for (code, message) in
             [(0.0, "No Error"), (31.0, "GPU memory page fault"), (79.0, "GPU has fallen off the bus")]
         {

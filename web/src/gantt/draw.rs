@@ -143,6 +143,10 @@ pub fn job_at(
     now: i64,
     (x, y): (f64, f64),
 ) -> Option<u32> {
+    // The label column hides what lies beneath it: it names rows, never a job.
+    if x < view.left {
+        return None;
+    }
     let row = layout.rows[layout.row_at(y)?];
     let candidates: Vec<u32> = match row.kind {
         RowKind::Node(node) => index.node_jobs[node as usize].clone(),

@@ -13,7 +13,7 @@ use slurmlens_slurm::hostlist;
 use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
-use crate::palette::{Categories, ColourBy, job_colour};
+use crate::palette::{Categories, ColourBy, ColourSlots, hashed_colour, job_colour};
 use crate::timefmt;
 
 pub use draw::{Bar, Batches, Rect, bars, job_at, row_jobs, row_label, svg};
@@ -51,6 +51,8 @@ pub struct GanttData {
     pub min_duration: i64,
     /// How many were left out for it.
     pub hidden_short: u64,
+    /// The stable colours of the users and accounts loaded (and of no one else).
+    pub slots: ColourSlots,
 }
 
 /// One job allocation; strings are indices into the data's tables.
@@ -95,6 +97,8 @@ struct GanttWire {
     min_duration: i64,
     #[serde(default)]
     hidden_short: u64,
+    #[serde(default)]
+    slots: ColourSlots,
 }
 
 impl From<GanttData> for GanttWire {
@@ -125,6 +129,7 @@ impl From<GanttData> for GanttWire {
             truncated: data.truncated,
             min_duration: data.min_duration,
             hidden_short: data.hidden_short,
+            slots: data.slots,
         }
     }
 }
@@ -156,6 +161,7 @@ impl From<GanttWire> for GanttData {
             truncated: wire.truncated,
             min_duration: wire.min_duration,
             hidden_short: wire.hidden_short,
+            slots: wire.slots,
         }
     }
 }
@@ -243,6 +249,7 @@ impl GanttData {
             truncated,
             min_duration: 0,
             hidden_short: 0,
+            slots: ColourSlots::default(),
         }
     }
 
@@ -266,7 +273,8 @@ impl GanttData {
         }
     }
 
-    /// Colours for `by`, with the legend of what is loaded.
+    /// Colours for `by`, with the legend of what is loaded. Every user, account, partition and job
+    /// keeps its own colour whatever the window or filter ([`ColourSlots`]); none is grey.
     pub fn categories(&self, by: ColourBy) -> Categories {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         if by != ColourBy::Job {
@@ -277,14 +285,17 @@ impl GanttData {
         match by {
             ColourBy::State => Categories::states(counts),
             ColourBy::Efficiency => Categories::efficiency(counts),
-            _ => Categories::new(counts),
+            ColourBy::User => Categories::identified(counts, |name| self.slots.user(name)),
+            ColourBy::Account => Categories::identified(counts, |name| self.slots.account(name)),
+            ColourBy::Partition => Categories::identified(counts, hashed_colour),
+            ColourBy::Job => Categories::default(),
         }
     }
 
     /// The colour of job `index`.
     pub fn colour(&self, index: usize, by: ColourBy, categories: &Categories) -> &'static str {
         match by {
-            ColourBy::Job => job_colour(index),
+            ColourBy::Job => job_colour(&self.jobs[index].job_id),
             _ => categories.colour(self.category(&self.jobs[index], by)),
         }
     }
@@ -304,7 +315,7 @@ impl GanttData {
             ColourBy::Account => lookup(per_value(&self.accounts), |job| job.account),
             ColourBy::Partition => lookup(per_value(&self.partitions), |job| job.partition),
             ColourBy::State => lookup(per_value(&self.states), |job| job.state),
-            ColourBy::Job => (0..self.jobs.len()).map(job_colour).collect(),
+            ColourBy::Job => self.jobs.iter().map(|job| job_colour(&job.job_id)).collect(),
             ColourBy::Efficiency => {
                 self.jobs.iter().map(|job| categories.colour(self.category(job, ColourBy::Efficiency))).collect()
             }
@@ -519,6 +530,15 @@ mod tests {
         let y = rows.rows[rows.node_row[0].expect("visible") as usize].y + 4.0;
         assert_eq!(job_at(&data, &index, &rows, &view, 3000, (270.0, y)), Some(1));
         assert_eq!(job_at(&data, &index, &rows, &view, 3000, (900.0, y)), None);
+        // Review "pages a tenant and a site can trust", smaller things: the label column showed the
+        // tooltip of a job hidden beneath it.
+        let panned = Viewport { start: 1500.0, end: 11_500.0, left: 100.0, width: 1000.0 };
+        assert_eq!(
+            job_at(&data, &index, &rows, &panned, 3000, (101.0, y)),
+            Some(1),
+            "a job at the view's start is found"
+        );
+        assert_eq!(job_at(&data, &index, &rows, &panned, 3000, (60.0, y)), None, "the label column names no job");
         let rack_y = rows.rows[rows.rack_row[1] as usize].y + 5.0;
         assert_eq!(job_at(&data, &index, &rows, &view, 3000, (300.0, rack_y)), Some(2));
     }
@@ -547,6 +567,37 @@ mod tests {
     }
 
     #[test]
+    fn a_user_keeps_one_colour_whatever_window_or_filter_loaded_them() {
+        // Regression (review "pages a tenant and a site can trust", problem 5): colours went to the top
+        // nine users of what was loaded, so they changed with the zoom and the rest were grey "other".
+        let slots = ColourSlots {
+            users: [("alice".to_string(), 3), ("bob".to_string(), 4), ("carol".to_string(), 5)].into(),
+            accounts: BTreeMap::new(),
+        };
+        let mut wide = sample();
+        wide.slots = slots.clone();
+        let known = hostlist::expand_lenient("gpu[001-020]");
+        let racks = Topology::default().resolve("c", &known, 8);
+        // A narrower window: bob is now the only user, and a big job of carol's appears.
+        let jobs = vec![job("2", "bob", "gpu001", 1500, None, 4), job("5", "carol", "gpu[001-020]", 1600, None, 160)];
+        let mut narrow = GanttData::assemble("c", (1400, 1800, 3000), racks, &jobs, false);
+        narrow.slots = slots.clone();
+        let colour_of = |data: &GanttData, user: &str| {
+            let categories = data.categories(ColourBy::User);
+            let index = data.jobs.iter().position(|job| data.users[job.user as usize] == user).expect("user's job");
+            data.colour(index, ColourBy::User, &categories)
+        };
+        assert_eq!(colour_of(&wide, "bob"), colour_of(&narrow, "bob"));
+        assert_eq!(colour_of(&wide, "bob"), slots.user("bob"));
+        assert_eq!(colour_of(&narrow, "carol"), slots.user("carol"), "the largest job has its user's colour");
+        assert_ne!(colour_of(&narrow, "carol"), crate::palette::OTHER);
+        let categories = narrow.categories(ColourBy::User);
+        let legend: Vec<&str> = categories.legend.iter().map(|entry| entry.label.as_str()).collect();
+        assert_eq!(legend, ["bob", "carol"], "the legend names every user drawn");
+        assert_eq!(job_colour("2"), narrow.colour(0, ColourBy::Job, &Categories::default()));
+    }
+
+    #[test]
     fn zoom_keeps_the_anchor_and_the_span_limits() {
         let view = Viewport { start: 0.0, end: 86_400.0, left: 100.0, width: 1000.0 };
         let zoomed = view.zoom(0.5, 600.0);
@@ -560,7 +611,8 @@ mod tests {
 
     #[test]
     fn svg_draws_one_path_per_colour() {
-        let data = sample();
+        let mut data = sample();
+        data.slots.users = [("alice".to_string(), 0), ("bob".to_string(), 1)].into();
         let svg = svg(&data, ColourBy::User, 1200.0);
         assert!(svg.starts_with("<svg"));
         assert_eq!(svg.matches("<path").count(), 2, "alice and bob");

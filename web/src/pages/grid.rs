@@ -1,7 +1,8 @@
 //! `/grid`: racks → servers → GPUs at one moment, each GPU coloured by the job holding it (or its
-//! user, account, partition, state); GPUs of jobs the viewer may not see are a grey "busy" hatch,
-//! unnamed. A scrubber picks the moment; hover or focus names the job; a click opens it. Server-rendered in full, so it reads without the wasm bundle (the form then
-//! takes the moment as UTC).
+//! user, account, partition, state) or by a metric's latest readings (saying how old they are); GPUs
+//! of jobs the viewer may not see are a grey "busy" hatch, unnamed. A scrubber picks the moment (up to
+//! now: a future one is refused with a message); hover or focus names the job; a click opens it.
+//! Server-rendered in full, so it reads without the wasm bundle (the form then takes the moment as UTC).
 
 use leptos::ev;
 use leptos::prelude::*;
@@ -11,11 +12,12 @@ use slurmlens_wire as wire;
 
 use crate::api::{Loader, now};
 use crate::app::{Time, display_time};
-use crate::grid::{BUSY_TITLE, GridSnapshot, NO_DATA};
+use crate::grid::{
+    BUSY_TITLE, GridMetric, GridSnapshot, HEALTHY, IDLE_BELOW, UNMONITORED, XID_APPLICATION, XID_HARDWARE, XID_UNCLEAR,
+};
 use crate::pages::LoadError;
-use crate::palette::{BUSY, BUSY_SOLID, ColourBy, FREE};
+use crate::palette::{BUSY, BUSY_SOLID, Categories, ColourBy, FREE};
 use crate::query::{GRID_METRICS, GridQuery, encode, form_time, percent_encode};
-use crate::timefmt;
 
 /// How far back the scrubber reaches.
 const SCRUB_DAYS: i64 = 30;
@@ -33,12 +35,15 @@ pub fn GridPage() -> impl IntoView {
     let shown_at = initial.at.unwrap_or(page_now);
     let scrub = RwSignal::new(shown_at);
     let hovered: RwSignal<Option<String>> = RwSignal::new(None);
+    #[cfg(feature = "ssr")]
+    let response = use_context::<leptos_axum::ResponseOptions>();
 
     let go = {
         let navigate = navigate.clone();
         move |at: i64, colour: ColourBy| {
             let current = query.get_untracked();
-            let next = GridQuery { cluster: current.cluster, at: Some(at), colour, metric: current.metric };
+            let next =
+                GridQuery { cluster: current.cluster, at: Some(at), colour, metric: current.metric, bad_at: None };
             navigate(
                 &format!("/grid?{}", next.to_query()),
                 NavigateOptions { replace: true, scroll: false, ..NavigateOptions::default() },
@@ -78,8 +83,12 @@ pub fn GridPage() -> impl IntoView {
         move |event: ev::Event| {
             let value = event_target_value(&event);
             let current = query.get_untracked();
-            let next =
-                GridQuery { at: Some(scrub.get_untracked()), metric: (!value.is_empty()).then_some(value), ..current };
+            let next = GridQuery {
+                at: Some(scrub.get_untracked()),
+                metric: (!value.is_empty()).then_some(value),
+                bad_at: None,
+                ..current
+            };
             navigate(
                 &format!("/grid?{}", next.to_query()),
                 NavigateOptions { replace: true, scroll: false, ..NavigateOptions::default() },
@@ -146,7 +155,14 @@ pub fn GridPage() -> impl IntoView {
                 </span>
                 <label>
                     "At (UTC)"
-                    <input type="datetime-local" name="at" data-testid="grid-at" value=form_time(shown_at) prop:value=move || form_time(scrub.get()) />
+                    <input
+                        type="datetime-local"
+                        name="at"
+                        data-testid="grid-at"
+                        max=form_time(page_now + 60)
+                        value=form_time(shown_at)
+                        prop:value=move || form_time(scrub.get())
+                    />
                 </label>
                 <label>
                     "Colour by"
@@ -170,12 +186,33 @@ pub fn GridPage() -> impl IntoView {
                 <button type="submit" data-testid="grid-go">"Show"</button>
             </form>
             <Transition fallback=|| view! { <p class="status">"Loading…"</p> }>
-                {move || Suspend::new(async move {
-                    match snapshot.await {
-                        Ok(grid) => view! { <GridView grid colour=query.get_untracked().colour hovered /> }.into_any(),
-                        Err(error) => view! { <LoadError error /> }.into_any(),
-                    }
-                })}
+                {move || {
+                    #[cfg(feature = "ssr")]
+                    let response = response.clone();
+                    Suspend::new(async move {
+                        match snapshot.await {
+                            Ok(grid) => view! { <GridView grid colour=query.get_untracked().colour hovered /> }.into_any(),
+                            Err(error) => {
+                                #[cfg(feature = "ssr")]
+                                if let Some(response) = response {
+                                    response.set_status(
+                                        axum::http::StatusCode::from_u16(error.status)
+                                            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+                                    );
+                                }
+                                // Bad input changes nothing: the way back is the grid at now.
+                                let asked = query.get_untracked();
+                                let now_href = format!(
+                                    "/grid?{}",
+                                    GridQuery { at: None, bad_at: None, ..asked }.to_query()
+                                );
+                                let back = (error.status == 400)
+                                    .then(|| view! { <p><a href=now_href data-testid="grid-now">"Show the grid now"</a></p> });
+                                view! { <LoadError error />{back} }.into_any()
+                            }
+                        }
+                    })
+                }}
             </Transition>
         </section>
     }
@@ -191,18 +228,6 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
     let cluster = grid.cluster.clone();
     let job_href =
         move |job_id: &str| format!("/jobs/{}?{}", percent_encode(job_id), encode(&[("cluster", cluster.clone())]));
-    let describe = |job: u32| {
-        let job = &grid.jobs[job as usize];
-        format!(
-            "job {} ({}, {}, {}) {} since {}",
-            job.job_id,
-            job.user,
-            job.account,
-            job.partition,
-            job.state,
-            timefmt::utc_long(job.start)
-        )
-    };
     let racks = grid
         .racks
         .racks
@@ -215,71 +240,27 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                     let place = &grid.racks.nodes[node as usize];
                     let cells = &grid.nodes[node as usize];
                     let node_jobs: Vec<String> = cells.jobs.iter().map(|&(job, _)| grid.jobs[job as usize].job_id.clone()).collect();
-                    // One colour per job on the node, and one for other tenants' GPUs.
-                    let mut holders: Vec<&'static str> =
-                        cells.jobs.iter().map(|&(job, _)| grid.colour(Some(job), colour, &categories)).collect();
-                    if !cells.busy.is_empty() {
-                        holders.push(BUSY_SOLID);
-                    }
-                    let node_colour = match holders.as_slice() {
-                        [] => FREE.to_string(),
-                        [_] if cells.jobs.is_empty() => BUSY.to_string(),
-                        [only] => only.to_string(),
-                        several => {
-                            let stops: Vec<String> = several
-                                .iter()
-                                .enumerate()
-                                .map(|(i, c)| {
-                                    let share = 100.0 / several.len() as f64;
-                                    format!("{c} {:.1}% {:.1}%", share * i as f64, share * (i + 1) as f64)
-                                })
-                                .collect();
-                            format!("linear-gradient(90deg, {})", stops.join(", "))
-                        }
-                    };
-                    let node_title = if cells.jobs.is_empty() && cells.busy.is_empty() {
-                        format!("{}: idle", place.name)
-                    } else {
-                        let mut held: Vec<String> = cells
-                            .jobs
-                            .iter()
-                            .map(|&(job, gpus)| format!("{} ({gpus} GPU{})", describe(job), if gpus == 1 { "" } else { "s" }))
-                            .collect();
-                        if !cells.busy.is_empty() {
-                            let busy = cells.busy.len();
-                            held.push(format!("{busy} GPU{} {BUSY_TITLE}", if busy == 1 { "" } else { "s" }));
-                        }
-                        format!("{}: {}", place.name, held.join("; "))
-                    };
-                    let gpu_cells = cells
-                        .gpus
-                        .iter()
-                        .enumerate()
-                        .map(|(gpu, holder)| {
-                            // Another tenant's GPU: hatched, never linked, never a reading.
+                    let node_title = node_title(&grid, node as usize);
+                    let gpu_cells = (0..cells.gpus.len())
+                        .map(|gpu| {
+                            let look = grid.look(node as usize, gpu, colour, &categories);
+                            let reading = if look.reading.is_empty() { String::new() } else { format!(" · {}", look.reading) };
                             let busy = cells.busy.contains(&(gpu as u16));
-                            let (background, reading) = match &metric {
-                                _ if busy => (BUSY, String::new()),
-                                Some(metric) => {
-                                    (metric.colour(node as usize, gpu), format!(" · {}", metric.describe(node as usize, gpu)))
-                                }
-                                None => (grid.colour(*holder, colour, &categories), String::new()),
-                            };
-                            match holder.filter(|_| !busy) {
+                            match cells.gpus[gpu].filter(|_| !busy) {
                                 Some(job) => {
                                     let job_id = grid.jobs[job as usize].job_id.clone();
-                                    let title = format!("{} GPU {gpu}: {}{reading}", place.name, describe(job));
+                                    let title = format!("{} GPU {gpu}: {}{reading}", place.name, grid.describe(job));
                                     let info = title.clone();
                                     let info_focus = title.clone();
                                     view! {
                                         <a
-                                            class="gpu held"
+                                            class=look.class
                                             href=job_href(&job_id)
                                             data-testid="gpu-cell"
                                             data-node=place.name.clone()
                                             data-gpu=gpu.to_string()
                                             data-job=job_id
-                                            style=format!("background:{background}")
+                                            style=format!("background:{}", look.background)
                                             title=title
                                             aria-label=info.clone()
                                             on:mouseenter=move |_| hovered.set(Some(info.clone()))
@@ -288,22 +269,24 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                                     }
                                     .into_any()
                                 }
-                                _ => {
-                                    let (class, title) = if busy {
-                                        ("gpu busy", format!("{} GPU {gpu}: {BUSY_TITLE}", place.name))
+                                None => {
+                                    let title = if busy {
+                                        format!("{} GPU {gpu}: {BUSY_TITLE}", place.name)
                                     } else {
-                                        ("gpu", format!("{} GPU {gpu}: free{reading}", place.name))
+                                        format!("{} GPU {gpu}: free (no job){reading}", place.name)
                                     };
+                                    let info = title.clone();
                                     view! {
                                         <span
-                                            class=class
+                                            class=look.class
                                             data-testid="gpu-cell"
                                             data-node=place.name.clone()
                                             data-gpu=gpu.to_string()
                                             data-job=""
                                             data-busy=busy.then_some("true")
-                                            style=format!("background:{background}")
+                                            style=format!("background:{}", look.background)
                                             title=title
+                                            on:mouseenter=move |_| hovered.set(Some(info.clone()))
                                         ></span>
                                     }
                                     .into_any()
@@ -318,13 +301,10 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                     let title_for_hover = node_title.clone();
                     view! {
                         <li class="node" data-testid="node-cell" data-node=place.name.clone() data-jobs=node_jobs.join(",")>
-                            <span
-                                class="server"
-                                style=format!("background:{node_colour}")
-                                title=node_title
-                                on:mouseenter=move |_| hovered.set(Some(title_for_hover.clone()))
-                            >
-                                {place.name.clone()}
+                            // The name stays dark on the rack's light panel (WCAG AA); its jobs' colours are a bar beneath.
+                            <span class="server" title=node_title on:mouseenter=move |_| hovered.set(Some(title_for_hover.clone()))>
+                                <span class="name" data-testid="node-label">{place.name.clone()}</span>
+                                <span class="holders" style=format!("background:{}", holders_background(&grid, node as usize, colour, &categories))></span>
                             </span>
                             <span class="gpus">{gpu_cells}{overflow}</span>
                             <span class="count" title="GPUs held on this node">{format!("{gpu_count}/{}", place.gpus)}</span>
@@ -340,58 +320,23 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
             }
         })
         .collect_view();
-    let legend = if let Some(metric) = &metric {
-        let steps = (0..10)
-            .map(|step| {
-                let value = metric.max * (step as f64 + 0.5) / 10.0;
-                let swatch = if metric.key == "xid" {
-                    if step == 0 { FREE } else { "#D55E00" }
-                } else {
-                    crate::charts::viridis(value, metric.max).1
-                };
-                view! { <span class="swatch" style=format!("background:{swatch}")></span> }
-            })
-            .collect_view();
-        let range = if metric.key == "xid" {
-            "no error → XID set".to_string()
-        } else {
-            format!("0 → {}", crate::charts::human(metric.max, &metric.unit))
-        };
-        view! {
-            <li data-testid="grid-metric-legend">{steps}" "{format!("{}: {range}", metric.key)}</li>
-            <li><span class="swatch" style=format!("background:{NO_DATA}")></span>"no data"</li>
-        }
-        .into_any()
-    } else if colour == ColourBy::Job {
-        grid.jobs
-            .iter()
-            .enumerate()
-            .map(|(index, job)| {
-                let swatch = grid.colour(Some(index as u32), colour, &categories);
-                view! {
-                    <li>
-                        <span class="swatch" style=format!("background:{swatch}")></span>
-                        {format!("{} {} · {} GPU{}", job.job_id, job.user, job.alloc_gpus, if job.alloc_gpus == 1 { "" } else { "s" })}
-                    </li>
-                }
-            })
-            .collect_view()
-            .into_any()
-    } else {
-        categories
-            .legend
-            .iter()
-            .map(|entry| {
-                view! {
-                    <li>
-                        <span class="swatch" style=format!("background:{}", entry.colour)></span>
-                        {format!("{} ({} GPUs)", entry.label, entry.count)}
-                    </li>
-                }
-            })
-            .collect_view()
-            .into_any()
+    let legend = match &metric {
+        Some(metric) => metric_legend(metric).into_any(),
+        None => category_legend(&grid, colour, &categories).into_any(),
     };
+    let by = if colour == ColourBy::State { "state (how the jobs running then ended)" } else { colour.as_str() };
+    let heading = metric.as_ref().map_or(by.to_string(), |metric| {
+        GRID_METRICS
+            .iter()
+            .find(|(key, _)| *key == metric.key)
+            .map_or(metric.key.clone(), |(_, label)| label.to_string())
+    });
+    let readings = metric.as_ref().map(|metric| {
+        let age = metric.readings_at.map(|taken| (grid.at - taken).to_string()).unwrap_or_default();
+        view! {
+            <p class="status" data-testid="grid-readings" data-age-s=age>{metric.age(grid.at, grid.live)}</p>
+        }
+    });
     view! {
         <p class="status" data-testid="grid-summary" data-at=grid.at.to_string()>
             {match grid.busy_count() {
@@ -417,6 +362,7 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                 },
             )}
         </p>
+        {readings}
         {grid.metric.as_ref().filter(|metric| metric.status != wire::ValuesState::Ok).map(|metric| view! {
             <p class="status warning" data-testid="grid-metric-status">
                 {format!("{} unavailable: {}; GPUs are coloured by job.", metric.key, metric.message.clone().unwrap_or_default())}
@@ -428,12 +374,9 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
         <div class="grid-layout">
             <div class="racks">{racks}</div>
             <aside class="legend-box">
-                <h2>{format!("Legend: {}", metric.as_ref().map_or(colour.as_str(), |metric| metric.key.as_str()))}</h2>
+                <h2>{format!("Legend: {heading}")}</h2>
                 <ul class="legend" data-testid="grid-legend">
-                    <li>
-                        <span class="swatch" style=format!("background:{FREE}")></span>
-                        "free"
-                    </li>
+                    {swatch(FREE, "free (no job)".into(), "free")}
                     {(grid.busy_count() > 0).then(|| view! {
                         <li data-testid="grid-busy-legend" title=BUSY_TITLE>
                             <span class="swatch" style=format!("background:{BUSY}")></span>
@@ -445,4 +388,132 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
             </aside>
         </div>
     }
+}
+
+/// A node's hover: every job on it (running then, and how it ended) and other tenants' GPUs, or free.
+fn node_title(grid: &GridSnapshot, node: usize) -> String {
+    let place = &grid.racks.nodes[node];
+    let cells = &grid.nodes[node];
+    if cells.jobs.is_empty() && cells.busy.is_empty() {
+        return format!("{}: free (no job)", place.name);
+    }
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let mut held: Vec<String> =
+        cells.jobs.iter().map(|&(job, gpus)| format!("{} ({gpus} GPU{})", grid.describe(job), plural(gpus))).collect();
+    if !cells.busy.is_empty() {
+        let busy = cells.busy.len() as u64;
+        held.push(format!("{busy} GPU{} {BUSY_TITLE}", plural(busy)));
+    }
+    format!("{}: {}", place.name, held.join("; "))
+}
+
+/// The bar beneath a node's name: one stripe per job on it (and one for other tenants' GPUs).
+fn holders_background(grid: &GridSnapshot, node: usize, colour: ColourBy, categories: &Categories) -> String {
+    let cells = &grid.nodes[node];
+    let mut holders: Vec<&'static str> =
+        cells.jobs.iter().map(|&(job, _)| grid.colour(Some(job), colour, categories)).collect();
+    if !cells.busy.is_empty() {
+        holders.push(BUSY_SOLID);
+    }
+    match holders.as_slice() {
+        [] => "transparent".to_string(),
+        [only] => only.to_string(),
+        several => {
+            let share = 100.0 / several.len() as f64;
+            let stops: Vec<String> = several
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("{c} {:.1}% {:.1}%", share * i as f64, share * (i + 1) as f64))
+                .collect();
+            format!("linear-gradient(90deg, {})", stops.join(", "))
+        }
+    }
+}
+
+/// One legend line: a swatch and what it means; `kind` names it for tests (`data-kind`).
+fn swatch(background: &str, text: String, kind: &'static str) -> impl IntoView + use<> {
+    view! {
+        <li data-kind=kind>
+            <span class="swatch" style=format!("background:{background}")></span>
+            {text}
+        </li>
+    }
+}
+
+/// The legend of a metric: what each kind of cell means, then the scale (or the XID codes present).
+fn metric_legend(metric: &GridMetric) -> impl IntoView + use<> {
+    let unmonitored = swatch(UNMONITORED, "not monitored (no reading)".into(), "unmonitored");
+    if metric.key == "xid" {
+        let codes = metric
+            .xid_codes
+            .iter()
+            .map(|code| {
+                let cells = metric.values.iter().flatten().filter(|value| value.is_some_and(|v| v.round() as u32 == code.code)).count();
+                let kind = match code.strength {
+                    wire::EvidenceStrength::Strong => "hardware or driver fault",
+                    wire::EvidenceStrength::Application => "application fault",
+                    _ => "hardware or application",
+                };
+                view! {
+                    <li data-testid="grid-xid-code" data-code=code.code.to_string() data-strength=code.strength.as_str()>
+                        {format!("XID {} on {cells} GPU{}: {} ({kind})", code.code, if cells == 1 { "" } else { "s" }, code.meaning)}
+                    </li>
+                }
+            })
+            .collect_view();
+        return view! {
+            {swatch(HEALTHY, "held, no XID".into(), "healthy")}
+            {swatch(XID_HARDWARE, "XID: hardware or driver fault".into(), "xid-hardware")}
+            {swatch(XID_APPLICATION, "XID: application fault".into(), "xid-application")}
+            {swatch(XID_UNCLEAR, "XID: hardware or application".into(), "xid-unclear")}
+            {unmonitored}
+            {codes}
+        }
+        .into_any();
+    }
+    let steps = (0..10)
+        .map(|step| {
+            let value = metric.max * (step as f64 + 0.5) / 10.0;
+            view! { <span class="swatch" style=format!("background:{}", crate::charts::viridis(value, metric.max).1)></span> }
+        })
+        .collect_view();
+    let idle = (metric.key == "gpu_util").then(|| {
+        swatch(crate::charts::viridis(0.0, metric.max).1, format!("held, idle (under {IDLE_BELOW:.0} %)"), "idle")
+    });
+    view! {
+        <li data-testid="grid-metric-legend" data-kind="scale">
+            {steps}" "{format!("held: 0 → {}", crate::charts::human(metric.max, &metric.unit))}
+        </li>
+        {idle}
+        {unmonitored}
+    }
+    .into_any()
+}
+
+/// The legend without a metric: each job, or each user (account, …) with its GPUs.
+fn category_legend(grid: &GridSnapshot, colour: ColourBy, categories: &Categories) -> impl IntoView + use<> {
+    if colour == ColourBy::Job {
+        return grid
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(index, job)| {
+                let text = format!(
+                    "{} {} · {} GPU{}",
+                    job.job_id,
+                    job.user,
+                    job.alloc_gpus,
+                    if job.alloc_gpus == 1 { "" } else { "s" }
+                );
+                swatch(grid.colour(Some(index as u32), colour, categories), text, "job")
+            })
+            .collect_view()
+            .into_any();
+    }
+    categories
+        .legend
+        .iter()
+        .map(|entry| swatch(&entry.colour, format!("{} ({} GPUs)", entry.label, entry.count), "category"))
+        .collect_view()
+        .into_any()
 }

@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{Request, StatusCode};
 use slurmlens_web::api::DataError;
+use slurmlens_web::palette::ColourSlots;
 use slurmlens_web::query::JobQuery;
 use slurmlens_web::server::{DataFuture, PageData, WebData, WebOptions, routes};
 use slurmlens_wire as wire;
@@ -84,17 +85,48 @@ impl PageData for Viewing {
         _: Option<&'a str>,
         metric: &'a str,
         at: i64,
-    ) -> DataFuture<'a, Option<wire::GpuValues>> {
+    ) -> DataFuture<'a, Option<wire::GpuReadings>> {
         Box::pin(async move {
             let value = |node: &str, gpu: u16, value: f64| wire::GpuValue { node: node.into(), gpu, value };
-            Ok(Some(wire::GpuValues {
+            let at = chrono::DateTime::from_timestamp(at, 0).expect("time");
+            // The readings are 14 minutes old, as after a scrape pipeline stopped.
+            let taken = at - chrono::Duration::minutes(14);
+            let (unit, values, xid_codes) = if metric == "xid" {
+                let code =
+                    |code: u32, strength, meaning: &str| wire::XidCode { code, strength, meaning: meaning.into() };
+                (
+                    "code",
+                    vec![value("n1", 0, 0.0), value("n1", 1, 31.0), value("n2", 0, 79.0), value("n2", 1, 0.0)],
+                    vec![
+                        code(31, wire::EvidenceStrength::Application, "GPU memory page fault"),
+                        code(79, wire::EvidenceStrength::Strong, "GPU has fallen off the bus"),
+                    ],
+                )
+            } else {
+                ("%", vec![value("n1", 0, 97.0), value("n1", 1, 3.0), value("n1", 2, 0.0), value("n2", 0, 1.0)], vec![])
+            };
+            let values = wire::GpuValues {
                 metric: metric.to_string(),
-                unit: "%".into(),
-                at: chrono::DateTime::from_timestamp(at, 0).expect("time"),
+                unit: unit.into(),
+                at,
                 status: wire::ValuesState::Ok,
                 message: None,
-                values: vec![value("n1", 0, 97.0), value("n1", 1, 3.0)],
-            }))
+                values,
+            };
+            Ok(Some(wire::GpuReadings { values, readings_at: Some(taken), max_age_s: 1800, xid_codes }))
+        })
+    }
+
+    /// alice, bob and carol in the order they were associated; a named user learns only their own slot.
+    fn colour_slots<'a>(&'a self, _: Option<&'a str>, slots: u32) -> DataFuture<'a, ColourSlots> {
+        Box::pin(async move {
+            let users = ["alice", "bob", "carol"]
+                .iter()
+                .enumerate()
+                .filter(|(_, name)| self.viewer.as_deref().is_none_or(|viewer| viewer == **name))
+                .map(|(rank, name)| (name.to_string(), rank as u32 % slots))
+                .collect();
+            Ok(ColourSlots { users, accounts: [("ml".to_string(), 0)].into() })
         })
     }
 
@@ -243,21 +275,143 @@ fn exports_and_the_static_gantt_come_from_the_same_rows() {
     assert!(body.contains("unknown cluster"));
 }
 
+/// The whole tag of GPU cell `node`/`gpu` in `html`.
+fn gpu_cell(html: &str, node: &str, gpu: u16) -> String {
+    let marker = format!("data-node=\"{node}\" data-gpu=\"{gpu}\"");
+    let at = html.find(&marker).unwrap_or_else(|| panic!("no cell {node}/{gpu} in {html}"));
+    let start = html[..at].rfind('<').expect("tag start");
+    let end = at + html[at..].find('>').expect("tag end");
+    html[start..=end].to_string()
+}
+
+/// 2026-11-29T10:45:00Z: job 7 (alice) holds n1's GPUs 0 and 1, job 8 (bob) n2's four.
+const MOMENT: i64 = 1_795_949_100;
+
 #[test]
-fn the_grid_colours_gpus_by_a_metric_and_marks_gpus_without_readings() {
-    let at = chrono::DateTime::parse_from_rfc3339("2026-11-29T10:45:00Z").expect("time").timestamp();
-    let (status, html) = get(&format!("/grid?cluster=lab&at={at}&metric=gpu_util"));
+fn the_grid_tells_free_idle_held_and_unmonitored_gpus_apart() {
+    // Regression (review "pages a tenant and a site can trust", problems 6 and 7): free GPUs and
+    // allocated idle ones looked alike, and so did GPUs without a series and free ones.
+    let (status, html) = get(&format!("/grid?cluster=lab&at={MOMENT}&metric=gpu_util"));
     assert_eq!(status, StatusCode::OK);
-    let cell = |node: &str, gpu: u16| {
-        let marker = format!("data-node=\"{node}\" data-gpu=\"{gpu}\"");
-        let from = html.find(&marker).unwrap_or_else(|| panic!("no cell {node}/{gpu} in {html}"));
-        html[from..from + 400].to_string()
-    };
-    assert!(cell("n1", 0).contains("background:#FDE725"), "97 % is the top of viridis: {}", cell("n1", 0));
-    assert!(cell("n1", 1).contains("background:#440154"), "3 % is the bottom: {}", cell("n1", 1));
-    assert!(cell("n2", 0).contains("background:#DDDDDD"), "no reading: {}", cell("n2", 0));
+    let cell = |node: &str, gpu: u16| gpu_cell(&html, node, gpu);
+    assert!(
+        cell("n1", 0).contains("class=\"gpu held\"") && cell("n1", 0).contains("background:#FDE725"),
+        "{}",
+        cell("n1", 0)
+    );
     assert!(cell("n1", 0).contains("gpu_util 97 %"), "the reading is named: {}", cell("n1", 0));
+    assert!(cell("n1", 1).contains("class=\"gpu held idle\""), "3 % on a held GPU is idle: {}", cell("n1", 1));
+    assert!(cell("n1", 1).contains("allocated but idle"), "{}", cell("n1", 1));
+    assert!(
+        cell("n1", 2).contains("class=\"gpu free\"") && cell("n1", 2).contains("background:#FFFFFF"),
+        "{}",
+        cell("n1", 2)
+    );
+    assert!(cell("n1", 3).contains("class=\"gpu free unmonitored\""), "no series: {}", cell("n1", 3));
+    assert!(cell("n2", 0).contains("class=\"gpu held idle\""), "{}", cell("n2", 0));
+    assert!(cell("n2", 1).contains("class=\"gpu held unmonitored\""), "{}", cell("n2", 1));
+    assert!(cell("n2", 1).contains("not monitored (no reading)"), "{}", cell("n2", 1));
+    let background =
+        |tag: String| tag.split("background:").nth(1).and_then(|rest| rest.split('"').next()).map(str::to_string);
+    let (idle, free, unmonitored) = (background(cell("n1", 1)), background(cell("n1", 2)), background(cell("n1", 3)));
+    assert!(idle != free && free != unmonitored && idle != unmonitored, "{idle:?} {free:?} {unmonitored:?}");
+    for kind in ["free", "idle", "unmonitored"] {
+        assert!(html.contains(&format!("data-kind=\"{kind}\"")), "the legend explains `{kind}`");
+    }
     assert!(html.contains("data-testid=\"grid-metric-legend\""));
+    assert!(
+        html.contains("gpu_util readings from 2026-11-29 10:31:00 UTC, 14 min before this moment."),
+        "the readings say how old they are: {html}"
+    );
+}
+
+#[test]
+fn the_grid_at_now_shows_the_latest_readings_and_how_old_they_are() {
+    // Regression (review problem 6): at now every GPU read "no data", the last sample being 15 min old.
+    let (status, html) = get("/grid?cluster=lab&metric=gpu_util");
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("gpu_util readings from 14 min ago"), "{html}");
+    assert!(html.contains("data-age-s=\"840\""), "{html}");
+}
+
+#[test]
+fn xid_reads_no_error_a_classified_code_or_not_monitored() {
+    // Regression (review problem 6): XID was a ten-step gradient and healthy GPUs read "no data".
+    let (status, html) = get(&format!("/grid?cluster=lab&at={MOMENT}&metric=xid"));
+    assert_eq!(status, StatusCode::OK);
+    let cell = |node: &str, gpu: u16| gpu_cell(&html, node, gpu);
+    assert!(cell("n1", 0).contains("class=\"gpu held healthy\""), "{}", cell("n1", 0));
+    assert!(cell("n1", 0).contains("no XID"), "{}", cell("n1", 0));
+    assert!(cell("n1", 1).contains("class=\"gpu held xid-application\""), "{}", cell("n1", 1));
+    assert!(cell("n1", 1).contains("XID 31: GPU memory page fault (application fault)"), "{}", cell("n1", 1));
+    assert!(cell("n2", 0).contains("class=\"gpu held xid-hardware\""), "{}", cell("n2", 0));
+    assert!(
+        cell("n2", 0).contains("XID 79: GPU has fallen off the bus (hardware or driver fault)"),
+        "{}",
+        cell("n2", 0)
+    );
+    assert!(cell("n1", 2).contains("class=\"gpu free unmonitored\""), "{}", cell("n1", 2));
+    assert!(html.contains("data-code=\"79\" data-strength=\"strong\""), "the legend names the codes present");
+    assert!(html.contains("data-code=\"31\" data-strength=\"application\""));
+    for kind in ["healthy", "xid-hardware", "xid-application", "unmonitored", "free"] {
+        assert!(html.contains(&format!("data-kind=\"{kind}\"")), "the legend explains `{kind}`");
+    }
+    assert!(!html.contains("no error → XID set"), "no gradient for a categorical value");
+}
+
+#[test]
+fn a_moment_in_the_future_or_not_a_time_is_refused_with_a_message() {
+    // Regression (review problem 9): `?at=2030-03-17` drew today's running jobs four years ahead.
+    let (status, html) = get("/grid?cluster=lab&at=2030-03-17");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(html.contains("2030-03-17 00:00Z is in the future: GPUs are shown up to now"), "{html}");
+    assert!(html.contains("data-testid=\"grid-now\""), "a way back to now");
+    assert!(!html.contains("data-testid=\"gpu-cell\""), "nothing is drawn for the future");
+    let (status, body) = get("/web/v1/grid?cluster=lab&at=2030-03-17");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("is in the future"), "{body}");
+    let (status, html) = get("/grid?cluster=lab&at=yesterday");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(html.contains("`yesterday` is not a moment"), "{html}");
+}
+
+#[test]
+fn node_names_are_ink_on_the_panel_and_hovers_say_what_jobs_were_doing_then() {
+    // Regression (review problem 7): node names were black on job colours (1.7:1 on indigo), and a
+    // running job's hover read "COMPLETED since 10:00".
+    let (_, html) = get(&format!("/grid?cluster=lab&at={MOMENT}"));
+    let from = html.find("data-testid=\"node-cell\" data-node=\"n2\"").expect("n2");
+    let node = &html[from..from + 900];
+    let server = &node[node.find("<span").expect("server span")..];
+    let server = &server[..server.find('>').expect("tag end")];
+    assert!(server.contains("class=\"server\"") && !server.contains("style="), "no background behind the name: {node}");
+    assert!(node.contains("data-testid=\"node-label\" class=\"name\">n2<"), "{node}");
+    let bar = format!("class=\"holders\" style=\"background:{}", slurmlens_web::palette::job_colour("8"));
+    assert!(node.contains(&bar), "the job's colour is the bar beneath: {node}");
+    let alice = gpu_cell(&html, "n1", 0);
+    assert!(
+        alice.contains(
+            "job 7 (alice, ml, gpu): running then, since 2026-11-29 10:00Z; ended 2026-11-29 11:00Z as COMPLETED"
+        ),
+        "{alice}"
+    );
+    assert!(gpu_cell(&html, "n2", 0).contains("running then, since 2026-11-29 10:30Z; still running"));
+    assert!(gpu_cell(&html, "n1", 3).contains("n1 GPU 3: free (no job)"));
+}
+
+#[test]
+fn a_user_keeps_one_colour_across_windows_and_pages() {
+    // Regression (review problem 5): colours went to the top users of each view.
+    let svg_of = |start: i64, end: i64| get(&format!("/web/v1/gantt.svg?cluster=lab&start={start}&end={end}")).1;
+    let bob = slurmlens_web::palette::IDENTITY[1];
+    let day = svg_of(MOMENT - 86_400, MOMENT + 3600);
+    let hour = svg_of(MOMENT - 60, MOMENT + 3600);
+    assert!(day.contains(&format!("fill=\"{bob}\"")) && hour.contains(&format!("fill=\"{bob}\"")), "{day}\n{hour}");
+    let (_, grid) = get(&format!("/grid?cluster=lab&at={MOMENT}&colour=user"));
+    assert!(gpu_cell(&grid, "n2", 0).contains(&format!("background:{bob}")), "the same colour on the grid");
+    // A tenant learns no one else's colour slot.
+    let (_, json) = get_as(Some("bob"), &format!("/web/v1/gantt?cluster=lab&start={}&end={}", MOMENT - 86_400, MOMENT));
+    assert!(json.contains("\"users\":{\"bob\":1}") && !json.contains("alice"), "{json}");
 }
 
 #[test]

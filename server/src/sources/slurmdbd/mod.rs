@@ -193,6 +193,13 @@ impl SlurmDbd {
         Ok(ViewerScope::User { name: user.to_string(), coordinated_accounts: accounts.into_iter().collect() })
     }
 
+    /// The cluster's associations `(user, account)` in the order they were made, deleted ones too (so
+    /// the order only ever grows at its end): the pages' stable colours.
+    pub async fn associations_in_order(&self) -> Result<Vec<(String, String)>, SlurmDbdError> {
+        let sql = format!("SELECT user, acct FROM {} ORDER BY id_assoc", self.cluster.table("assoc_table"));
+        Ok(sqlx::query_as(&sql).fetch_all(&self.pool).await?)
+    }
+
     /// Jobs that overlap `window` (submitted before its end, not ended before its start; running and
     /// pending included), newest submission first, after `cursor`, at most `limit`.
     pub async fn jobs_in_window(

@@ -103,6 +103,10 @@ fn app_crash_shows_xid_31_and_an_idle_gpu_until_the_job_ends() {
     assert!(values(fault).iter().all(|&v| v == 31.0));
     let cleared = find(&lines, &[("__name__", "DCGM_FI_DEV_XID_ERRORS"), ("err_code", "0")]);
     assert!(stamps(cleared).contains(&600_000), "back to 0 once the job is gone");
+    // Every scrape reports an XID value, 0 or the last code, as dcgm-exporter does: a healthy GPU reads
+    // "no error" on the grid, not "not monitored".
+    assert_eq!(stamps(cleared).len() + stamps(fault).len(), 61 + 1, "every scrape, and the fault's instant");
+    assert_eq!(stamps(cleared)[..3], [0, 15_000, 30_000]);
     assert!(!lines.iter().any(|l| l["metric"]["err_code"] == "79"), "no infrastructure fault");
 }
 
