@@ -10,7 +10,7 @@ use slurmlens_wire as wire;
 
 use super::report::GpuScope;
 use super::{App, AppError, Viewer};
-use crate::domain::blame::{self, Strength};
+use crate::domain::blame;
 use crate::domain::gpu::GpuRef;
 use crate::domain::promql::{Matcher, MetricName, Selector};
 use crate::domain::series::SeriesCatalog;
@@ -266,12 +266,7 @@ fn xid_codes(values: &[wire::GpuValue]) -> Vec<wire::XidCode> {
         .into_iter()
         .map(|code| {
             let (strength, meaning) = blame::xid_strength(code);
-            let strength = match strength {
-                Strength::Strong => wire::EvidenceStrength::Strong,
-                Strength::Weak => wire::EvidenceStrength::Weak,
-                Strength::Application => wire::EvidenceStrength::Application,
-            };
-            wire::XidCode { code, strength, meaning: meaning.to_string() }
+            wire::XidCode { code, strength: strength.wire(), meaning: meaning.to_string() }
         })
         .collect()
 }

@@ -12,7 +12,7 @@
 //! Such facts stay in the list as context. A program's own GPU fault (XID 31) outweighs network noise:
 //! only a hardware fault on the job's own GPUs or nodes overrides it.
 
-use slurmlens_wire::EvidenceSource;
+use slurmlens_wire::{EvidenceSource, EvidenceStrength};
 
 use super::exit_code::ExitCode;
 use super::state::JobStateBase;
@@ -46,6 +46,18 @@ pub enum Strength {
     Weak,
     /// Enough alone (a GPU off the bus, a node down, sustained loss).
     Strong,
+}
+
+impl Strength {
+    /// The wire's word for it.
+    pub fn wire(self) -> EvidenceStrength {
+        match self {
+            Self::Context => EvidenceStrength::Context,
+            Self::Application => EvidenceStrength::Application,
+            Self::Weak => EvidenceStrength::Weak,
+            Self::Strong => EvidenceStrength::Strong,
+        }
+    }
 }
 
 /// One fact, placed in time.

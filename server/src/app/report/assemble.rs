@@ -9,7 +9,7 @@ use slurmlens_wire as wire;
 
 use super::Reporter;
 use super::gather::{BurstReading, BurstReadings, Gathered, IoReadings, NodeData};
-use crate::domain::blame::{self, Ending, Evidence, Exposure, Strength};
+use crate::domain::blame::{self, Ending, Evidence, Exposure};
 use crate::domain::gpu::format_gpu_indices;
 use crate::domain::job::JobRecord;
 use crate::domain::node_signals::{self, IoSource, NodeFacts};
@@ -393,12 +393,7 @@ pub(super) fn failure_analysis(
         source: fact.source,
         place: fact.place.clone(),
         detail: fact.detail.clone(),
-        strength: match fact.strength {
-            Strength::Strong => wire::EvidenceStrength::Strong,
-            Strength::Weak => wire::EvidenceStrength::Weak,
-            Strength::Application => wire::EvidenceStrength::Application,
-            Strength::Context => wire::EvidenceStrength::Context,
-        },
+        strength: fact.strength.wire(),
     }));
     listed.sort_by_key(|fact| fact.at);
     wire::FailureAnalysis { blame: blame_of(verdict.blame), reason: verdict.reason, evidence: listed }
