@@ -99,6 +99,11 @@ impl App {
                             item.mean_gpu_util = digest.mean_gpu_util;
                             item.mean_tensor_active = digest.mean_tensor_active;
                             item.blame = digest.blame.as_deref().and_then(blame_named).or(item.blame.take());
+                            item.digest = Some(if digest.has_metrics {
+                                wire::DigestState::Archived
+                            } else {
+                                wire::DigestState::NoData
+                            });
                         }
                     }
                 }
