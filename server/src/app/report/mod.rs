@@ -3,11 +3,13 @@
 //! It is made in four steps, each in its own file: [`plan`] lists every VictoriaMetrics query before
 //! any is sent, [`gather`] sends them at once and sorts the answers per GPU and node, [`assemble`] turns
 //! those into the wire report (totals, verdicts, failure analysis, bursts), and [`archive`] keeps
-//! finished jobs' reports. [`readings`] reads GPUs at a moment for the grid.
+//! finished jobs' reports. [`readings`] reads GPUs at a moment for the grid, [`live`] running jobs'
+//! means so far for the listing.
 
 mod archive;
 mod assemble;
 mod gather;
+mod live;
 mod plan;
 mod readings;
 
@@ -17,6 +19,7 @@ use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
 pub use archive::{Archiver, ArchiverSettings, MAX_TRIES, Round, RoundSummary, archive_round, schedule_archive};
+pub use live::{LiveJob, LiveMeans};
 pub use plan::ReportQueries;
 pub use readings::GpuScope;
 
