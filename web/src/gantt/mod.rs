@@ -445,6 +445,7 @@ mod tests {
             mean_gpu_util: None,
             mean_tensor_active: None,
             blame: None,
+            digest: None,
         }
     }
 

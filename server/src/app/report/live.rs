@@ -63,9 +63,11 @@ impl Reporter {
             .iter()
             .flat_map(|(job, gpus)| {
                 let window_s = u64::try_from((now - job.start).num_seconds()).unwrap_or(0);
-                specs.iter().enumerate().filter_map(move |(index, spec)| {
-                    (window_s > 0).then(|| self.live_part(job.job_id, index, spec, gpus, window_s))
-                })
+                let specs = if window_s > 0 { specs.as_slice() } else { &[] };
+                specs
+                    .iter()
+                    .enumerate()
+                    .map(move |(index, spec)| self.live_part(job.job_id, index, spec, gpus, window_s))
             })
             .collect();
         let timeout = self.settings.metrics_timeout.saturating_sub(started.elapsed());
