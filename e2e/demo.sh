@@ -48,6 +48,8 @@ echo
 echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /jobs/<id>; API under /api/v1; clusters: lab, sakura)"
 # The lab's Slurm plugins post GPU records with this cluster secret (written when they were installed).
 SECRET=$(cat "$LAB/etc/slurmlens-plugin.secret")
-SLURMLENS_INGEST__SECRETS__LAB=$SECRET \
+# The archiver makes the digests of the jobs the telemetry covers (48 h), not of 30 days that would say
+# "no data".
+SLURMLENS_INGEST__SECRETS__LAB=$SECRET SLURMLENS_REPORT__BACKFILL_DAYS=$(( (${SLURMLENS_DEMO_HOURS:-48} + 23) / 24 )) \
 SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_LISTEN=$LISTEN SLURMLENS_ACCESS__ANONYMOUS=staff \
   SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" exec "$BIN" serve

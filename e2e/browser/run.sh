@@ -56,7 +56,9 @@ if [[ ${1:-} != --bench ]]; then
   STANDINS=$(cat "$OUT/standins.url")
   SIGNALS=(SLURMLENS_VICTORIALOGS__URL="$STANDINS" SLURMLENS_PYROSCOPE__URL="$STANDINS")
 fi
-env "${SIGNALS[@]}" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff \
+# The archiver looks back over the 48 h of telemetry only (its default, 31 days, would spend reports on
+# sakura's older jobs, which can only say "no data").
+env "${SIGNALS[@]}" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_REPORT__BACKFILL_DAYS=2 SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff \
   SLURMLENS_LISTEN=127.0.0.1:0 SLURMLENS_SITE_ROOT="$SITE" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve >"$LOG" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER $STANDIN_PID 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT

@@ -73,19 +73,34 @@ impl std::fmt::Debug for IngestSecret {
     }
 }
 
-/// When reports are archived.
+/// When reports are archived, and how the archiver backfills the digests of finished jobs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReportConfig {
     /// A report is archived once its job ended this long ago, so late scrapes are in.
     pub archive_delay_s: u64,
-    /// How often the archiver looks for recently ended jobs (0 = never; reports are then archived on read).
+    /// How often the archiver looks for ended jobs without a report (0 = never; reports are then
+    /// archived on read only).
     pub archive_interval_s: u64,
+    /// How far back the archiver makes the reports of finished jobs: VictoriaMetrics' retention
+    /// (`-retentionPeriod`, one month by default, so 31 days). An older job's report can only say
+    /// "no data"; a longer setting spends reports on that.
+    pub backfill_days: u32,
+    /// Reports the archiver makes at once (each sends its queries to VictoriaMetrics together).
+    pub backfill_concurrency: u32,
+    /// The archiver's pause after each report, so it leaves VictoriaMetrics and slurmdbd headroom.
+    pub backfill_pause_ms: u64,
 }
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        Self { archive_delay_s: 120, archive_interval_s: 60 }
+        Self {
+            archive_delay_s: 120,
+            archive_interval_s: 60,
+            backfill_days: 31,
+            backfill_concurrency: 2,
+            backfill_pause_ms: 100,
+        }
     }
 }
 
@@ -408,6 +423,10 @@ mod tests {
             assert!(config.access.trusted_proxies.iter().any(|net| net.contains([127, 0, 0, 1].into())));
             assert_eq!(config.access.tokens.per_minute, 600);
             assert_eq!(config.victoriametrics.as_ref().map(|vm| vm.readings_max_age_s), Some(3600));
+            assert_eq!(
+                (config.report.backfill_days, config.report.backfill_concurrency, config.report.backfill_pause_ms),
+                (31, 2, 100)
+            );
             let logs = config.victorialogs.as_ref().expect("[victorialogs]");
             assert_eq!((logs.node_field.as_str(), logs.max_lines), ("host", 1000));
             let profiles = config.pyroscope.as_ref().expect("[pyroscope]");

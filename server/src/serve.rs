@@ -7,7 +7,7 @@ use tokio::net::TcpListener;
 
 use crate::app::App;
 use crate::app::gpus::ReadingSettings;
-use crate::app::report::{ReportSettings, Reporter};
+use crate::app::report::{Archiver, ArchiverSettings, ReportSettings, Reporter};
 use crate::app::signals::Signals;
 use crate::config::Config;
 use crate::http::ingest::IngestSecrets;
@@ -125,7 +125,8 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
         tracing::warn!(%error, "applying slurmlens's migrations failed; archive and GPU records degrade");
     }
     if config.report.archive_interval_s > 0 {
-        tokio::spawn(archive_loop(state.app().clone(), Duration::from_secs(config.report.archive_interval_s)));
+        let every = Duration::from_secs(config.report.archive_interval_s);
+        tokio::spawn(archive_loop(state.app().clone(), archiver_settings(config), every));
     }
     let address = listener.local_addr().context("reading the bound address")?;
     tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
@@ -150,15 +151,35 @@ async fn shutdown_signal() {
     tokio::select! { () = ctrl_c => {}, () = terminate => {} }
 }
 
-/// Archives reports of recently ended jobs, forever. Failures are logged and retried next round.
-async fn archive_loop(app: App, every: Duration) {
-    let mut ticker = tokio::time::interval(every);
+/// How the archiver walks finished jobs and paces itself (`[report]`).
+pub fn archiver_settings(config: &Config) -> ArchiverSettings {
+    ArchiverSettings {
+        backfill: chrono::Duration::days(i64::from(config.report.backfill_days)),
+        concurrency: config.report.backfill_concurrency.max(1) as usize,
+        pause: Duration::from_millis(config.report.backfill_pause_ms),
+    }
+}
+
+/// Archives the reports of ended jobs, forever: a round, then `every` after it ended. Failures are
+/// logged and the round is retried.
+async fn archive_loop(app: App, settings: ArchiverSettings, every: Duration) {
+    let mut archiver = Archiver::new(settings);
     loop {
-        ticker.tick().await;
-        match crate::app::report::archive_recent(&app, chrono::Duration::hours(6)).await {
-            Ok(0) => {}
-            Ok(count) => tracing::info!(count, "archived job reports"),
+        let started = std::time::Instant::now();
+        match archiver.round(&app).await {
+            Ok(summary) if summary.due == 0 => {}
+            Ok(summary) => tracing::info!(
+                due = summary.due,
+                no_data = summary.no_data,
+                ended_badly = summary.ended_badly,
+                unavailable = summary.unavailable,
+                seconds = started.elapsed().as_secs_f64(),
+                "archiver round done: archived {} of {} due jobs",
+                summary.made(),
+                summary.due
+            ),
             Err(error) => tracing::warn!(%error, "archiving job reports failed; retrying next round"),
         }
+        tokio::time::sleep(every).await;
     }
 }

@@ -130,7 +130,7 @@ pub fn order_of(get: &impl Fn(&str) -> Option<String>) -> Option<(Column, bool)>
     Some((column, get("desc").is_some_and(|value| value == "1" || value == "true")))
 }
 
-/// Sorts by `column`; ties keep the API's order (newest submission first).
+/// Sorts by `column`, blank cells last either way; ties keep the API's order (newest submission first).
 pub fn sort(jobs: &mut [wire::Job], column: Column, descending: bool) {
     use std::cmp::Ordering;
     let compare = |a: &wire::Job, b: &wire::Job| -> Ordering {
@@ -145,7 +145,8 @@ pub fn sort(jobs: &mut [wire::Job], column: Column, descending: bool) {
             other => other.text(a).cmp(&other.text(b)),
         }
     };
-    jobs.sort_by(|a, b| if descending { compare(b, a) } else { compare(a, b) });
+    let blank = |job: &wire::Job| column.text(job).is_empty();
+    jobs.sort_by(|a, b| blank(a).cmp(&blank(b)).then_with(|| if descending { compare(b, a) } else { compare(a, b) }));
 }
 
 /// Keeps jobs whose id, name, user, account or node list contains `search` (case-insensitive).

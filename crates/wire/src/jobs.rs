@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::vocabulary::{Blame, GpusSource};
+use crate::vocabulary::{Blame, DigestState, GpusSource};
 
 /// A job allocation as `sacct -X` shows it, one row per job record (array task, het component).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -66,7 +66,8 @@ pub struct Job {
     pub req_mem: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
-    /// Mean GPU utilisation (%) over the job, from its archived report; absent until it has one.
+    /// Mean GPU utilisation (%) over the job, from its archived report (while it runs: so far);
+    /// absent until it has one, or when its report found no metrics (`digest` says which).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_gpu_util: Option<f64>,
     /// Mean tensor-pipe activity (%) over the job, from its archived report.
@@ -76,6 +77,9 @@ pub struct Job {
     /// report (NODE_FAIL and BOOT_FAIL say `infrastructure` on Slurm's word alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blame: Option<Blame>,
+    /// Where `mean_gpu_util`, `mean_tensor_active` and `blame` come from; absent: no report made yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<DigestState>,
 }
 
 /// One job with its steps and its allocation per node.

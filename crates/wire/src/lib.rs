@@ -30,6 +30,6 @@ pub use traces::{
     TraceVerdict,
 };
 pub use vocabulary::{
-    Attribution, Blame, BurstStatus, Direction, EvidenceSource, EvidenceStrength, GpusSource, IoSource, LogKind,
-    LogsStatus, MetricsState, ProfileStatus, ReportSource, Severity, TokenState, TraceBottleneck, ValuesState,
+    Attribution, Blame, BurstStatus, DigestState, Direction, EvidenceSource, EvidenceStrength, GpusSource, IoSource,
+    LogKind, LogsStatus, MetricsState, ProfileStatus, ReportSource, Severity, TokenState, TraceBottleneck, ValuesState,
 };

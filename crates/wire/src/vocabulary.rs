@@ -107,6 +107,22 @@ pub enum MetricsState {
 }
 words!(MetricsState { Ok => "ok", NoData => "no_data", Unavailable => "unavailable" });
 
+/// Where a listed job's digest (`mean_gpu_util`, `mean_tensor_active`, `blame`) comes from. A job
+/// without one has no digest yet: its report has not been made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DigestState {
+    /// `archived`: the job's archived report, made with its metrics.
+    Archived,
+    /// `no_data`: the job's report was made, and the metrics source had nothing of its GPUs (past
+    /// retention, or never exported): the means stay empty for good; `blame` may still be set.
+    NoData,
+    /// `live`: the job runs; the means so far, read when the page was listed.
+    Live,
+}
+words!(DigestState { Archived => "archived", NoData => "no_data", Live => "live" });
+
 /// Whether the metric source answered for the grid's colours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -56,6 +56,7 @@ impl From<ReportError> for AppError {
             ReportError::SlurmDbd(error) => error.into(),
             ReportError::Store(error) => error.into(),
             ReportError::Encode(cause) | ReportError::Window(cause) => Self::Internal(cause),
+            ReportError::MetricsUnavailable(cause) => Self::Unavailable { service: "VictoriaMetrics", cause },
         }
     }
 }

@@ -4,9 +4,18 @@
 use chrono::{DateTime, Duration, Utc};
 use slurmlens_wire as wire;
 
+use std::collections::BTreeMap;
+
+use super::report::LiveJob;
 use super::{App, AppError, Viewer, now_epoch, wire_map};
-use crate::domain::job::{JobCursor, JobFilter, TimeWindow};
-use crate::domain::state::StateFilter;
+use crate::domain::gpu::GpuRef;
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, TimeWindow};
+use crate::domain::report::HeldJob;
+use crate::domain::state::{JobStateBase, StateFilter};
+use crate::domain::time::epoch;
+use crate::domain::tres::TresCatalog;
+use crate::sources::slurmdbd::SlurmDbd;
+use slurmlens_slurm::gpus::exact_gpus_per_node;
 
 /// Largest page a client may ask for.
 pub const MAX_PAGE: usize = 5000;
@@ -99,16 +108,76 @@ impl App {
                             item.mean_gpu_util = digest.mean_gpu_util;
                             item.mean_tensor_active = digest.mean_tensor_active;
                             item.blame = digest.blame.as_deref().and_then(blame_named).or(item.blame.take());
+                            item.digest = Some(if digest.has_metrics {
+                                wire::DigestState::Archived
+                            } else {
+                                wire::DigestState::NoData
+                            });
                         }
                     }
                 }
                 Err(error) => tracing::warn!(%error, "archived reports unavailable; listing without them"),
             }
         }
+        self.live_digests(reader, &records, &mut items, &catalog).await;
         if !query.blame.is_empty() {
             items.retain(|item| item.blame.as_ref().is_some_and(|b| query.blame.contains(b)));
         }
         Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) })
+    }
+
+    /// Running GPU jobs' means so far, in one batched query for the page. A metrics source down or slow
+    /// leaves them empty: the listing never waits on it past the report's metrics timeout.
+    async fn live_digests(
+        &self,
+        reader: &SlurmDbd,
+        records: &[JobRecord],
+        items: &mut [wire::Job],
+        catalog: &TresCatalog,
+    ) {
+        let running: Vec<&JobRecord> = records
+            .iter()
+            .filter(|record| record.state.base() == JobStateBase::Running && catalog.gpus(&record.tres_alloc) > 0)
+            .collect();
+        if running.is_empty() || !self.reporter().has_metrics_source() {
+            return;
+        }
+        let job_ids: Vec<u32> = running.iter().map(|record| record.identity.id_job).collect();
+        let mut recorded: BTreeMap<u32, Vec<GpuRef>> = BTreeMap::new();
+        if let Some(store) = self.store() {
+            match store.gpu_indices_among(reader.cluster(), &job_ids).await {
+                Ok(held) => {
+                    for (job_id, node, index) in held {
+                        recorded.entry(job_id).or_default().push(GpuRef { node, index });
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "GPU records unavailable; live values only for nodes held whole"),
+            }
+        }
+        let jobs: Vec<LiveJob> = running
+            .iter()
+            .filter_map(|record| {
+                let nodes = record.nodes.hosts().to_vec();
+                let held = HeldJob {
+                    gpus_per_node: exact_gpus_per_node(catalog.gpus(&record.tres_alloc), nodes.len()),
+                    nodes,
+                    recorded: recorded.remove(&record.identity.id_job).unwrap_or_default(),
+                };
+                Some(LiveJob { job_id: record.identity.id_job, start: epoch(record.time_start)?, held })
+            })
+            .collect();
+        match self.reporter().live_means(&jobs, Utc::now()).await {
+            Ok(means) => {
+                for item in items.iter_mut().filter(|item| item.digest.is_none()) {
+                    if let Some(live) = means.get(&item.job_id_raw).filter(|live| live.gpu_util.is_some()) {
+                        item.mean_gpu_util = live.gpu_util;
+                        item.mean_tensor_active = live.tensor_active;
+                        item.digest = Some(wire::DigestState::Live);
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "running jobs' live values unavailable; listing without them"),
+        }
     }
 
     /// One job as sacct shows it, with its steps and its GPUs per node.

@@ -60,6 +60,7 @@ pub fn job(record: &JobRecord, catalog: &TresCatalog, cluster: &str, now: u64) -
         mean_tensor_active: None,
         blame: matches!(record.state.base(), JobStateBase::NodeFail | JobStateBase::BootFail)
             .then_some(wire::Blame::Infrastructure),
+        digest: None,
     }
 }
 

@@ -110,6 +110,22 @@ pub fn needs_classification(ending: &Ending) -> bool {
     }
 }
 
+/// Whether a job ended badly: it failed, lost a node, timed out, ran out of memory, failed to boot,
+/// passed its deadline, or was cancelled after it started. Wider than [`needs_classification`] (a job
+/// its owner cancelled is here too): these are the jobs whose "Failure" a listing shows first.
+pub fn ended_badly(state: JobStateBase, started: bool) -> bool {
+    match state {
+        JobStateBase::Failed
+        | JobStateBase::NodeFail
+        | JobStateBase::Timeout
+        | JobStateBase::OutOfMemory
+        | JobStateBase::BootFail
+        | JobStateBase::Deadline => true,
+        JobStateBase::Cancelled => started,
+        _ => false,
+    }
+}
+
 /// How an XID code reads: NVIDIA's XID catalogue splits hardware and driver faults from faults a
 /// program causes. Codes not listed are weak evidence (the driver saw something; it may be either).
 pub fn xid_strength(code: u32) -> (Strength, &'static str) {
@@ -370,6 +386,16 @@ mod tests {
         assert!(!needs_classification(&cancelled), "the owner cancelling is not a failure");
         cancelled.cancelled_by = Some(0);
         assert!(needs_classification(&cancelled), "an administrator cancelling is");
+    }
+
+    #[test]
+    fn bad_endings_include_cancellation_after_start_only() {
+        assert!(ended_badly(JobStateBase::OutOfMemory, true));
+        assert!(ended_badly(JobStateBase::NodeFail, true));
+        assert!(ended_badly(JobStateBase::Cancelled, true), "cancelled while it ran");
+        assert!(!ended_badly(JobStateBase::Cancelled, false), "cancelled while it waited");
+        assert!(!ended_badly(JobStateBase::Completed, true));
+        assert!(!ended_badly(JobStateBase::Preempted, true));
     }
 
     #[test]

@@ -57,7 +57,9 @@ pub async fn health(State(app): State<App>) -> Result<Json<wire::Health>, ApiErr
     description = "Jobs that overlap `[start, end)` (default: the last 24 hours; running and pending jobs \
         included) that the viewer may see, newest submission first, one keyset page at a time: pass \
         `next_cursor` back as `cursor`. Each job carries `mean_gpu_util`, `mean_tensor_active` and `blame` \
-        once its report is archived. Unknown or repeated parameters are a 400.",
+        once its report is archived (the archiver makes the reports of finished jobs in the background), \
+        a running GPU job its means so far; `digest` says which (`archived`, `no_data`, `live`; absent: \
+        not made yet). Unknown or repeated parameters are a 400.",
     params(
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
         ("start" = Option<String>, Query, description = "Window start, RFC 3339 or Unix seconds; default: `end` minus 24 h."),

@@ -1,5 +1,6 @@
-//! slurmlens's own database (MariaDB, schema in `migrations/`): GPU allocation records today,
-//! archived reports and trace summaries later. The only module that writes to a database at serve time.
+//! slurmlens's own database (MariaDB, schema in `migrations/`): GPU allocation records here, archived
+//! reports and their digests in [`reports`], trace summaries in [`traces`], tokens in [`tokens`]. The
+//! only module that writes to a database at serve time.
 
 use std::time::Duration;
 
@@ -9,18 +10,11 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use crate::domain::cluster::ClusterName;
 use crate::domain::gpu::{GpuAllocation, GpuRef};
 
+pub mod reports;
 pub mod tokens;
 pub mod traces;
 
-/// What the jobs listing shows of a finished job's archived report: how well it used its GPUs and,
-/// if it ended badly, whose fault that likely was.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ReportDigest {
-    pub mean_gpu_util: Option<f64>,
-    pub mean_tensor_active: Option<f64>,
-    /// `infrastructure`, `application` or `unknown`.
-    pub blame: Option<String>,
-}
+pub use reports::ReportDigest;
 
 /// Failures of our own database. `sqlx::Error` stops here.
 #[derive(Debug, thiserror::Error)]
@@ -187,106 +181,6 @@ impl Store {
             let mut query = sqlx::query_as::<_, (u32, String, u16)>(&sql).bind(cluster.as_str());
             for job_id in chunk {
                 query = query.bind(job_id);
-            }
-            found.extend(query.fetch_all(&self.pool).await?);
-        }
-        Ok(found)
-    }
-
-    /// The archived report of one job record, as stored JSON.
-    pub async fn archived_report(
-        &self,
-        cluster: &ClusterName,
-        job_id: u32,
-        time_submit: u64,
-    ) -> Result<Option<String>, StoreError> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT report FROM job_reports WHERE cluster = ? AND job_id = ? AND time_submit = ?")
-                .bind(cluster.as_str())
-                .bind(job_id)
-                .bind(time_submit)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.map(|(report,)| report))
-    }
-
-    /// Archives a report with its efficiency figures; archiving the same job record again replaces it
-    /// (idempotent).
-    pub async fn archive_report(
-        &self,
-        cluster: &ClusterName,
-        job_id: u32,
-        time_submit: u64,
-        report_json: &str,
-        digest: &ReportDigest,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO job_reports \
-             (cluster, job_id, time_submit, archived_at, report, mean_gpu_util, mean_tensor_active, blame) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
-             ON DUPLICATE KEY UPDATE archived_at = VALUES(archived_at), report = VALUES(report), \
-             mean_gpu_util = VALUES(mean_gpu_util), mean_tensor_active = VALUES(mean_tensor_active), \
-             blame = VALUES(blame)",
-        )
-        .bind(cluster.as_str())
-        .bind(job_id)
-        .bind(time_submit)
-        .bind(Utc::now())
-        .bind(report_json)
-        .bind(digest.mean_gpu_util)
-        .bind(digest.mean_tensor_active)
-        .bind(digest.blame.as_deref())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// The digests of archived reports among these job records, keyed by (job id, submit time). One
-    /// range scan over the records' submit times, filtered here.
-    pub async fn digests_among(
-        &self,
-        cluster: &ClusterName,
-        records: &[(u32, u64)],
-    ) -> Result<std::collections::BTreeMap<(u32, u64), ReportDigest>, StoreError> {
-        let wanted: std::collections::BTreeSet<(u32, u64)> = records.iter().copied().collect();
-        let (Some(low), Some(high)) = (records.iter().map(|r| r.1).min(), records.iter().map(|r| r.1).max()) else {
-            return Ok(Default::default());
-        };
-        // job id, submit time, mean GPU util, mean tensor activity, blame
-        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>);
-        let rows: Vec<DigestRow> = sqlx::query_as(
-            "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame FROM job_reports \
-             WHERE cluster = ? AND time_submit BETWEEN ? AND ?",
-        )
-        .bind(cluster.as_str())
-        .bind(low)
-        .bind(high)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .filter(|(job_id, submit, ..)| wanted.contains(&(*job_id, *submit)))
-            .map(|(job_id, submit, mean_gpu_util, mean_tensor_active, blame)| {
-                ((job_id, submit), ReportDigest { mean_gpu_util, mean_tensor_active, blame })
-            })
-            .collect())
-    }
-
-    /// Which of these job records already have an archived report.
-    pub async fn archived_among(
-        &self,
-        cluster: &ClusterName,
-        records: &[(u32, u64)],
-    ) -> Result<std::collections::BTreeSet<(u32, u64)>, StoreError> {
-        let mut found = std::collections::BTreeSet::new();
-        for chunk in records.chunks(500) {
-            let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
-            let sql = format!(
-                "SELECT job_id, time_submit FROM job_reports WHERE cluster = ? AND (job_id, time_submit) IN ({placeholders})"
-            );
-            let mut query = sqlx::query_as::<_, (u32, u64)>(&sql).bind(cluster.as_str());
-            for (job_id, time_submit) in chunk {
-                query = query.bind(job_id).bind(time_submit);
             }
             found.extend(query.fetch_all(&self.pool).await?);
         }

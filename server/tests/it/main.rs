@@ -3,6 +3,7 @@
 
 mod access;
 mod api_errors;
+mod digests;
 mod failure;
 mod gpu_records;
 mod grid;

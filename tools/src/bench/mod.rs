@@ -1,9 +1,10 @@
 //! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
-//! simulation on its own.
+//! simulation on its own; one archiver round.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
+pub mod backfill;
 pub mod history;
 
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use slurmlens::config::Config;
 use slurmlens::http::router;
 use slurmlens::serve::http_state;
 
-/// `slurmlens-dev bench window|report|ingest|history`.
+/// `slurmlens-dev bench window|report|ingest|history|backfill`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
@@ -29,6 +30,8 @@ pub enum BenchCommand {
     Ingest(IngestBenchArgs),
     /// The demo history's full-size simulation without a database, and the digest of its rows.
     History(history::HistoryBenchArgs),
+    /// One archiver round over a cluster's last hours, with the Gantt's "no report" share before and after.
+    Backfill(backfill::BackfillBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -38,6 +41,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Report(args) => report_bench(config, args).await,
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
         BenchCommand::History(args) => history::run(args),
+        BenchCommand::Backfill(args) => backfill::run(config, args).await,
     }
 }
 

@@ -456,6 +456,7 @@ mod tests {
             mean_gpu_util: None,
             mean_tensor_active: None,
             blame: None,
+            digest: None,
         }
     }
 

@@ -1,44 +1,228 @@
 //! Keeping reports: a finished job's report is archived in our store once its late scrapes have
 //! arrived, so it outlives VictoriaMetrics' retention, with a digest (mean utilisation, tensor
-//! activity, blame) the job listing joins. Archived on read, at the plugin's job-end message, and by a
-//! periodic sweep that every replica may run (the archive is keyed by job record, written idempotently).
+//! activity, blame) the job listing joins. Archived on read, at the plugin's job-end message, and by
+//! the archiver, which walks every finished job within the backfill window (VictoriaMetrics'
+//! retention) in the background: newest first, jobs that ended badly before the rest, a few reports
+//! at a time with a pause after each. Every replica may run it: the archive is keyed by job record and
+//! written idempotently.
 
-use chrono::Utc;
+use std::time::Duration;
 
-use super::{DEFAULT_POINTS, ReportError};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use slurmlens_wire::MetricsState;
+
+use super::{DEFAULT_POINTS, ReportError, Reporter};
 use crate::app::App;
+use crate::domain::blame::ended_badly;
 use crate::domain::cluster::ClusterName;
 use crate::domain::ids::JobSelector;
-use crate::domain::job::{JobRecord, TimeWindow};
+use crate::domain::job::{JobFilter, JobRecord, TimeWindow};
 use crate::domain::scope::ViewerScope;
 use crate::domain::time::epoch;
+use crate::domain::tres::TresCatalog;
+use crate::sources::slurmdbd::SlurmDbd;
+use crate::store::Store;
 
-/// Archives the reports of jobs that ended recently and have none yet. Every replica may run it: the
-/// archive is keyed by job record and written idempotently.
-pub async fn archive_recent(app: &App, lookback: chrono::Duration) -> Result<usize, ReportError> {
-    let Some(store) = app.store() else { return Ok(0) };
-    let reporter = app.reporter();
-    let now = Utc::now();
-    let delay = chrono::Duration::from_std(reporter.settings.archive_delay).unwrap_or_default();
-    let mut archived = 0;
+/// Jobs read from slurmdbd per page: one page query at a time, its due reports made before the next.
+const PAGE: usize = 1000;
+/// Tries at a report the metrics source did not answer for, before the archiver gives up on it.
+pub const MAX_TRIES: u16 = 3;
+/// A full round over the whole backfill window this often; between them, rounds look back only to
+/// the previous round's start (a job that ended since overlaps that window).
+const FULL_ROUND_EVERY: chrono::Duration = chrono::Duration::hours(24);
+/// How far before the previous round's start an incremental round looks, beyond `archive_delay`.
+const OVERLAP: chrono::Duration = chrono::Duration::minutes(10);
+
+/// How the archiver walks finished jobs and paces itself.
+#[derive(Debug, Clone)]
+pub struct ArchiverSettings {
+    /// How far back a full round looks: VictoriaMetrics' retention (an older job can only be "no data").
+    pub backfill: chrono::Duration,
+    /// Reports made at once.
+    pub concurrency: usize,
+    /// Each report's pause after it is made, before its slot takes the next job.
+    pub pause: Duration,
+}
+
+/// One round: the jobs overlapping `window`, and at most `max_reports` reports (none: all due).
+#[derive(Debug, Clone, Copy)]
+pub struct Round {
+    pub window: TimeWindow,
+    pub max_reports: Option<usize>,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundSummary {
+    /// Finished jobs in the window that had no archived report (nor a given-up one) when read.
+    pub due: usize,
+    /// Reports archived with metrics.
+    pub archived: usize,
+    /// Reports archived without any metrics of the job's GPUs ("no data").
+    pub no_data: usize,
+    /// Reports the metrics source did not answer for: tried again next round, up to [`MAX_TRIES`].
+    pub unavailable: usize,
+    /// Of the reports made, those of jobs that ended badly (made first).
+    pub ended_badly: usize,
+}
+
+impl RoundSummary {
+    /// Reports made and archived, with or without metrics.
+    pub fn made(&self) -> usize {
+        self.archived + self.no_data
+    }
+}
+
+/// The periodic archiver: a full round over the backfill window first and once a day, and between
+/// them rounds that look back to the previous round's start. A round that fails is repeated whole.
+pub struct Archiver {
+    settings: ArchiverSettings,
+    last_round: Option<DateTime<Utc>>,
+    last_full: Option<DateTime<Utc>>,
+}
+
+impl Archiver {
+    pub fn new(settings: ArchiverSettings) -> Self {
+        Self { settings, last_round: None, last_full: None }
+    }
+
+    /// Runs the next round and returns what it did.
+    pub async fn round(&mut self, app: &App) -> Result<RoundSummary, ReportError> {
+        let now = Utc::now();
+        let full = self.last_full.is_none_or(|at| now - at >= FULL_ROUND_EVERY);
+        let delay = chrono::Duration::from_std(app.reporter().settings.archive_delay).unwrap_or_default();
+        let since = match self.last_round {
+            Some(previous) if !full => previous - delay - OVERLAP,
+            _ => now - self.settings.backfill,
+        };
+        let window = TimeWindow::new(since, now).map_err(|e| ReportError::Window(e.to_string()))?;
+        let summary = archive_round(app, &self.settings, Round { window, max_reports: None }).await?;
+        self.last_round = Some(now);
+        if full {
+            self.last_full = Some(now);
+        }
+        Ok(summary)
+    }
+}
+
+/// One archiver round over `round.window`: for each cluster, first the jobs that ended badly, then
+/// the other finished GPU jobs, each pass newest submission first, skipping jobs already archived
+/// or given up on. A report without metrics is archived as "no data"; one the metrics source did not
+/// answer for is counted as a try. Several such in a row stop the round: the source is down.
+pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round) -> Result<RoundSummary, ReportError> {
+    let mut walk = Walk {
+        settings,
+        now: Utc::now(),
+        budget: round.max_reports.unwrap_or(usize::MAX),
+        summary: RoundSummary::default(),
+        unanswered: Vec::new(),
+        streak: 0,
+    };
+    let Some(store) = app.store() else { return Ok(walk.summary) };
+    if !app.reporter().has_metrics_source() {
+        return Ok(walk.summary);
+    }
     for reader in app.readers() {
         let tres = reader.tres_catalog().await?;
-        let window = TimeWindow::new(now - lookback, now).map_err(|e| ReportError::Window(e.to_string()))?;
+        for pass in [Pass::EndedBadly, Pass::Rest] {
+            walk.pass(app.reporter(), store, reader, &tres, round.window, pass).await?;
+        }
+    }
+    walk.record_unanswered(store).await?;
+    Ok(walk.summary)
+}
+
+/// The two passes of a round, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Jobs that ended badly, GPUs or not: the listing's "Failure" column fills first.
+    EndedBadly,
+    /// The other finished GPU jobs.
+    Rest,
+}
+
+impl Pass {
+    fn takes(self, job: &JobRecord, gpus: u64) -> bool {
+        let bad = ended_badly(job.state.base(), job.time_start > 0);
+        match self {
+            Self::EndedBadly => bad,
+            Self::Rest => !bad && gpus > 0,
+        }
+    }
+}
+
+/// How one report went.
+enum Outcome {
+    Archived,
+    NoData,
+    Unavailable(String),
+}
+
+/// A round in progress.
+struct Walk<'a> {
+    settings: &'a ArchiverSettings,
+    now: DateTime<Utc>,
+    /// Reports this round may still make.
+    budget: usize,
+    summary: RoundSummary,
+    /// Jobs the metrics source did not answer for: their tries are counted once the round shows the
+    /// source answers (a source that is down costs no job a try).
+    unanswered: Vec<(ClusterName, u32, u64, String)>,
+    /// Unanswered reports in a row.
+    streak: usize,
+}
+
+impl Walk<'_> {
+    /// One pass over the window, a page at a time.
+    async fn pass(
+        &mut self,
+        reporter: &Reporter,
+        store: &Store,
+        reader: &SlurmDbd,
+        tres: &TresCatalog,
+        window: TimeWindow,
+        pass: Pass,
+    ) -> Result<(), ReportError> {
         let mut cursor = None;
-        loop {
+        while self.budget > 0 {
             let (jobs, next) =
-                reader.jobs_in_window(&ViewerScope::Staff, window, &Default::default(), &tres, cursor, 1000).await?;
-            let due: Vec<&JobRecord> = jobs
-                .iter()
-                .filter(|job| job.state.base().is_finished() && job.time_end > 0 && tres.gpus(&job.tres_alloc) > 0)
-                .filter(|job| epoch(job.time_end).is_some_and(|end| end + delay <= now))
-                .collect();
-            let keys: Vec<(u32, u64)> = due.iter().map(|job| (job.identity.id_job, job.time_submit)).collect();
-            let done = store.archived_among(reader.cluster(), &keys).await?;
-            for job in due.into_iter().filter(|job| !done.contains(&(job.identity.id_job, job.time_submit))) {
-                let report = reporter.report_for(reader, job, &tres, DEFAULT_POINTS).await?;
-                if report.metrics.status == slurmlens_wire::MetricsState::Ok {
-                    archived += 1;
+                reader.jobs_in_window(&ViewerScope::Staff, window, &JobFilter::default(), tres, cursor, PAGE).await?;
+            let due = self.due_among(reporter, store, reader, tres, &jobs).await?;
+            if pass == Pass::EndedBadly {
+                self.summary.due += due.len();
+            }
+            let mine: Vec<&JobRecord> =
+                due.into_iter().filter(|job| pass.takes(job, tres.gpus(&job.tres_alloc))).take(self.budget).collect();
+            self.budget -= mine.len();
+            let pause = self.settings.pause;
+            // The futures are made before the stream (they start only when polled), so that no
+            // closure is part of the stream's type: the archiver's future stays `Send` for any lifetime.
+            let reports: Vec<_> =
+                mine.iter().map(|job| report_then_pause(reporter, reader, tres, job, pause)).collect();
+            let mut outcomes = futures::stream::iter(reports).buffer_unordered(self.settings.concurrency.max(1));
+            while let Some((job, report)) = outcomes.next().await {
+                let metrics = report?.metrics;
+                let outcome = match metrics.status {
+                    MetricsState::Ok => Outcome::Archived,
+                    MetricsState::NoData => Outcome::NoData,
+                    MetricsState::Unavailable => Outcome::Unavailable(metrics.message.unwrap_or_default()),
+                };
+                self.tally(reader.cluster(), job, outcome, pass)?;
+            }
+            if !mine.is_empty() {
+                let summary = &self.summary;
+                tracing::info!(
+                    cluster = %reader.cluster(),
+                    no_data = summary.no_data,
+                    ended_badly = summary.ended_badly,
+                    unavailable = summary.unavailable,
+                    "archived {} of {} due jobs",
+                    summary.made(),
+                    summary.due
+                );
+                if self.summary.made() > 0 {
+                    self.record_unanswered(store).await?;
                 }
             }
             match next {
@@ -46,8 +230,86 @@ pub async fn archive_recent(app: &App, lookback: chrono::Duration) -> Result<usi
                 None => break,
             }
         }
+        Ok(())
     }
-    Ok(archived)
+
+    /// The finished jobs of a page whose report is due (GPU jobs, and any job that ended badly), less
+    /// those archived or given up on.
+    async fn due_among<'j>(
+        &self,
+        reporter: &Reporter,
+        store: &Store,
+        reader: &SlurmDbd,
+        tres: &TresCatalog,
+        jobs: &'j [JobRecord],
+    ) -> Result<Vec<&'j JobRecord>, ReportError> {
+        let delay = chrono::Duration::from_std(reporter.settings.archive_delay).unwrap_or_default();
+        let due: Vec<&JobRecord> = jobs
+            .iter()
+            .filter(|job| job.state.base().is_finished() && job.time_end > 0)
+            .filter(|job| epoch(job.time_end).is_some_and(|end| end + delay <= self.now))
+            .filter(|job| tres.gpus(&job.tres_alloc) > 0 || ended_badly(job.state.base(), job.time_start > 0))
+            .collect();
+        let keys: Vec<(u32, u64)> = due.iter().map(|job| (job.identity.id_job, job.time_submit)).collect();
+        let archived = store.archived_among(reader.cluster(), &keys).await?;
+        let given_up = store.given_up_among(reader.cluster(), &keys, MAX_TRIES).await?;
+        Ok(due
+            .into_iter()
+            .filter(|job| {
+                let key = (job.identity.id_job, job.time_submit);
+                !archived.contains(&key) && !given_up.contains(&key)
+            })
+            .collect())
+    }
+
+    fn tally(
+        &mut self,
+        cluster: &ClusterName,
+        job: &JobRecord,
+        outcome: Outcome,
+        pass: Pass,
+    ) -> Result<(), ReportError> {
+        match outcome {
+            Outcome::Archived => self.summary.archived += 1,
+            Outcome::NoData => self.summary.no_data += 1,
+            Outcome::Unavailable(message) => {
+                self.summary.unavailable += 1;
+                self.streak += 1;
+                // A few in a row beyond what is in flight at once: the source is down, not this job.
+                if self.streak > self.settings.concurrency.max(1) * 2 + 2 {
+                    return Err(ReportError::MetricsUnavailable(message));
+                }
+                self.unanswered.push((cluster.clone(), job.identity.id_job, job.time_submit, message));
+                return Ok(());
+            }
+        }
+        self.streak = 0;
+        if pass == Pass::EndedBadly {
+            self.summary.ended_badly += 1;
+        }
+        Ok(())
+    }
+
+    /// Counts a try for each job the source did not answer for.
+    async fn record_unanswered(&mut self, store: &Store) -> Result<(), ReportError> {
+        for (cluster, job_id, time_submit, message) in std::mem::take(&mut self.unanswered) {
+            store.record_attempt(&cluster, job_id, time_submit, &message).await?;
+        }
+        Ok(())
+    }
+}
+
+/// One job's report (archived by [`Reporter::report_for`] when due), then the archiver's pause.
+async fn report_then_pause<'j>(
+    reporter: &Reporter,
+    reader: &SlurmDbd,
+    tres: &TresCatalog,
+    job: &'j JobRecord,
+    pause: Duration,
+) -> (&'j JobRecord, Result<slurmlens_wire::JobReport, ReportError>) {
+    let report = reporter.report_for(reader, job, tres, DEFAULT_POINTS).await;
+    tokio::time::sleep(pause).await;
+    (job, report)
 }
 
 /// Archives one job's report once `archive_delay` has passed (the plugin's job-end message), so a

@@ -3,11 +3,13 @@
 //! It is made in four steps, each in its own file: [`plan`] lists every VictoriaMetrics query before
 //! any is sent, [`gather`] sends them at once and sorts the answers per GPU and node, [`assemble`] turns
 //! those into the wire report (totals, verdicts, failure analysis, bursts), and [`archive`] keeps
-//! finished jobs' reports. [`readings`] reads GPUs at a moment for the grid.
+//! finished jobs' reports. [`readings`] reads GPUs at a moment for the grid, [`live`] running jobs'
+//! means so far for the listing.
 
 mod archive;
 mod assemble;
 mod gather;
+mod live;
 mod plan;
 mod readings;
 
@@ -16,7 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
-pub use archive::{archive_recent, schedule_archive};
+pub use archive::{Archiver, ArchiverSettings, MAX_TRIES, Round, RoundSummary, archive_round, schedule_archive};
+pub use live::{LiveJob, LiveMeans};
 pub use plan::ReportQueries;
 pub use readings::GpuScope;
 
@@ -38,6 +41,11 @@ use plan::{FaultScope, Span};
 impl Reporter {
     pub fn new(vm: Option<VictoriaMetrics>, store: Option<Store>, settings: ReportSettings) -> Self {
         Self { vm, store, settings }
+    }
+
+    /// Whether a metrics source is configured: without one no report is worth archiving.
+    pub fn has_metrics_source(&self) -> bool {
+        self.vm.is_some()
     }
 
     /// The report of one job, or `None` when the viewer may not see it or it does not exist.
@@ -84,8 +92,10 @@ impl Reporter {
         }
         let report = self.compute(reader, record, job, points).await;
         let due = finished && now >= record.time_end + self.settings.archive_delay.as_secs();
+        // A report without any metrics is kept too ("no data": past retention, or never exported), so
+        // it is neither made again nor listed as "not computed yet"; one the source did not answer is not.
         if due
-            && report.metrics.status == wire::MetricsState::Ok
+            && report.metrics.status != wire::MetricsState::Unavailable
             && let Some(store) = &self.store
         {
             let json = serde_json::to_string(&report).map_err(|e| ReportError::Encode(e.to_string()))?;
@@ -94,6 +104,7 @@ impl Reporter {
                 mean_gpu_util: report.totals.mean_gpu_util,
                 mean_tensor_active: report.totals.mean_tensor_active,
                 blame: report.failure.as_ref().map(|failure| failure.blame.as_str().to_string()),
+                has_metrics: report.metrics.status == wire::MetricsState::Ok,
             };
             let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
             if let Err(error) = archived.await {
@@ -292,6 +303,8 @@ pub enum ReportError {
     Encode(String),
     #[error("no window to archive: {0}")]
     Window(String),
+    #[error("the metrics source is not answering: {0}")]
+    MetricsUnavailable(String),
 }
 
 /// How reports are made.

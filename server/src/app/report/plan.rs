@@ -46,7 +46,8 @@ impl Reporter {
     }
 
     /// `merge by (host, gpu, extra) (inner(selector))` for every host-label variant, joined with `or`:
-    /// one series per GPU however the exporter spelled its host label. dcgm-exporter copies a series
+    /// one series per GPU however the exporter spelled its host label. `selectors` are
+    /// [`Reporter::gpu_selectors`]' output, one per host label, or several such runs one after another. dcgm-exporter copies a series
     /// once per job in its mapping file; `merge` (`avg`, `max`) says how such copies combine. `filter`
     /// (`> 0`) follows each variant: `A > 0 or B > 0` groups as `(A > 0) or (B > 0)`.
     pub(super) fn per_gpu(
@@ -60,7 +61,7 @@ impl Reporter {
         let catalog = &self.settings.catalog;
         selectors
             .iter()
-            .zip(&catalog.gpu_host_labels)
+            .zip(catalog.gpu_host_labels.iter().cycle())
             .map(|(selector, host)| {
                 format!("{merge} by ({host}, {}{extra}) ({}){filter}", catalog.gpu_index_label, inner(selector))
             })
@@ -466,6 +467,18 @@ mod tests {
             assert!(names_the_job || names_its_nodes, "{}", planned.query);
             assert!(!planned.reads.is_empty(), "the benchmark needs what {} reads", planned.query);
         }
+    }
+
+    #[test]
+    fn per_gpu_keeps_every_run_of_selectors() {
+        // The grid's query for a tenant whose nodes hold different GPU indices: one run per index set.
+        let reporter = reporter();
+        let util = reporter.settings.catalog.gpu_metric("gpu_util").expect("gpu_util").name.clone();
+        let mut selectors = reporter.gpu_selectors(&util, &["gpu001".into()], &[0]);
+        selectors.extend(reporter.gpu_selectors(&util, &["gpu002".into()], &[3]));
+        let query = reporter.per_gpu("avg", "", &selectors, |s| s.to_string(), "");
+        assert!(query.contains("gpu001") && query.contains("gpu002"), "{query}");
+        assert_eq!(query.matches(" or ").count() + 1, selectors.len(), "{query}");
     }
 
     #[test]

@@ -110,6 +110,19 @@ impl Reporter {
         at: DateTime<Utc>,
         lookback: u64,
     ) -> Result<BTreeMap<String, BTreeSet<u16>>, String> {
+        let present = self.present_gpus(vm, jobs, at, lookback).await?;
+        Ok(report::viewer_gpus(jobs, &present))
+    }
+
+    /// The GPU indices that the nodes where `jobs` hold unrecorded GPUs reported in the `lookback`
+    /// seconds before `at`: what a whole-node check compares a job's GPU count with.
+    pub(super) async fn present_gpus(
+        &self,
+        vm: &VictoriaMetrics,
+        jobs: &[HeldJob],
+        at: DateTime<Utc>,
+        lookback: u64,
+    ) -> Result<BTreeMap<String, BTreeSet<u16>>, String> {
         let catalog = &self.settings.catalog;
         let unrecorded: Vec<String> = report::unrecorded_nodes(jobs).into_iter().collect();
         let mut present: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
@@ -137,7 +150,7 @@ impl Reporter {
                 }
             }
         }
-        Ok(report::viewer_gpus(jobs, &present))
+        Ok(present)
     }
 }
 
@@ -150,4 +163,4 @@ pub enum GpuScope {
     Jobs(Vec<HeldJob>),
 }
 
-const TIMED_OUT: &str = "metrics unavailable: VictoriaMetrics did not answer in time";
+pub(super) const TIMED_OUT: &str = "metrics unavailable: VictoriaMetrics did not answer in time";

@@ -1,0 +1,175 @@
+//! Archived reports (`job_reports`) with the digest the job listing joins, and the archiver's record
+//! of reports it could not make (`report_attempts`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::Utc;
+
+use super::{Store, StoreError};
+use crate::domain::cluster::ClusterName;
+
+/// What the jobs listing shows of a finished job's archived report: how well it used its GPUs and,
+/// if it ended badly, whose fault that likely was.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReportDigest {
+    pub mean_gpu_util: Option<f64>,
+    pub mean_tensor_active: Option<f64>,
+    /// `infrastructure`, `application` or `unknown`.
+    pub blame: Option<String>,
+    /// False when the report was made without any metrics of the job's GPUs ("no data").
+    pub has_metrics: bool,
+}
+
+/// Job records are looked up this many at a time (two placeholders each).
+const KEYS_PER_STATEMENT: usize = 500;
+
+impl Store {
+    /// The archived report of one job record, as stored JSON.
+    pub async fn archived_report(
+        &self,
+        cluster: &ClusterName,
+        job_id: u32,
+        time_submit: u64,
+    ) -> Result<Option<String>, StoreError> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT report FROM job_reports WHERE cluster = ? AND job_id = ? AND time_submit = ?")
+                .bind(cluster.as_str())
+                .bind(job_id)
+                .bind(time_submit)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(report,)| report))
+    }
+
+    /// Archives a report with its digest; archiving the same job record again replaces it (idempotent).
+    pub async fn archive_report(
+        &self,
+        cluster: &ClusterName,
+        job_id: u32,
+        time_submit: u64,
+        report_json: &str,
+        digest: &ReportDigest,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO job_reports \
+             (cluster, job_id, time_submit, archived_at, report, mean_gpu_util, mean_tensor_active, blame, \
+              has_metrics) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE archived_at = VALUES(archived_at), report = VALUES(report), \
+             mean_gpu_util = VALUES(mean_gpu_util), mean_tensor_active = VALUES(mean_tensor_active), \
+             blame = VALUES(blame), has_metrics = VALUES(has_metrics)",
+        )
+        .bind(cluster.as_str())
+        .bind(job_id)
+        .bind(time_submit)
+        .bind(Utc::now())
+        .bind(report_json)
+        .bind(digest.mean_gpu_util)
+        .bind(digest.mean_tensor_active)
+        .bind(digest.blame.as_deref())
+        .bind(digest.has_metrics)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The digests of archived reports among these job records, keyed by (job id, submit time). One
+    /// range scan over the records' submit times, filtered here.
+    pub async fn digests_among(
+        &self,
+        cluster: &ClusterName,
+        records: &[(u32, u64)],
+    ) -> Result<BTreeMap<(u32, u64), ReportDigest>, StoreError> {
+        let wanted: BTreeSet<(u32, u64)> = records.iter().copied().collect();
+        let (Some(low), Some(high)) = (records.iter().map(|r| r.1).min(), records.iter().map(|r| r.1).max()) else {
+            return Ok(BTreeMap::new());
+        };
+        // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics
+        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool);
+        let rows: Vec<DigestRow> = sqlx::query_as(
+            "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics FROM job_reports \
+             WHERE cluster = ? AND time_submit BETWEEN ? AND ?",
+        )
+        .bind(cluster.as_str())
+        .bind(low)
+        .bind(high)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter(|(job_id, submit, ..)| wanted.contains(&(*job_id, *submit)))
+            .map(|(job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics)| {
+                ((job_id, submit), ReportDigest { mean_gpu_util, mean_tensor_active, blame, has_metrics })
+            })
+            .collect())
+    }
+
+    /// Which of these job records already have an archived report.
+    pub async fn archived_among(
+        &self,
+        cluster: &ClusterName,
+        records: &[(u32, u64)],
+    ) -> Result<BTreeSet<(u32, u64)>, StoreError> {
+        self.keys_among(cluster, records, "SELECT job_id, time_submit FROM job_reports WHERE cluster = ?", None).await
+    }
+
+    /// Which of these job records the archiver tried `max_tries` times or more without a report.
+    pub async fn given_up_among(
+        &self,
+        cluster: &ClusterName,
+        records: &[(u32, u64)],
+        max_tries: u16,
+    ) -> Result<BTreeSet<(u32, u64)>, StoreError> {
+        let sql = "SELECT job_id, time_submit FROM report_attempts WHERE cluster = ? AND tries >= ?";
+        self.keys_among(cluster, records, sql, Some(max_tries)).await
+    }
+
+    /// Counts one more try at a job record's report that failed with `error`.
+    pub async fn record_attempt(
+        &self,
+        cluster: &ClusterName,
+        job_id: u32,
+        time_submit: u64,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        let error: String = error.chars().take(255).collect();
+        sqlx::query(
+            "INSERT INTO report_attempts (cluster, job_id, time_submit, tries, last_try, last_error) \
+             VALUES (?, ?, ?, 1, ?, ?) \
+             ON DUPLICATE KEY UPDATE tries = tries + 1, last_try = VALUES(last_try), last_error = VALUES(last_error)",
+        )
+        .bind(cluster.as_str())
+        .bind(job_id)
+        .bind(time_submit)
+        .bind(Utc::now())
+        .bind(error)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The records among `records` that `select` (whose first placeholders are the cluster and, if
+    /// given, `tries`) finds, looked up in chunks.
+    async fn keys_among(
+        &self,
+        cluster: &ClusterName,
+        records: &[(u32, u64)],
+        select: &str,
+        tries: Option<u16>,
+    ) -> Result<BTreeSet<(u32, u64)>, StoreError> {
+        let mut found = BTreeSet::new();
+        for chunk in records.chunks(KEYS_PER_STATEMENT) {
+            let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
+            let sql = format!("{select} AND (job_id, time_submit) IN ({placeholders})");
+            let mut query = sqlx::query_as::<_, (u32, u64)>(&sql).bind(cluster.as_str());
+            if let Some(tries) = tries {
+                query = query.bind(tries);
+            }
+            for (job_id, time_submit) in chunk {
+                query = query.bind(job_id).bind(time_submit);
+            }
+            found.extend(query.fetch_all(&self.pool).await?);
+        }
+        Ok(found)
+    }
+}

@@ -1,0 +1,225 @@
+//! The listing's digests (mean GPU utilisation, tensor activity, blame) made in the background by the
+//! archiver, on cluster `sakura`'s generated history and its 48 h of telemetry in the lab's
+//! VictoriaMetrics; and running jobs' means so far.
+
+use chrono::{DateTime, Duration, Utc};
+use slurmlens::app::report::{ArchiverSettings, Round, RoundSummary, archive_round};
+use slurmlens::config::{AnonymousAccess, Config, DatabaseConfig, VictoriaMetricsConfig};
+use slurmlens::domain::job::TimeWindow;
+use slurmlens_wire::{DigestState, Job, Page};
+
+use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, test_config};
+
+/// Cluster `sakura` only, with VictoriaMetrics and a database of the test's own; no archiver loop:
+/// the tests run its rounds.
+fn digests_config(database: String) -> Config {
+    let mut config = test_config(AnonymousAccess::Staff);
+    config.clusters = vec!["sakura".parse().expect("valid cluster")];
+    config.victoriametrics =
+        Some(VictoriaMetricsConfig { url: lab().var("SLURMLENS_VM_URL").to_string(), timeout_ms: 20_000 });
+    config.database = Some(DatabaseConfig { url: database });
+    config.report.archive_interval_s = 0;
+    config
+}
+
+fn settings() -> ArchiverSettings {
+    ArchiverSettings { backfill: Duration::days(31), concurrency: 2, pause: std::time::Duration::ZERO }
+}
+
+/// `minutes` minutes of sakura's history ending `hours_ago` hours ago.
+fn window(hours_ago: i64, minutes: i64) -> TimeWindow {
+    let end = Utc::now() - Duration::hours(hours_ago);
+    TimeWindow::new(end - Duration::minutes(minutes), end).expect("a non-empty window")
+}
+
+async fn round(config: &Config, window: TimeWindow, max_reports: Option<usize>) -> RoundSummary {
+    let app = slurmlens::serve::app(config).expect("app");
+    archive_round(&app, &settings(), Round { window, max_reports }).await.expect("an archiver round")
+}
+
+fn span(window: TimeWindow) -> String {
+    format!("cluster=sakura&start={}&end={}", window.start().timestamp(), window.end().timestamp())
+}
+
+/// Every job overlapping `window` (one page holds them all).
+async fn listed(app: &TestApp, window: TimeWindow, extra: &str) -> Vec<Job> {
+    let response = app.get(&format!("/api/v1/jobs?{}&limit=5000{extra}", span(window))).await;
+    assert_eq!(response.status(), 200);
+    let page: Page<Job> = response.json().await.expect("page JSON");
+    assert!(page.next_cursor.is_none(), "the window fits one page");
+    page.items
+}
+
+fn state_word(job: &Job) -> &str {
+    job.state.split_whitespace().next().unwrap_or("")
+}
+
+/// Ended, as the archiver reads it: not pending, running or suspended, and ended before the report's
+/// `archive_delay` (120 s).
+fn finished(job: &Job) -> bool {
+    job.end.is_some_and(|end| end + Duration::seconds(120) <= Utc::now())
+        && !matches!(state_word(job), "PENDING" | "RUNNING" | "SUSPENDED")
+}
+
+/// Ended badly: what the archiver's first pass takes.
+fn ended_badly(job: &Job) -> bool {
+    match state_word(job) {
+        "FAILED" | "NODE_FAIL" | "TIMEOUT" | "OUT_OF_MEMORY" | "BOOT_FAIL" | "DEADLINE" => true,
+        "CANCELLED" => job.start.is_some(),
+        _ => false,
+    }
+}
+
+/// Whose report the archiver makes: finished GPU jobs, and every job that ended badly.
+fn due(job: &Job) -> bool {
+    finished(job) && (job.alloc_gpus > 0 || ended_badly(job))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_round_gives_finished_jobs_older_than_six_hours_their_digest_failed_jobs_first() {
+    let _db = database_shared().await;
+    let config = digests_config(fresh_database("digests_backfill").await);
+    let app = spawn_app(config.clone()).await;
+    let window = window(7, 5);
+    let before = listed(&app, window, "").await;
+    assert!(before.iter().filter(|job| finished(job)).all(|job| job.digest.is_none()), "no report made yet");
+    let bad: Vec<&Job> = before.iter().filter(|job| due(job) && ended_badly(job)).collect();
+    let rest: Vec<&Job> = before.iter().filter(|job| due(job) && !ended_badly(job)).collect();
+    assert!(!bad.is_empty() && !rest.is_empty(), "sakura's history has both kinds 7 h ago");
+
+    // A round allowed exactly as many reports as jobs ended badly makes theirs and no other.
+    let first = round(&config, window, Some(bad.len())).await;
+    assert_eq!(first.due, bad.len() + rest.len(), "{first:?}");
+    assert_eq!((first.made(), first.ended_badly, first.unavailable), (bad.len(), bad.len(), 0), "{first:?}");
+    let after_first = listed(&app, window, "").await;
+    for job in after_first.iter().filter(|job| finished(job)) {
+        let is_bad = bad.iter().any(|b| b.job_id == job.job_id);
+        assert_eq!(job.digest.is_some(), is_bad, "job {} ({}): digest {:?}", job.job_id, job.state, job.digest);
+        if is_bad && !job.state.starts_with("CANCELLED") {
+            assert!(job.blame.is_some(), "job {} ({}) has its failure's blame", job.job_id, job.state);
+        }
+    }
+    // The `blame=` filter sees every job whose digest carries one.
+    let blamed = listed(&app, window, "&blame=infrastructure,application,unknown").await;
+    assert_eq!(blamed.len(), after_first.iter().filter(|job| job.blame.is_some()).count());
+
+    // The next round makes the rest, without anyone opening a job.
+    let second = round(&config, window, None).await;
+    assert_eq!((second.due, second.made(), second.ended_badly), (rest.len(), rest.len(), 0), "{second:?}");
+    let after = listed(&app, window, "").await;
+    for job in after.iter().filter(|job| due(job)) {
+        assert!(job.digest.is_some(), "job {} ({}) has a digest", job.job_id, job.state);
+    }
+    let measured: Vec<&Job> =
+        after.iter().filter(|job| job.digest == Some(DigestState::Archived) && job.mean_gpu_util.is_some()).collect();
+    assert!(measured.len() >= rest.len() / 2, "most GPU jobs 7 h ago have telemetry: {after:#?}");
+    let six_hours_ago = Utc::now() - Duration::hours(6);
+    assert!(measured.iter().any(|job| job.end.is_some_and(|end| end < six_hours_ago)), "{measured:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_without_metrics_is_recorded_as_no_data_and_not_tried_again() {
+    let _db = database_shared().await;
+    let config = digests_config(fresh_database("digests_no_data").await);
+    let app = spawn_app(config.clone()).await;
+    // Three days ago: before the 48 h of telemetry the lab holds.
+    let window = window(72, 3);
+    let first = round(&config, window, None).await;
+    assert!(first.no_data > 0, "{first:?}");
+    assert_eq!((first.made(), first.unavailable), (first.due, 0), "{first:?}");
+    let jobs = listed(&app, window, "").await;
+    let no_data: Vec<&Job> = jobs.iter().filter(|job| job.digest == Some(DigestState::NoData)).collect();
+    assert_eq!(no_data.len(), first.no_data);
+    assert!(no_data.iter().all(|job| job.mean_gpu_util.is_none() && job.mean_tensor_active.is_none()));
+    // Settled: the next round finds nothing due and makes nothing.
+    let second = round(&config, window, None).await;
+    assert_eq!(second, RoundSummary::default());
+    // Opening such a job serves the archived report, which says why it is empty.
+    let job = no_data.first().expect("a no-data job");
+    let response = app.get(&format!("/api/v1/jobs/{}/report?cluster=sakura", job.job_id_raw)).await;
+    let report: slurmlens_wire::JobReport = response.json().await.expect("report JSON");
+    assert_eq!(report.source, slurmlens_wire::ReportSource::Archived);
+    assert_eq!(report.metrics.status, slurmlens_wire::MetricsState::NoData);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn blank_cells_sort_last_in_the_job_list_either_way() {
+    let _db = database_shared().await;
+    let config = digests_config(fresh_database("digests_sort").await);
+    let app = spawn_app(config.clone()).await;
+    // Some reports made (the failed jobs' first, then half the others), the others not yet: both
+    // values and blanks to sort.
+    let window = window(8, 2);
+    let jobs = listed(&app, window, "").await;
+    let bad = jobs.iter().filter(|job| due(job) && ended_badly(job)).count();
+    let rest = jobs.iter().filter(|job| due(job) && !ended_badly(job)).count();
+    round(&config, window, Some(bad + (rest / 2).max(1))).await;
+    for desc in ["0", "1"] {
+        let path = format!("/web/v1/jobs.json?{}&sort=mean_gpu_util&desc={desc}", span(window));
+        let response = app.get(&path).await;
+        assert_eq!(response.status(), 200, "{path}");
+        let rows: Vec<Job> = response.json().await.expect("rows JSON");
+        let values: Vec<Option<f64>> = rows.iter().map(|job| job.mean_gpu_util).collect();
+        let first_blank = values.iter().position(Option::is_none).expect("some blanks");
+        assert!(first_blank > 0, "desc={desc}: values first: {values:?}");
+        assert!(values[first_blank..].iter().all(Option::is_none), "desc={desc}: blanks last: {values:?}");
+        let shown: Vec<f64> = values.iter().flatten().copied().collect();
+        let ordered = shown.windows(2).all(|pair| if desc == "1" { pair[0] >= pair[1] } else { pair[0] <= pair[1] });
+        assert!(ordered, "desc={desc}: {shown:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn running_gpu_jobs_show_their_means_so_far() {
+    let _db = database_shared().await;
+    // The lab's own database holds the GPU records sakura's plugin would have sent; listing writes nothing.
+    let config = digests_config(lab().var("SLURMLENS_DATABASE_URL").to_string());
+    let app = spawn_app(config).await;
+    let now = Utc::now();
+    let window = TimeWindow::new(now - Duration::hours(1), now).expect("window");
+    let running: Vec<Job> = listed(&app, window, "&state=RUNNING&min_gpus=1").await;
+    assert!(!running.is_empty(), "sakura's history has running GPU jobs");
+    let live: Vec<&Job> = running.iter().filter(|job| job.digest == Some(DigestState::Live)).collect();
+    assert!(live.len() * 2 >= running.len(), "most running GPU jobs have live values: {running:#?}");
+    for job in &live {
+        let util = job.mean_gpu_util.expect("a live job's utilisation");
+        assert!((0.0..=100.0).contains(&util), "job {}: {util}", job.job_id);
+    }
+    // One of them against PromQL over its recorded GPUs since it started.
+    let job = live.first().expect("a live job");
+    let start: DateTime<Utc> = job.start.expect("a running job started");
+    let nodes = slurmlens_slurm::hostlist::expand_lenient(&job.node_list);
+    let gpus: Vec<(String, String)> =
+        recorded_gpus(job.job_id_raw).await.into_iter().filter(|(node, _)| nodes.contains(node)).collect();
+    let matchers: Vec<String> = gpus
+        .iter()
+        .map(|(node, indices)| {
+            format!(
+                "max by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL{{Hostname=\"{node}\",gpu=~\"{indices}\"}}[{}s]))",
+                (Utc::now() - start).num_seconds()
+            )
+        })
+        .collect();
+    let query = format!("avg({})", matchers.join(" or "));
+    let direct = crate::support::instant_query(lab().var("SLURMLENS_VM_URL"), &query, Utc::now().timestamp())
+        .await
+        .expect("PromQL has the job's GPUs");
+    let listed = job.mean_gpu_util.expect("live utilisation");
+    assert!((listed - direct).abs() <= 1.0, "job {}: listed {listed}, PromQL {direct}", job.job_id);
+}
+
+/// The GPU indices the lab's store recorded for a sakura job id, per node (`0|1|2`); an earlier job
+/// of the same id may have left records on other nodes.
+async fn recorded_gpus(job_id: u32) -> Vec<(String, String)> {
+    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_DATABASE_URL")).await.expect("lab database");
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT node, GROUP_CONCAT(DISTINCT gpu_index ORDER BY gpu_index SEPARATOR '|') FROM gpu_allocations \
+         WHERE cluster = 'sakura' AND job_id = ? GROUP BY node",
+    )
+    .bind(job_id)
+    .fetch_all(&pool)
+    .await
+    .expect("reading GPU records");
+    pool.close().await;
+    rows
+}
