@@ -172,9 +172,20 @@ async fn blank_cells_sort_last_in_the_job_list_either_way() {
 #[tokio::test(flavor = "multi_thread")]
 async fn running_gpu_jobs_show_their_means_so_far() {
     let _db = database_shared().await;
-    // The lab's own database holds the GPU records sakura's plugin would have sent; listing writes nothing.
-    let config = digests_config(lab().var("SLURMLENS_DATABASE_URL").to_string());
-    let app = spawn_app(config).await;
+    // The GPU records sakura's plugin would have sent (the demo's telemetry seeding wrote them into the
+    // lab's database), copied into the test's own.
+    let database = fresh_database("digests_live").await;
+    let pool = sqlx::MySqlPool::connect(&database).await.expect("test database");
+    let columns = "cluster, job_id, step, node, gpu_index, gpu_uuid, cgroup_path, first_seen, last_seen, ended_at";
+    let lab_database = lab().var("SLURMLENS_DATABASE_URL").rsplit('/').next().expect("a database name");
+    sqlx::query(&format!(
+        "INSERT IGNORE INTO gpu_allocations ({columns}) \
+         SELECT {columns} FROM `{lab_database}`.gpu_allocations WHERE cluster = 'sakura'"
+    ))
+    .execute(&pool)
+    .await
+    .expect("copying sakura's GPU records");
+    let app = spawn_app(digests_config(database)).await;
     let now = Utc::now();
     let window = TimeWindow::new(now - Duration::hours(1), now).expect("window");
     let running: Vec<Job> = listed(&app, window, "&state=RUNNING&min_gpus=1").await;
@@ -190,7 +201,7 @@ async fn running_gpu_jobs_show_their_means_so_far() {
     let start: DateTime<Utc> = job.start.expect("a running job started");
     let nodes = slurmlens_slurm::hostlist::expand_lenient(&job.node_list);
     let gpus: Vec<(String, String)> =
-        recorded_gpus(job.job_id_raw).await.into_iter().filter(|(node, _)| nodes.contains(node)).collect();
+        recorded_gpus(&pool, job.job_id_raw).await.into_iter().filter(|(node, _)| nodes.contains(node)).collect();
     let matchers: Vec<String> = gpus
         .iter()
         .map(|(node, indices)| {
@@ -208,18 +219,15 @@ async fn running_gpu_jobs_show_their_means_so_far() {
     assert!((listed - direct).abs() <= 1.0, "job {}: listed {listed}, PromQL {direct}", job.job_id);
 }
 
-/// The GPU indices the lab's store recorded for a sakura job id, per node (`0|1|2`); an earlier job
-/// of the same id may have left records on other nodes.
-async fn recorded_gpus(job_id: u32) -> Vec<(String, String)> {
-    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_DATABASE_URL")).await.expect("lab database");
-    let rows: Vec<(String, String)> = sqlx::query_as(
+/// The GPU indices recorded for a sakura job id, per node (`0|1|2`); an earlier job of the same id may
+/// have left records on other nodes.
+async fn recorded_gpus(pool: &sqlx::MySqlPool, job_id: u32) -> Vec<(String, String)> {
+    sqlx::query_as(
         "SELECT node, GROUP_CONCAT(DISTINCT gpu_index ORDER BY gpu_index SEPARATOR '|') FROM gpu_allocations \
          WHERE cluster = 'sakura' AND job_id = ? GROUP BY node",
     )
     .bind(job_id)
-    .fetch_all(&pool)
+    .fetch_all(pool)
     .await
-    .expect("reading GPU records");
-    pool.close().await;
-    rows
+    .expect("reading GPU records")
 }
