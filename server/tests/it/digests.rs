@@ -15,8 +15,11 @@ use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, t
 fn digests_config(database: String) -> Config {
     let mut config = test_config(AnonymousAccess::Staff);
     config.clusters = vec!["sakura".parse().expect("valid cluster")];
-    config.victoriametrics =
-        Some(VictoriaMetricsConfig { url: lab().var("SLURMLENS_VM_URL").to_string(), timeout_ms: 20_000 });
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: lab().var("SLURMLENS_VM_URL").to_string(),
+        timeout_ms: 20_000,
+        readings_max_age_s: 1800,
+    });
     config.database = Some(DatabaseConfig { url: database });
     config.report.archive_interval_s = 0;
     config
