@@ -41,6 +41,23 @@ pub struct ReadingSettings {
 }
 
 impl App {
+    /// The GPUs the plugin recorded for each of `job_ids`; without records (or the store), none, and
+    /// the callers count only nodes held whole.
+    pub(super) async fn recorded_gpus(&self, reader: &SlurmDbd, job_ids: &[u32]) -> BTreeMap<u32, Vec<GpuRef>> {
+        let mut recorded: BTreeMap<u32, Vec<GpuRef>> = BTreeMap::new();
+        if let Some(store) = self.store() {
+            match store.gpu_indices_among(reader.cluster(), job_ids).await {
+                Ok(held) => {
+                    for (job_id, node, index) in held {
+                        recorded.entry(job_id).or_default().push(GpuRef { node, index });
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "GPU records unavailable; counting only nodes held whole"),
+            }
+        }
+        recorded
+    }
+
     /// One metric (`gpu_util`, `tensor_active`, `xid`, …) of the GPUs `viewer` may read, from the
     /// latest readings at or before `at` (at most `max_age_s` older). Staff read every GPU of the
     /// cluster's nodes; a user only the GPUs attributed to their visible jobs running when the readings
@@ -160,17 +177,7 @@ impl App {
     ) -> Result<Vec<HeldJob>, AppError> {
         let running = reader.running_at(scope, moment(at)?, catalog).await?;
         let job_ids: Vec<u32> = running.iter().map(|job| job.identity.id_job).collect();
-        let mut recorded: BTreeMap<u32, Vec<GpuRef>> = BTreeMap::new();
-        if let Some(store) = self.store() {
-            match store.gpu_indices_among(reader.cluster(), &job_ids).await {
-                Ok(held) => {
-                    for (job_id, node, index) in held {
-                        recorded.entry(job_id).or_default().push(GpuRef { node, index });
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "GPU records unavailable; readings only for nodes held whole"),
-            }
-        }
+        let mut recorded = self.recorded_gpus(reader, &job_ids).await;
         Ok(running
             .iter()
             .map(|job| {

@@ -4,11 +4,9 @@
 use chrono::{DateTime, Duration, Utc};
 use slurmlens_wire as wire;
 
-use std::collections::BTreeMap;
-
 use super::report::LiveJob;
 use super::{App, AppError, Viewer, now_epoch, wire_map};
-use crate::domain::gpu::GpuRef;
+
 use crate::domain::job::{JobCursor, JobFilter, JobRecord, TimeWindow};
 use crate::domain::report::HeldJob;
 use crate::domain::state::{JobStateBase, StateFilter};
@@ -143,17 +141,7 @@ impl App {
             return;
         }
         let job_ids: Vec<u32> = running.iter().map(|record| record.identity.id_job).collect();
-        let mut recorded: BTreeMap<u32, Vec<GpuRef>> = BTreeMap::new();
-        if let Some(store) = self.store() {
-            match store.gpu_indices_among(reader.cluster(), &job_ids).await {
-                Ok(held) => {
-                    for (job_id, node, index) in held {
-                        recorded.entry(job_id).or_default().push(GpuRef { node, index });
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "GPU records unavailable; live values only for nodes held whole"),
-            }
-        }
+        let mut recorded = self.recorded_gpus(reader, &job_ids).await;
         let jobs: Vec<LiveJob> = running
             .iter()
             .filter_map(|record| {

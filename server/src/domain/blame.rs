@@ -99,14 +99,8 @@ pub struct Classification {
 /// out of memory, boot-failed, or cancelled by someone other than its owner).
 pub fn needs_classification(ending: &Ending) -> bool {
     match ending.state {
-        JobStateBase::Failed
-        | JobStateBase::NodeFail
-        | JobStateBase::Timeout
-        | JobStateBase::OutOfMemory
-        | JobStateBase::BootFail
-        | JobStateBase::Deadline => true,
         JobStateBase::Cancelled => ending.cancelled_by.is_some_and(|uid| uid != ending.owner_uid),
-        _ => false,
+        state => ended_badly(state, true),
     }
 }
 
