@@ -31,6 +31,10 @@ bash e2e/otlp/setup.sh
 # variable: those are configuration, and an unknown key is an error.)
 export E2E_REQUIRE_OTLP_SDK=1
 
+step "sakura's demo history and telemetry in the lab (the digests, grid and browser tests read them)"
+cargo build -q -p slurmlens-server --bin slurmlens -p slurmlens-tools --bin slurmlens-dev
+bash e2e/seed-sakura.sh
+
 step "cargo test (unit, property, SSR, integration against the lab)"
 # One cargo invocation for the whole workspace: one feature resolution, so nothing is built twice.
 cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$ROOT/.lab/last-test.log" \

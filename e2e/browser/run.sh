@@ -20,25 +20,10 @@ bash e2e/browser/setup.sh
 [[ -x $DEV_BIN ]] || cargo build -q -p slurmlens-tools --bin slurmlens-dev
 [[ -f $SITE/pkg/slurmlens_web_bg.wasm ]] || { echo "no site in $SITE: run web/build.sh" >&2; exit 1; }
 
-jobs_in() { mariadb --defaults-file="$LAB_MYCNF" -N -e "SELECT COUNT(*) FROM slurm_acct_db.${1}_job_table"; }
-if [[ $(jobs_in sakura) -lt 100000 ]]; then
-  echo "generating sakura's 30-day history (once)"
-  "$DEV_BIN" demo seed-history --cluster sakura
-fi
-
-# 48 h of dcgm-exporter, rdma_exporter, ping-mesh, burst, node and Lustre series that agree with sakura's
-# jobs (the report, grid-metric and failure tests read them), unless most of the 800 GPUs reported within
-# the hour (a node that lost a GPU to XID 79 stays silent until its reboot).
-series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu.*"}[1h]))' \
-  | sed -n 's/.*"value":\[[0-9.]*,"\([0-9]*\)"\].*/\1/p' || true)
+# Sakura's history and telemetry (once per lab; e2e/test.sh seeds them before the integration tests).
+bash e2e/seed-sakura.sh
 # The faults the telemetry planted, with the verdict each job must get (the verdict tests' ground truth).
 export E2E_PLANTED=$LAB/sakura-planted.json
-if [[ ${series:-0} -lt 700 || ! -s $E2E_PLANTED ]]; then
-  echo "seeding sakura's telemetry (once)"
-  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
-  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$DEV_BIN" demo seed-telemetry --cluster sakura --hours 48 --planted "$E2E_PLANTED" \
-    || { echo "seeding failed; VictoriaMetrics' last words:" >&2; grep -v rollup_result_cache "$LAB/log/victoria-metrics.log" | tail -n 20 >&2; exit 1; }
-fi
 
 LOG=$OUT/server.log
 # The pages are checked against the API as it answers at that moment: the archiver, which fills in

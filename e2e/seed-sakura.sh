@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Cluster `sakura`'s demo data in the lab, made once per lab: 30 days of generated slurmdbd history, and
+# 48 h of dcgm-exporter, rdma_exporter, ping-mesh, burst, node and Lustre series that agree with its jobs,
+# with the faults they plant written to $LAB/sakura-planted.json (the verdict tests' ground truth).
+# The integration tests (digests, grid colours) and the browser tests read them. Needs `lab/lab.sh up` and
+# built `slurmlens` and `slurmlens-dev` binaries.
+#
+#   bash e2e/seed-sakura.sh
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+# shellcheck source=/dev/null
+source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
+BIN=${E2E_SLURMLENS_BIN:-$ROOT/target/debug/slurmlens}
+DEV_BIN=${E2E_SLURMLENS_DEV_BIN:-$ROOT/target/debug/slurmlens-dev}
+[[ -x $BIN ]] || cargo build -q -p slurmlens-server --bin slurmlens
+[[ -x $DEV_BIN ]] || cargo build -q -p slurmlens-tools --bin slurmlens-dev
+
+jobs_in() { mariadb --defaults-file="$LAB_MYCNF" -N -e "SELECT COUNT(*) FROM slurm_acct_db.${1}_job_table"; }
+if [[ $(jobs_in sakura) -lt 100000 ]]; then
+  echo "generating sakura's 30-day history (once)"
+  "$DEV_BIN" demo seed-history --cluster sakura
+fi
+
+# Seeded unless most of the 800 GPUs reported within the hour (a node that lost a GPU to XID 79 stays
+# silent until its reboot) and the planted faults are on record.
+series=$(curl -s "$SLURMLENS_VM_URL/api/v1/query" --data-urlencode 'query=count(last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu.*"}[1h]))' \
+  | sed -n 's/.*"value":\[[0-9.]*,"\([0-9]*\)"\].*/\1/p' || true)
+PLANTED=$LAB/sakura-planted.json
+if [[ ${series:-0} -lt 700 || ! -s $PLANTED ]]; then
+  echo "seeding sakura's telemetry (once)"
+  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
+  SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$DEV_BIN" demo seed-telemetry --cluster sakura --hours 48 --planted "$PLANTED" \
+    || { echo "seeding failed; VictoriaMetrics' last words:" >&2; grep -v rollup_result_cache "$LAB/log/victoria-metrics.log" | tail -n 20 >&2; exit 1; }
+fi
