@@ -33,7 +33,7 @@ const placed = (jobs) => jobs.filter((job) => job.start && job.node_list !== 'No
 const tests = [];
 const test = (name, body) => tests.push({ name, body });
 
-test('gantt_shows_the_windows_jobs_on_racks_in_local_time', async (page) => {
+test('gantt_shows_the_windows_jobs_on_racks', async (page) => {
   await page.goto(`${base}/?cluster=sakura`);
   await hydrated(page);
   await ganttReady(page);
@@ -42,8 +42,8 @@ test('gantt_shows_the_windows_jobs_on_racks_in_local_time', async (page) => {
   assertEqual(state.truncated, 'false', 'a day of sakura fits without truncation');
   assertEqual(Number(state.jobs), jobs.length, 'the Gantt loads every started job of its window, as the API lists them');
   assert(Number(state.jobs) > 1000, `a busy day has many jobs (${state.jobs})`);
-  const zone = await page.textContent('[data-testid=zone]');
-  assert(zone.includes('UTC+09:00'), `times are in the viewer's zone: ${zone}`);
+  // A viewer who chose no zone reads the site's default (UTC in the lab), not the browser's (Tokyo).
+  assertEqual(await page.$eval('[data-testid=zone] select', (s) => s.value), 'UTC', 'times are in the site\'s zone');
   const legend = await page.$$eval('[data-testid=gantt-legend] li', (items) => items.length);
   assert(legend >= 2, 'a legend names the colours');
   return page;
@@ -319,6 +319,91 @@ const now = () => Math.floor(Date.now() / 1000);
 /** The demo's jobs of the last two days (the telemetry window) in `state` with at least `gpus` GPUs. */
 const recent = async (state, gpus) =>
   allJobs(base, `cluster=sakura&start=${now() - 47 * 3600}&end=${now()}&state=${state}&min_gpus=${gpus}`);
+
+/** `YYYY-MM-DD HH:MM` of `epoch` at `offsetMinutes` east of UTC, as the pages write times. */
+const wallClock = (epoch, offsetMinutes) => new Date((epoch + offsetMinutes * 60) * 1000).toISOString().slice(0, 16).replace('T', ' ');
+
+/** Every `<time>` of `html` (the server's) or of the page (hydrated): [RFC 3339, text shown]. */
+const timesIn = (html) => [...html.matchAll(/<time datetime="([^"]+)"[^>]*>([^<]*)<\/time>/g)].map((m) => [m[1], m[2]]);
+const timesOnPage = (page) => page.$$eval('time', (all) => all.map((t) => [t.getAttribute('datetime'), t.textContent]));
+
+/** Chooses `value` in the header's zone menu and waits for the page to come back in that zone. */
+async function chooseZone(page, value) {
+  await page.selectOption('[data-testid=zone] select', value);
+  await page.waitForFunction((zone) => document.querySelector('meta[name=slurmlens-zone]')?.content === zone, value, { timeout: 30000 });
+  await hydrated(page);
+}
+
+test('one_clock_chosen_in_the_header_for_every_time_and_the_servers_html_agrees', async (page) => {
+  // A failed multi-GPU job of the last day with its report's evidence and charts.
+  let found = null;
+  for (const job of await recent('NODE_FAIL', 8)) {
+    const r = await report(job.job_id);
+    if (r.failure?.evidence.some((e) => e.source === 'xid')) { found = job; break; }
+  }
+  assert(found, 'a NODE_FAIL GPU job with XID evidence in the last two days');
+  const url = `${base}/jobs/${found.job_id}?cluster=sakura`;
+  const submit = Date.parse(found.submit) / 1000;
+  await page.goto(url);
+  await hydrated(page);
+  // No choice yet: UTC everywhere.
+  assertEqual(await page.textContent('[data-fact=Submit]'), wallClock(submit, 0), 'the submit time in UTC');
+  // The viewer picks this browser's zone (Tokyo, UTC+09:00, no summer time) in the header.
+  const offered = await page.$$eval('[data-testid=zone] option', (options) => options.map((o) => o.textContent));
+  assert(offered.some((text) => text.includes('Asia/Tokyo (UTC+09:00), this browser')), `the browser's zone is offered: ${offered}`);
+  await chooseZone(page, 'Asia/Tokyo');
+  assertEqual(await page.textContent('[data-fact=Submit]'), wallClock(submit, 540), 'the submit time in Tokyo');
+  const title = await page.getAttribute('[data-fact=Submit] time', 'title');
+  assert(title.endsWith(`UTC+09:00 = ${wallClock(submit, 0)}:${found.submit.slice(17, 19)} UTC`), `the hover gives UTC too: ${title}`);
+  // Every time on the page, the failure's evidence included, is on that clock, and so are the charts'
+  // axes and the moments named in sentences.
+  const shown = await timesOnPage(page);
+  assert(shown.length >= 4, `times shown: ${shown.length}`);
+  for (const [at, text] of shown) assertEqual(text, wallClock(Date.parse(at) / 1000, 540), `the time ${at}`);
+  const axes = await page.$$eval('[data-testid=report-chart] svg g.axis', (gs) => gs.map((g) => g.lastElementChild.textContent));
+  assert(axes.length > 0 && axes.every((label) => label === 'UTC+09:00'), `chart axes are labelled in the zone: ${axes}`);
+  const sentences = await page.$$eval('[data-testid=failure] td, [data-testid=verdict] li, [data-testid=failure] p', (cells) => cells.map((c) => c.textContent).join(' '));
+  assert(!/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/.test(sentences), `no UTC stamp left in the sentences: ${sentences.slice(0, 400)}`);
+  // The server's own HTML (what a slow connection or a page without scripts shows) says the same.
+  const html = await (await page.context().request.get(url)).text();
+  assertEqual(timesIn(html), shown, 'the server-rendered times equal the hydrated ones');
+  assert(html.includes('<meta name="slurmlens-zone" content="Asia/Tokyo"'), 'the server rendered in Tokyo');
+  await page.screenshot({ path: join(out, 'one_clock_job.png'), fullPage: true });
+
+  // The job list: its form's fields are on the clock too, and a window typed there means Tokyo time.
+  await page.goto(`${base}/jobs?cluster=sakura`);
+  await hydrated(page);
+  assert((await page.textContent('[data-testid=jobs-filters]')).includes('From (UTC+09:00)'), 'the form says its zone');
+  for (const [at, text] of await timesOnPage(page)) assertEqual(text, wallClock(Date.parse(at) / 1000, 540), `list time ${at}`);
+  const end = Math.floor(Date.now() / 1000 / 60) * 60 - 3 * 3600;
+  await page.fill('[data-testid=filter-start]', wallClock(end - 3600, 540).replace(' ', 'T'));
+  await page.fill('[data-testid=filter-end]', wallClock(end, 540).replace(' ', 'T'));
+  await page.click('[data-testid=jobs-apply]');
+  await page.waitForURL(/start=/);
+  const params = new URL(page.url()).searchParams;
+  assertEqual(params.get('tz'), 'Asia/Tokyo', 'the link says which zone its times are in');
+  await page.waitForSelector('[data-testid=jobs-table]');
+  const starts = await page.$$eval('[data-testid=job-row] [data-column=start] time', (all) => all.map((t) => Date.parse(t.getAttribute('datetime')) / 1000));
+  assert(starts.length > 0 && starts.every((start) => start < end), 'the rows are of the window typed in Tokyo time');
+
+  // The grid at a moment: the moment, the form and the hovers agree.
+  const at = end - 7200;
+  await page.goto(`${base}/grid?cluster=sakura&at=${at}`);
+  await hydrated(page);
+  assertEqual(await page.textContent('[data-testid=grid-moment]'), wallClock(at, 540), 'the grid\'s moment in Tokyo');
+  assertEqual(await page.inputValue('[data-testid=grid-at]'), wallClock(at, 540).replace(' ', 'T'), 'its form field too');
+  const hover = await page.getAttribute('a[data-testid=gpu-cell]', 'title');
+  const since = hover.match(/since (\d{4}-\d\d-\d\d \d\d:\d\d)/)[1];
+  const job = await page.getAttribute('a[data-testid=gpu-cell]', 'data-job');
+  const held = (await allJobs(base, `cluster=sakura&start=${at}&end=${at + 1}`)).find((j) => j.job_id === job);
+  assertEqual(since, wallClock(Date.parse(held.start) / 1000, 540), 'the hover\'s start in Tokyo');
+  await page.screenshot({ path: join(out, 'one_clock_grid.png') });
+
+  // Back to UTC, from the header.
+  await chooseZone(page, 'UTC');
+  assertEqual(await page.textContent('[data-testid=grid-moment]'), wallClock(at, 0), 'back in UTC');
+  return null;
+});
 
 test('an_xid_killed_job_is_the_infrastructures_and_its_page_shows_the_evidence_and_charts', async (page) => {
   // The demo plants a training run killed by XID 79 on one of its GPUs (its node went DOWN).

@@ -52,6 +52,10 @@ pub struct Config {
     /// Rack layout for the grid and Gantt (TOML, see `crates/slurm/src/topology.rs`); none: racks from node names.
     #[serde(default)]
     pub topology: Option<PathBuf>,
+    /// The zone the pages show times in until a viewer chooses another in the header: `UTC` (the
+    /// default) or an IANA name (`Europe/Berlin`). The API always speaks UTC.
+    #[serde(default)]
+    pub time_zone: slurmlens_web::clock::Zone,
 }
 
 /// `POST /api/v1/gpu_allocations`: one secret per cluster, shared with that cluster's Slurm plugin
@@ -335,6 +339,7 @@ impl Default for Config {
             ingest: IngestConfig::default(),
             site_root: None,
             topology: None,
+            time_zone: slurmlens_web::clock::Zone::UTC,
         }
     }
 }

@@ -71,7 +71,11 @@ pub fn topology(config: &Config) -> anyhow::Result<slurmlens_slurm::topology::To
 
 /// The web pages' site root and rack topology (read once, here, at startup).
 pub fn web_options(config: &Config) -> anyhow::Result<slurmlens_web::server::WebOptions> {
-    Ok(slurmlens_web::server::WebOptions { site_root: config.site_root.clone(), topology: topology(config)? })
+    Ok(slurmlens_web::server::WebOptions {
+        site_root: config.site_root.clone(),
+        topology: topology(config)?,
+        time_zone: config.time_zone,
+    })
 }
 
 /// The report maker: VictoriaMetrics (if configured), our store, the site's series catalogue.

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use slurmlens_wire as wire;
 
+use crate::clock::Zone;
 use crate::gantt::GanttData;
 use crate::grid::GridSnapshot;
 #[cfg(not(feature = "ssr"))]
@@ -64,15 +65,16 @@ pub struct JobView {
 
 impl JobView {
     /// The page's data from a job and its report: the report's charts drawn, its series dropped.
-    pub fn new(detail: wire::JobDetail, report: Option<wire::JobReport>) -> Self {
-        let charts = report.as_ref().map(crate::charts::for_report).unwrap_or_default();
+    /// Times are drawn in `zone`, the viewer's.
+    pub fn new(detail: wire::JobDetail, report: Option<wire::JobReport>, zone: Zone) -> Self {
+        let charts = report.as_ref().map(|report| crate::charts::for_report(report, zone)).unwrap_or_default();
         Self { detail, report: report.map(crate::charts::without_series), charts, logs: None, profile: None }
     }
 
     /// With the job's logs and profile; the important log lines are marked on the report's timelines.
-    pub fn with_signals(mut self, logs: Option<wire::JobLogs>, profile: Option<wire::JobProfile>) -> Self {
+    pub fn with_signals(mut self, logs: Option<wire::JobLogs>, profile: Option<wire::JobProfile>, zone: Zone) -> Self {
         if let (Some(report), Some(logs)) = (&self.report, &logs)
-            && let Some(span) = crate::charts::Span::of(report)
+            && let Some(span) = crate::charts::Span::of(report, zone)
         {
             let moments: Vec<(i64, String)> = logs
                 .important
@@ -81,7 +83,7 @@ impl JobView {
                     let what =
                         line.xid.map_or_else(|| line.kind.as_str().replace('_', " "), |code| format!("XID {code}"));
                     let node = line.node.as_deref().unwrap_or("?");
-                    (line.time.timestamp(), format!("{what} on {node} at {}", line.time.format("%H:%M:%S UTC")))
+                    (line.time.timestamp(), format!("{what} on {node} at {}", zone.long(line.time.timestamp())))
                 })
                 .collect();
             crate::charts::mark_moments(&mut self.charts, &span, &moments);
@@ -205,13 +207,14 @@ impl Loader {
         &self,
         cluster: Option<String>,
         job_id: String,
+        zone: Zone,
     ) -> impl Future<Output = Result<JobView, DataError>> + Send + use<> {
         #[cfg(feature = "ssr")]
         {
             let server = self.server.clone();
             async move {
                 let (_, data) = server.ok_or_else(no_source)?;
-                crate::server::job_view(data.as_ref(), cluster.as_deref(), &job_id).await
+                crate::server::job_view(data.as_ref(), cluster.as_deref(), &job_id, zone).await
             }
         }
         #[cfg(not(feature = "ssr"))]
@@ -227,8 +230,8 @@ impl Loader {
             let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
             async move {
                 let detail = detail.await?;
-                let view = JobView::new(detail, report.await.ok());
-                Ok(view.with_signals(logs.await.ok(), profile.await.ok()))
+                let view = JobView::new(detail, report.await.ok(), zone);
+                Ok(view.with_signals(logs.await.ok(), profile.await.ok(), zone))
             }
         }
     }

@@ -9,6 +9,7 @@ use leptos_router::hooks::{use_location, use_query_map};
 use leptos_router::path;
 
 use crate::api::Loader;
+use crate::clock::{self, Zone};
 use crate::pages::{gantt::GanttPage, grid::GridPage, job::JobPage, jobs::JobsPage};
 use crate::timefmt;
 
@@ -23,6 +24,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <meta name=clock::META content=clock::viewer_zone().name() />
+                <meta name=clock::META_SITE content=clock::site_zone().0.name() />
                 <link rel="stylesheet" href="/web/style.css" />
                 <link rel="icon" href="data:," />
                 <HydrationScripts options />
@@ -35,45 +38,18 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
-/// Whether times may be shown in the viewer's zone yet: false while rendering on the server and
-/// hydrating (so the HTML matches), true once the browser runs the app.
-#[derive(Clone, Copy)]
-pub struct LocalZone(pub RwSignal<bool>);
-
-/// Minutes east of UTC in the viewer's zone at `epoch` (0 on the server).
-pub fn offset_minutes(epoch: i64) -> i32 {
-    #[cfg(target_arch = "wasm32")]
-    {
-        let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(epoch as f64 * 1000.0));
-        -(date.get_timezone_offset() as i32)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let _ = epoch;
-        0
-    }
-}
-
-/// Formats `epoch` for display: the viewer's zone once known, UTC before.
+/// Formats `epoch` for display in the viewer's zone.
 pub fn display_time(epoch: i64) -> String {
-    let local = use_context::<LocalZone>().is_some_and(|zone| zone.0.get());
-    if local { timefmt::local_short(epoch, offset_minutes(epoch)) } else { timefmt::utc_short(epoch) }
+    clock::use_zone().short(epoch)
 }
 
-/// A time in the viewer's zone, UTC on hover.
+/// A time in the viewer's zone; on hover, with seconds, its offset and the same moment in UTC.
 #[component]
 pub fn Time(at: i64) -> impl IntoView {
-    let zone = use_context::<LocalZone>();
-    let text = move || {
-        if zone.is_some_and(|zone| zone.0.get()) {
-            timefmt::local_short(at, offset_minutes(at))
-        } else {
-            timefmt::utc_short(at)
-        }
-    };
+    let zone = clock::use_zone();
     view! {
-        <time datetime=timefmt::rfc3339(at) title=timefmt::utc_long(at)>
-            {text}
+        <time datetime=timefmt::rfc3339(at) title=zone.hover(at)>
+            {zone.short(at)}
         </time>
     }
 }
@@ -82,10 +58,8 @@ pub fn Time(at: i64) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    let zone = RwSignal::new(false);
-    provide_context(LocalZone(zone));
-    // Effects run only in the browser, after hydration.
-    Effect::new(move |_| zone.set(true));
+    provide_context(clock::viewer_zone());
+    provide_context(clock::site_zone());
     view! {
         <Title text="slurmlens" />
         <Router>
@@ -113,15 +87,6 @@ fn Header() -> impl IntoView {
     let with_cluster = move |path: &'static str| match cluster() {
         Some(cluster) => format!("{path}?cluster={}", crate::query::percent_encode(&cluster)),
         None => path.to_string(),
-    };
-    let zone = use_context::<LocalZone>();
-    let zone_text = move || {
-        if zone.is_some_and(|zone| zone.0.get()) {
-            let now = crate::api::now();
-            format!("times in {} (UTC on hover)", timefmt::zone_name(offset_minutes(now)))
-        } else {
-            "times in UTC".to_string()
-        }
     };
     view! {
         <header class="top">
@@ -164,9 +129,74 @@ fn Header() -> impl IntoView {
                     <input name="job" type="search" inputmode="numeric" placeholder="go to job id" size="12" aria-label="Go to job id" />
                 </label>
             </form>
-            <span class="zone" data-testid="zone">
-                {zone_text}
-            </span>
+            <ZoneChoice />
         </header>
+    }
+}
+
+/// The zone every time is shown in, and the choice of another: UTC, the site's default, or (once the
+/// page runs) the browser's own zone. Choosing goes through `/zone`, which keeps it in a cookie and
+/// comes back to the same page; without the bundle, the form's button does the same.
+#[component]
+fn ZoneChoice() -> impl IntoView {
+    let zone = clock::use_zone();
+    let location = use_location();
+    let back = move || {
+        let search = location.search.get();
+        let query = if search.is_empty() { String::new() } else { format!("?{}", search.trim_start_matches('?')) };
+        format!("{}{query}", location.pathname.get())
+    };
+    // The browser's zone is known only in the browser, after hydration (the server's HTML lacks it).
+    let browser = RwSignal::new(None::<Zone>);
+    Effect::new(move |_| browser.set(clock::browser_zone()));
+    let site = use_context::<clock::SiteZone>().map(|site| site.0);
+    let now = crate::api::now();
+    let options = move || {
+        let mut zones: Vec<(Zone, String)> = vec![(Zone::UTC, "UTC".to_string())];
+        for (candidate, why) in [(site, ", site default"), (Some(zone), ""), (browser.get(), ", this browser")] {
+            if let Some(candidate) = candidate
+                && !zones.iter().any(|(known, _)| *known == candidate)
+            {
+                zones.push((candidate, format!("{}{why}", candidate.label(now))));
+            }
+        }
+        zones
+            .into_iter()
+            .map(|(candidate, text)| {
+                view! {
+                    <option value=candidate.name() selected=candidate == zone>
+                        {text}
+                    </option>
+                }
+            })
+            .collect_view()
+    };
+    let on_change = move |event: leptos::ev::Event| {
+        let chosen = event_target_value(&event);
+        #[cfg(target_arch = "wasm32")]
+        if let Some(window) = web_sys::window() {
+            let to = format!(
+                "/zone?tz={}&to={}",
+                crate::query::percent_encode(&chosen),
+                crate::query::percent_encode(&back())
+            );
+            let _ = window.location().set_href(&to);
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = chosen;
+    };
+    view! {
+        <form class="zone" action="/zone" method="get" data-testid="zone">
+            <label>
+                "times in "
+                <select name="tz" aria-label="Time zone of every time shown" data-zone=zone.name() on:change=on_change>
+                    {options}
+                </select>
+            </label>
+            <input type="hidden" name="to" value=back />
+            <noscript>
+                <button type="submit">"Set"</button>
+            </noscript>
+        </form>
     }
 }

@@ -5,13 +5,12 @@
 use wasm_bindgen::JsCast;
 use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 
-use crate::app::offset_minutes;
 use crate::axis;
+use crate::clock::Zone;
 use crate::gantt::{
     Batches, Expansion, GanttData, GanttIndex, LABEL_WIDTH, RowKind, RowLayout, Viewport, bars, row_label,
 };
 use crate::palette::OTHER;
-use crate::timefmt;
 
 /// Everything one frame shows.
 pub struct Frame<'a> {
@@ -28,6 +27,8 @@ pub struct Frame<'a> {
     pub selected_job: Option<u32>,
     /// Visible vertical range of the rows (page scroll), to skip rows off screen.
     pub visible: (f64, f64),
+    /// The viewer's zone: gridlines fall on its hours and midnights.
+    pub zone: Zone,
 }
 
 const NOW_COLOUR: &str = "#D55E00";
@@ -132,7 +133,7 @@ pub fn draw_body(context: &CanvasRenderingContext2d, width: f64, frame: &Frame<'
     // Gridlines and the now line.
     context.set_stroke_style_str("rgba(0,0,0,0.12)");
     context.set_line_width(1.0);
-    let offset = i64::from(offset_minutes(frame.view.start as i64)) * 60;
+    let offset = i64::from(frame.zone.offset_minutes(frame.view.start as i64)) * 60;
     context.begin_path();
     for tick in axis::ticks_in_zone(frame.view.start as i64, frame.view.end as i64, frame.view.width, 90.0, offset) {
         let x = (frame.view.x(tick.at as f64)).round() + 0.5;
@@ -153,29 +154,24 @@ pub fn draw_body(context: &CanvasRenderingContext2d, width: f64, frame: &Frame<'
 }
 
 /// Draws the time axis: ticks at the viewer's hours and midnights, labelled in the viewer's zone.
-pub fn draw_axis(context: &CanvasRenderingContext2d, width: f64, height: f64, view: &Viewport, now: i64) {
+pub fn draw_axis(context: &CanvasRenderingContext2d, width: f64, height: f64, view: &Viewport, now: i64, zone: Zone) {
     context.clear_rect(0.0, 0.0, width, height);
     context.set_fill_style_str("#FFFFFF");
     context.fill_rect(0.0, 0.0, width, height);
     let start = view.start as i64;
-    let offset_min = offset_minutes(start);
-    let offset = i64::from(offset_min) * 60;
+    let offset = i64::from(zone.offset_minutes(start)) * 60;
     let step = axis::step_for(start, view.end as i64, view.width, 90.0);
     context.set_font("11px system-ui, sans-serif");
     context.set_text_baseline("middle");
     context.set_fill_style_str("#1B2733");
-    let _ = context.fill_text(&timefmt::zone_name(offset_min), 4.0, height / 2.0);
+    let _ = context.fill_text(&zone.offset_name(start), 4.0, height / 2.0);
     context.set_stroke_style_str("#9AA5B1");
     context.begin_path();
     for tick in axis::ticks_in_zone(start, view.end as i64, view.width, 90.0, offset) {
         let x = view.x(tick.at as f64).round() + 0.5;
         context.move_to(x, height - 6.0);
         context.line_to(x, height);
-        let _ = context.fill_text(
-            &timefmt::axis_label(tick.at, offset_minutes(tick.at), step),
-            x + 3.0,
-            height / 2.0 - 2.0,
-        );
+        let _ = context.fill_text(&zone.axis_label(tick.at, step), x + 3.0, height / 2.0 - 2.0);
     }
     context.move_to(LABEL_WIDTH, height - 0.5);
     context.line_to(width, height - 0.5);

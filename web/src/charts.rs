@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use slurmlens_wire as wire;
 
 use crate::axis;
+use crate::clock::Zone;
 use crate::palette::CATEGORICAL;
-use crate::timefmt;
 
 /// Width of every chart's coordinate system (it scales with the page).
 const WIDTH: f64 = 960.0;
@@ -46,11 +46,13 @@ pub struct Span {
     pub end: i64,
     /// Seconds each point covers (a point at `t` stands for `(t - step, t]`).
     pub step: i64,
+    /// The viewer's zone: ticks fall on its hours and the axis is labelled in it.
+    pub zone: Zone,
 }
 
 impl Span {
     /// The report's window, or the points' own extent when the report has none.
-    pub fn of(report: &wire::JobReport) -> Option<Self> {
+    pub fn of(report: &wire::JobReport, zone: Zone) -> Option<Self> {
         let step = i64::try_from(report.metrics.step_s).unwrap_or(0).max(1);
         let (start, end) = match (report.window_start, report.window_end) {
             (Some(start), Some(end)) => (start.timestamp(), end.timestamp()),
@@ -60,7 +62,7 @@ impl Span {
                 (low.checked_sub(step)?, high)
             }
         };
-        (end > start).then_some(Self { start, end, step })
+        (end > start).then_some(Self { start, end, step, zone })
     }
 
     fn x(&self, at: i64) -> f64 {
@@ -92,17 +94,24 @@ pub fn human(value: f64, unit: &str) -> String {
 fn time_axis(out: &mut String, span: &Span, y: f64) {
     let plot = WIDTH - LEFT - RIGHT;
     let step = axis::step_for(span.start, span.end, plot, 90.0);
+    let offset = i64::from(span.zone.offset_minutes(span.start)) * 60;
     let _ = write!(out, r##"<g class="axis" font-size="{FONT}" fill="#555">"##);
-    for tick in axis::ticks(span.start, span.end, plot, 90.0) {
+    for tick in axis::ticks_in_zone(span.start, span.end, plot, 90.0, offset) {
         let x = LEFT + tick.x;
         let _ = write!(
             out,
             r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{y:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             y + 14.0,
-            escape(&timefmt::axis_label(tick.at, 0, step)),
+            escape(&span.zone.axis_label(tick.at, step)),
         );
     }
-    let _ = write!(out, r##"<text x="{:.1}" y="{:.1}" text-anchor="end">UTC</text></g>"##, LEFT - 4.0, y + 14.0);
+    let _ = write!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text></g>"##,
+        LEFT - 4.0,
+        y + 14.0,
+        escape(&span.zone.offset_name(span.start))
+    );
 }
 
 /// A row's label left of the plot, where rows are tall enough to read one (the row's `<title>` and
@@ -182,8 +191,8 @@ pub fn nice_ceiling(value: f64) -> f64 {
 
 /// A GPU × time heat map of one metric: a row per GPU, a cell per point, runs of one colour merged.
 /// XID errors are marked on their row. `None` when no GPU has the metric.
-pub fn heat_map(report: &wire::JobReport, metric: &str) -> Option<String> {
-    let span = Span::of(report)?;
+pub fn heat_map(report: &wire::JobReport, metric: &str, zone: Zone) -> Option<String> {
+    let span = Span::of(report, zone)?;
     let rows = gpu_series(&report.gpus, metric);
     if rows.is_empty() {
         return None;
@@ -241,7 +250,7 @@ pub fn heat_map(report: &wire::JobReport, metric: &str) -> Option<String> {
                     out,
                     r##"<path class="xid" d="M{x:.1} {y:.1}v{row_height:.1}" stroke="#D55E00" stroke-width="3"><title>XID {} at {}</title></path>"##,
                     event.xid,
-                    timefmt::utc_long(event.at.timestamp())
+                    span.zone.long(event.at.timestamp())
                 );
             }
         }
@@ -364,8 +373,8 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
 }
 
 /// The timeline of one GPU metric across the job's GPUs.
-pub fn gpu_timeline(report: &wire::JobReport, metric: &str) -> Option<String> {
-    let span = Span::of(report)?;
+pub fn gpu_timeline(report: &wire::JobReport, metric: &str, zone: Zone) -> Option<String> {
+    let span = Span::of(report, zone)?;
     let rows = gpu_series(&report.gpus, metric);
     let unit = rows.first()?.1.unit.clone();
     let series: Vec<(String, &[(i64, f64)])> =
@@ -375,8 +384,8 @@ pub fn gpu_timeline(report: &wire::JobReport, metric: &str) -> Option<String> {
 
 /// RDMA or a node signal per node for one key (`rdma_rx` in, `rdma_tx` out, congestion counters,
 /// `cpu_iowait`, `node_power`, …).
-pub fn network_timeline(report: &wire::JobReport, metric: &str) -> Option<String> {
-    let span = Span::of(report)?;
+pub fn network_timeline(report: &wire::JobReport, metric: &str, zone: Zone) -> Option<String> {
+    let span = Span::of(report, zone)?;
     let rows: Vec<(String, &wire::MetricSeries)> = report
         .nodes
         .iter()
@@ -389,8 +398,8 @@ pub fn network_timeline(report: &wire::JobReport, metric: &str) -> Option<String
 }
 
 /// The job's Lustre reads and writes over time, from its job statistics or its nodes' clients.
-pub fn io_timeline(report: &wire::JobReport) -> Option<String> {
-    let span = Span::of(report)?;
+pub fn io_timeline(report: &wire::JobReport, zone: Zone) -> Option<String> {
+    let span = Span::of(report, zone)?;
     let io = report.io.as_ref()?;
     let series: Vec<(String, &[(i64, f64)])> = ["lustre_read", "lustre_write"]
         .into_iter()
@@ -429,20 +438,24 @@ pub const PAGE_POINTS: u32 = 120;
 
 /// Every chart of a report page: heat maps of utilisation and tensor activity, a timeline per GPU
 /// metric, RDMA in/out and congestion per node.
-pub fn for_report(report: &wire::JobReport) -> Vec<Chart> {
+pub fn for_report(report: &wire::JobReport, zone: Zone) -> Vec<Chart> {
     let chart =
         |kind: &str, title: String, svg: Option<String>| svg.map(|svg| Chart { kind: kind.to_string(), title, svg });
     let mut charts: Vec<Chart> = ["gpu_util", "tensor_active"]
         .into_iter()
         .filter_map(|metric| {
-            chart("heat-map", format!("{} per GPU (GPU × time)", metric.replace('_', " ")), heat_map(report, metric))
+            chart(
+                "heat-map",
+                format!("{} per GPU (GPU × time)", metric.replace('_', " ")),
+                heat_map(report, metric, zone),
+            )
         })
         .collect();
     for (metric, unit) in gpu_metrics(report) {
         charts.extend(chart(
             "timeline",
             format!("{} ({unit})", metric.replace('_', " ")),
-            gpu_timeline(report, &metric),
+            gpu_timeline(report, &metric, zone),
         ));
     }
     for (metric, title) in [
@@ -451,17 +464,17 @@ pub fn for_report(report: &wire::JobReport) -> Vec<Chart> {
         ("cnp_handled", "congestion notifications (CNP) handled per node"),
         ("pfc_pause", "PFC pause frames per node"),
     ] {
-        charts.extend(chart("network", title.to_string(), network_timeline(report, metric)));
+        charts.extend(chart("network", title.to_string(), network_timeline(report, metric, zone)));
     }
     for (metric, title) in NODE_CHARTS {
-        charts.extend(chart("node", title.to_string(), network_timeline(report, metric)));
+        charts.extend(chart("node", title.to_string(), network_timeline(report, metric, zone)));
     }
     if let Some(io) = &report.io {
         let whose = match io.source {
             wire::IoSource::Jobstats => "the job's own (Lustre job statistics)",
             wire::IoSource::Nodes => "its nodes' clients, all jobs there",
         };
-        charts.extend(chart("io", format!("Lustre reads and writes: {whose}"), io_timeline(report)));
+        charts.extend(chart("io", format!("Lustre reads and writes: {whose}"), io_timeline(report, zone)));
     }
     charts
 }
@@ -622,7 +635,7 @@ mod tests {
 
     #[test]
     fn important_log_lines_are_marked_on_timelines_only() {
-        let span = Span { start: 1000, end: 2000, step: 10 };
+        let span = Span { start: 1000, end: 2000, step: 10, zone: Zone::UTC };
         let mut charts = vec![
             Chart { kind: "heat-map".into(), title: "h".into(), svg: "<svg></svg>".into() },
             Chart { kind: "timeline".into(), title: "t".into(), svg: "<svg></svg>".into() },
@@ -640,22 +653,22 @@ mod tests {
     #[test]
     fn heat_map_has_a_row_per_gpu_merges_runs_and_marks_xids() {
         let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, if i <= 3 { 95.0 } else { 2.0 })).collect();
-        let svg = heat_map(&report(4, &points), "gpu_util").expect("a heat map");
+        let svg = heat_map(&report(4, &points), "gpu_util", Zone::UTC).expect("a heat map");
         assert_eq!(svg.matches("<g data-gpu=").count(), 4);
         // Two runs per row (busy, then idle), not six cells.
         assert_eq!(svg.matches(r##"fill="#FDE725""##).count(), 4 + 1, "4 busy runs + the legend swatch");
         assert_eq!(svg.matches(r##"fill="#440154""##).count(), 4 + 1, "4 idle runs + the legend swatch");
         assert_eq!(svg.matches(r#"class="xid""#).count(), 1, "the XID of gpu001/1");
-        assert!(heat_map(&report(4, &points), "power").is_none());
+        assert!(heat_map(&report(4, &points), "power", Zone::UTC).is_none());
     }
 
     #[test]
     fn a_big_jobs_heat_map_labels_its_nodes_and_scales_round() {
         let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, 50.0)).collect();
-        let svg = heat_map(&report(256, &points), "gpu_util").expect("a heat map");
+        let svg = heat_map(&report(256, &points), "gpu_util", Zone::UTC).expect("a heat map");
         assert_eq!(svg.matches(r#"class="node-label""#).count(), 32, "one label per node of 8 GPUs");
         assert!(svg.contains(">gpu032</text>"));
-        let small = heat_map(&report(4, &points), "gpu_util").expect("a heat map");
+        let small = heat_map(&report(4, &points), "gpu_util", Zone::UTC).expect("a heat map");
         assert_eq!(small.matches(r#"class="node-label""#).count(), 0, "few rows are labelled one by one");
         assert_eq!(nice_ceiling(71_336.0), 80_000.0);
         assert_eq!(nice_ceiling(547.0), 600.0);
@@ -679,12 +692,12 @@ mod tests {
             "series": [{"metric": "lustre_read", "unit": "B/s", "points": points}]
         }))
         .expect("io");
-        let charts = for_report(&with_nodes);
+        let charts = for_report(&with_nodes, Zone::UTC);
         let kinds: Vec<(&str, &str)> = charts.iter().map(|c| (c.kind.as_str(), c.title.as_str())).collect();
         assert_eq!(kinds.iter().filter(|(kind, _)| *kind == "node").count(), 2, "{kinds:?}");
         assert!(kinds.iter().any(|(kind, title)| *kind == "io" && title.contains("job statistics")), "{kinds:?}");
         assert!(
-            for_report(&report(2, &points)).iter().all(|c| c.kind != "node" && c.kind != "io"),
+            for_report(&report(2, &points), Zone::UTC).iter().all(|c| c.kind != "node" && c.kind != "io"),
             "none without data"
         );
         let stripped = without_series(with_nodes);
@@ -694,9 +707,9 @@ mod tests {
     #[test]
     fn timelines_draw_lines_for_few_gpus_and_a_band_for_many() {
         let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, 50.0)).collect();
-        let few = gpu_timeline(&report(4, &points), "gpu_util").expect("chart");
+        let few = gpu_timeline(&report(4, &points), "gpu_util", Zone::UTC).expect("chart");
         assert_eq!(few.matches(r#"class="line""#).count(), 4);
-        let many = gpu_timeline(&report(MAX_LINES + 4, &points), "gpu_util").expect("chart");
+        let many = gpu_timeline(&report(MAX_LINES + 4, &points), "gpu_util", Zone::UTC).expect("chart");
         assert!(many.contains(r#"data-banded="true""#) && many.contains(r#"class="band""#));
         assert_eq!(many.matches(r#"class="line""#).count(), 0);
     }

@@ -14,9 +14,9 @@ use slurmlens_slurm::hostlist;
 use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
+use crate::clock::Zone;
 use crate::gantt::per_node_gpus;
 use crate::palette::{BUSY, Categories, ColourBy, ColourSlots, FREE, hashed_colour, job_colour, state_colour};
-use crate::timefmt;
 
 /// The grid at `at`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -186,21 +186,18 @@ impl GridMetric {
 
     /// How old the readings are, in words: `gpu_util readings from 14 min ago (2026-12-01 23:27Z)`,
     /// or why there are none.
-    pub fn age(&self, at: i64, live: bool) -> String {
+    pub fn age(&self, at: i64, live: bool, zone: Zone) -> String {
         match self.readings_at {
             None => format!(
                 "{}; every GPU reads \"not monitored\".",
                 self.message.clone().unwrap_or_else(|| format!("no {} readings", self.key))
             ),
             Some(taken) if live => {
-                format!("{} readings from {} ago ({}).", self.key, span(at - taken), timefmt::utc_short(taken))
+                format!("{} readings from {} ago ({}).", self.key, span(at - taken), zone.short(taken))
             }
-            Some(taken) => format!(
-                "{} readings from {}, {} before this moment.",
-                self.key,
-                timefmt::utc_long(taken),
-                span(at - taken)
-            ),
+            Some(taken) => {
+                format!("{} readings from {}, {} before this moment.", self.key, zone.long(taken), span(at - taken))
+            }
         }
     }
 }
@@ -442,12 +439,12 @@ impl GridSnapshot {
 
     /// A job as the grid's hover names it at the snapshot's moment: it was running then, since its
     /// start; what became of it is said apart (`ended … as NODE_FAIL`, or `still running`).
-    pub fn describe(&self, job: u32) -> String {
+    pub fn describe(&self, job: u32, zone: Zone) -> String {
         let job = &self.jobs[job as usize];
         let outcome = match job.end {
             Some(end) => {
                 let state = job.state.split_whitespace().next().unwrap_or(&job.state);
-                format!("ended {} as {state}", timefmt::utc_short(end))
+                format!("ended {} as {state}", zone.short(end))
             }
             None => "still running".to_string(),
         };
@@ -457,7 +454,7 @@ impl GridSnapshot {
             job.user,
             job.account,
             job.partition,
-            timefmt::utc_short(job.start),
+            zone.short(job.start),
         )
     }
 
@@ -634,9 +631,11 @@ mod tests {
         // Regression (review problem 7): "NODE_FAIL since <start>" for a job running at the moment.
         let grid = held_pair();
         assert_eq!(
-            grid.describe(0),
-            "job 1 (u1, ml, gpu): running then, since 2026-11-30 10:00Z; ended 2026-11-30 13:00Z as NODE_FAIL"
+            grid.describe(0, Zone::UTC),
+            "job 1 (u1, ml, gpu): running then, since 2026-11-30 10:00; ended 2026-11-30 13:00 as NODE_FAIL"
         );
+        let tokyo: Zone = "Asia/Tokyo".parse().expect("a zone");
+        assert!(grid.describe(0, tokyo).contains("since 2026-11-30 19:00; ended 2026-11-30 22:00"));
         let racks = Topology::default().resolve("c", &hostlist::expand_lenient("n1"), 4);
         let running = job(2, "n1", "2026-11-30T11:00:00Z", None, 1);
         let grid = GridSnapshot::assemble(
@@ -648,16 +647,17 @@ mod tests {
             &RecordedGpus::new(),
             &BusyCounts::new(),
         );
-        assert!(grid.describe(0).ends_with("since 2026-11-30 11:00Z; still running"), "{}", grid.describe(0));
+        let text = grid.describe(0, Zone::UTC);
+        assert!(text.ends_with("since 2026-11-30 11:00; still running"), "{text}");
     }
 
     #[test]
     fn readings_say_how_old_they_are() {
         let grid = held_pair();
         let metric = GridMetric::new(&grid.racks, &readings("gpu_util", &[(0, 50.0)], vec![]));
-        assert_eq!(metric.age(grid.at, true), "gpu_util readings from 14 min ago (2026-11-30 11:46Z).");
+        assert_eq!(metric.age(grid.at, true, Zone::UTC), "gpu_util readings from 14 min ago (2026-11-30 11:46).");
         assert_eq!(
-            metric.age(grid.at, false),
+            metric.age(grid.at, false, Zone::UTC),
             "gpu_util readings from 2026-11-30 11:46:00 UTC, 14 min before this moment."
         );
         let mut none = readings("gpu_util", &[], vec![]);
@@ -665,7 +665,7 @@ mod tests {
         none.values.message = Some("no gpu_util readings in the 30 min before this moment".into());
         let metric = GridMetric::new(&grid.racks, &none);
         assert_eq!(
-            metric.age(grid.at, true),
+            metric.age(grid.at, true, Zone::UTC),
             "no gpu_util readings in the 30 min before this moment; every GPU reads \"not monitored\"."
         );
         assert_eq!(span(45), "45 s");

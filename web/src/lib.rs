@@ -1,6 +1,6 @@
 //! slurmlens web front end: leptos pages rendered by the slurmlens server and hydrated in the browser.
 //!
-//! The layout code (`axis`, `flame`, `gantt`, `grid`, `joblist`, `palette`, `query`, `timefmt`) is plain
+//! The layout code (`axis`, `clock`, `flame`, `gantt`, `grid`, `joblist`, `palette`, `query`, `timefmt`) is plain
 //! Rust, tested natively; hostlists and rack topology come from `slurmlens-slurm`. `app` and `pages` are the leptos views; `canvas` draws the
 //! Gantt in the browser; `api` loads data (in process on the server, over HTTP in the browser);
 //! `server` (feature `ssr`) is the trait the server implements and the router it merges.
@@ -12,6 +12,7 @@ pub mod app;
 pub mod axis;
 pub mod canvas;
 pub mod charts;
+pub mod clock;
 pub mod flame;
 pub mod gantt;
 pub mod grid;

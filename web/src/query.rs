@@ -1,9 +1,10 @@
 //! The pages' query strings, parsed once: which cluster, window and filters a page shows. The same
 //! values build the REST query (`/api/v1/jobs?…`) and the page's own links.
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
+use crate::clock::Zone;
 use crate::palette::ColourBy;
 
 /// `/api/v1/jobs` parameters, as the web pages use them.
@@ -116,9 +117,9 @@ pub struct ListQuery {
 /// Rows the job list loads at most.
 pub const LIST_LIMIT: u32 = 1000;
 
-/// Parses a time parameter: Unix seconds, RFC 3339, `YYYY-MM-DDTHH:MM[:SS]` read as UTC (what a
-/// `datetime-local` form field sends; the label says UTC), or a date `YYYY-MM-DD` (its midnight, UTC).
-pub fn parse_time(text: &str) -> Option<i64> {
+/// Parses a time parameter: Unix seconds, RFC 3339, a wall-clock `YYYY-MM-DDTHH:MM[:SS]` (what a
+/// `datetime-local` form field sends) read in `zone`, or a date `YYYY-MM-DD` (its midnight in `zone`).
+pub fn parse_time(text: &str, zone: Zone) -> Option<i64> {
     let text = text.trim();
     if text.is_empty() {
         return None;
@@ -129,16 +130,16 @@ pub fn parse_time(text: &str) -> Option<i64> {
     if let Ok(time) = DateTime::parse_from_rfc3339(text) {
         return Some(time.timestamp());
     }
-    ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"]
-        .iter()
-        .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
-        .or_else(|| chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().and_then(|date| date.and_hms_opt(0, 0, 0)))
-        .map(|naive| naive.and_utc().timestamp())
+    zone.parse_local(text).or_else(|| {
+        let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+        zone.parse_local(&format!("{date}T00:00"))
+    })
 }
 
-/// `2026-11-29T12:00` (UTC) for a `datetime-local` field's value.
-pub fn form_time(epoch: i64) -> String {
-    DateTime::<Utc>::from_timestamp(epoch, 0).map(|t| t.format("%Y-%m-%dT%H:%M").to_string()).unwrap_or_default()
+/// The zone a form's wall-clock times were written in: its `tz` field (the pages' forms carry the
+/// viewer's zone), else UTC, as links made before forms carried one meant.
+fn form_zone(get: &impl Fn(&str) -> Option<String>) -> Zone {
+    get("tz").and_then(|name| name.parse().ok()).unwrap_or_default()
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
@@ -149,10 +150,11 @@ impl GanttQuery {
     /// From a query-string lookup.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
         let get = |name: &str| non_empty(get(name));
+        let zone = form_zone(&get);
         Self {
             cluster: get("cluster"),
-            start: get("start").as_deref().and_then(parse_time),
-            end: get("end").as_deref().and_then(parse_time),
+            start: get("start").and_then(|text| parse_time(&text, zone)),
+            end: get("end").and_then(|text| parse_time(&text, zone)),
             colour: get("colour").map(|word| ColourBy::parse(&word)).unwrap_or_default(),
             filters: Filters::from_lookup(&get),
         }
@@ -191,7 +193,7 @@ impl GridQuery {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
         let get = |name: &str| non_empty(get(name));
         let at_text = get("at");
-        let at = at_text.as_deref().and_then(parse_time);
+        let at = at_text.as_deref().and_then(|text| parse_time(text, form_zone(&get)));
         Self {
             cluster: get("cluster"),
             at,
@@ -222,10 +224,11 @@ impl ListQuery {
     /// From a query-string lookup.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
         let get = |name: &str| non_empty(get(name));
+        let zone = form_zone(&get);
         Self {
             cluster: get("cluster"),
-            start: get("start").as_deref().and_then(parse_time),
-            end: get("end").as_deref().and_then(parse_time),
+            start: get("start").and_then(|text| parse_time(&text, zone)),
+            end: get("end").and_then(|text| parse_time(&text, zone)),
             filters: Filters::from_lookup(&get),
             search: get("q"),
             limit: get("limit").and_then(|text| text.parse().ok()).map(|limit: u32| limit.clamp(1, 5000)),
@@ -296,15 +299,24 @@ mod tests {
 
     #[test]
     fn parses_times_in_every_form_the_pages_send() {
-        assert_eq!(parse_time("1796040000"), Some(1_796_040_000));
-        assert_eq!(parse_time("2026-11-30T12:00:00Z"), Some(1_796_040_000));
-        assert_eq!(parse_time("2026-11-30T21:00:00+09:00"), Some(1_796_040_000));
-        assert_eq!(parse_time("2026-11-30T12:00"), Some(1_796_040_000));
-        assert_eq!(parse_time("2026-11-30"), Some(1_796_040_000 - 12 * 3600));
-        assert_eq!(parse_time("soon"), None);
+        let utc = Zone::UTC;
+        assert_eq!(parse_time("1796040000", utc), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30T12:00:00Z", utc), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30T21:00:00+09:00", utc), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30T12:00", utc), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30", utc), Some(1_796_040_000 - 12 * 3600));
+        assert_eq!(parse_time("soon", utc), None);
+        // Wall-clock times and dates are read in the form's zone; explicit offsets and epochs are not.
+        let tokyo: Zone = "Asia/Tokyo".parse().expect("a zone");
+        assert_eq!(parse_time("2026-11-30T21:00", tokyo), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-11-30T12:00:00Z", tokyo), Some(1_796_040_000));
+        assert_eq!(parse_time("2026-12-01", tokyo), Some(1_796_040_000 + 3 * 3600));
         let grid = GridQuery::from_lookup(lookup(&[("at", "soon")]));
         assert_eq!((grid.at, grid.bad_at.as_deref()), (None, Some("soon")), "kept to be refused, not read as now");
-        assert_eq!(form_time(1_796_040_000), "2026-11-30T12:00");
+        let grid = GridQuery::from_lookup(lookup(&[("at", "2026-11-30T21:00"), ("tz", "Asia/Tokyo")]));
+        assert_eq!(grid.at, Some(1_796_040_000));
+        let list = ListQuery::from_lookup(lookup(&[("start", "2026-11-30T13:00"), ("tz", "Europe/Berlin")]));
+        assert_eq!(list.start, Some(1_796_040_000));
     }
 
     #[test]

@@ -27,6 +27,7 @@ use slurmlens_wire as wire;
 
 use crate::api::{DataError, JobView};
 use crate::app::{App, shell};
+use crate::clock::{self, SiteZone, Zone};
 use crate::gantt::{self, GanttData, per_node_gpus};
 use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
 use crate::joblist::{self, Column, order_of};
@@ -103,6 +104,8 @@ pub struct WebOptions {
     /// one the pages are served without their wasm bundle.
     pub site_root: Option<PathBuf>,
     pub topology: Topology,
+    /// The zone times are shown in for viewers who chose none.
+    pub time_zone: Zone,
 }
 
 /// What a page render can reach: the data source and the topology.
@@ -137,6 +140,19 @@ impl WebContext {
 struct WebState {
     leptos: LeptosOptions,
     context: WebContext,
+    site_zone: Zone,
+}
+
+impl WebState {
+    /// The zone the request's viewer reads times in: their cookie, else the site's default.
+    fn zone(&self, request: &Parts) -> Zone {
+        request
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .find_map(|value| value.to_str().ok().and_then(clock::from_cookie_header))
+            .unwrap_or(self.site_zone)
+    }
 }
 
 impl axum::extract::FromRef<WebState> for LeptosOptions {
@@ -151,7 +167,8 @@ pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
         options.site_root.as_ref().map(|root| root.to_string_lossy().into_owned()).unwrap_or_else(|| ".".into());
     let leptos = LeptosOptions::builder().output_name("slurmlens_web").site_root(site_root).site_pkg_dir("pkg").build();
     let context = WebContext { data, topology: Arc::new(options.topology) };
-    let state = WebState { leptos: leptos.clone(), context: context.clone() };
+    let site_zone = options.time_zone;
+    let state = WebState { leptos: leptos.clone(), context: context.clone(), site_zone };
     // Generating the route list renders the app once; concurrent generations in one process (tests
     // build many routers at once) can leave a render waiting forever, so it is made once per process.
     static PATHS: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> = std::sync::OnceLock::new();
@@ -160,7 +177,10 @@ pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
         .leptos_routes_with_context(
             &state,
             paths,
-            move || provide_context(context.clone()),
+            move || {
+                provide_context(context.clone());
+                provide_context(SiteZone(site_zone));
+            },
             move || shell(leptos.clone()),
         )
         .route("/web/v1/clusters", get(clusters_json))
@@ -171,6 +191,7 @@ pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
         .route("/web/v1/jobs.json", get(jobs_export_json))
         .route("/web/style.css", get(stylesheet))
         .route("/go", get(go_to_job))
+        .route("/zone", get(choose_zone))
         .with_state(state)
         .layer(tower_http::compression::CompressionLayer::new());
     if let Some(root) = options.site_root {
@@ -356,13 +377,18 @@ fn multi_node_gpus(jobs: &[wire::Job]) -> NodeGpus {
 }
 
 /// A job page's data.
-pub async fn job_view(data: &dyn PageData, cluster: Option<&str>, job_id: &str) -> Result<JobView, DataError> {
+pub async fn job_view(
+    data: &dyn PageData,
+    cluster: Option<&str>,
+    job_id: &str,
+    zone: crate::clock::Zone,
+) -> Result<JobView, DataError> {
     let detail = data.job(cluster, job_id).await?;
     // A report, logs or profile that fail degrade their section to "not available", not the page.
     let (report, logs, profile) =
         futures::join!(data.report(cluster, job_id), data.logs(cluster, job_id), data.profile(cluster, job_id));
-    let view = JobView::new(detail, report.ok().flatten());
-    Ok(view.with_signals(logs.ok().flatten(), profile.ok().flatten()))
+    let view = JobView::new(detail, report.ok().flatten(), zone);
+    Ok(view.with_signals(logs.ok().flatten(), profile.ok().flatten(), zone))
 }
 
 /// The job list's rows for `query`, as the page shows them.
@@ -421,7 +447,8 @@ async fn gantt_svg(State(state): State<WebState>, request: Parts, Query(pairs): 
     let data = state.context.for_request(&request);
     match gantt_data(&state.context, data.as_ref(), &query).await {
         Ok(gantt) => no_store(
-            ([(header::CONTENT_TYPE, "image/svg+xml")], gantt::svg(&gantt, query.colour, width)).into_response(),
+            ([(header::CONTENT_TYPE, "image/svg+xml")], gantt::svg(&gantt, query.colour, width, state.zone(&request)))
+                .into_response(),
         ),
         Err(error) => error.into_response(),
     }
@@ -481,6 +508,25 @@ async fn go_to_job(Query(query): Query<BTreeMap<String, String>>) -> Response {
         to.push_str(&format!("?cluster={}", crate::query::percent_encode(cluster)));
     }
     axum::response::Redirect::to(&to).into_response()
+}
+
+/// `/zone?tz=Europe/Berlin&to=/jobs?…`: keeps the viewer's choice of zone in a cookie (a year) and
+/// goes back to the page it was made on. An unknown zone is a 400 that says so, and changes nothing.
+async fn choose_zone(Query(query): Query<BTreeMap<String, String>>) -> Response {
+    let zone = match query.get("tz").map_or("", String::as_str).parse::<Zone>() {
+        Ok(zone) => zone,
+        Err(error) => return DataError::invalid(format!("tz: {error}")).into_response(),
+    };
+    let to = query.get("to").map_or("/", String::as_str);
+    // Only a path on this site: never `//host` or `/\host`, which browsers read as another site.
+    let local = to.starts_with('/') && !to.starts_with("//") && !to.contains('\\') && !to.chars().any(char::is_control);
+    let to = if local { to } else { "/" };
+    let cookie = format!("{}={}; Path=/; Max-Age=31536000; SameSite=Lax", clock::COOKIE, zone.name());
+    let mut response = axum::response::Redirect::to(to).into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
 }
 
 async fn stylesheet() -> Response {

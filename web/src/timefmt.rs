@@ -1,27 +1,16 @@
-//! Time formatting: UTC on the server, the viewer's zone in the browser, UTC always on hover.
+//! Time formatting that needs no zone (durations, RFC 3339, offsets); times in the viewer's zone are
+//! [`crate::clock::Zone`]'s.
 
 use chrono::DateTime;
 
-/// `2026-11-29 12:03Z` — compact UTC for tables rendered before the viewer's zone is known.
+/// `2026-11-29 12:03Z`: compact UTC, for messages that name their zone.
 pub fn utc_short(epoch: i64) -> String {
     DateTime::from_timestamp(epoch, 0).map(|t| t.format("%Y-%m-%d %H:%MZ").to_string()).unwrap_or_default()
-}
-
-/// `2026-11-29 12:03:05 UTC` — the hover text.
-pub fn utc_long(epoch: i64) -> String {
-    DateTime::from_timestamp(epoch, 0).map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string()).unwrap_or_default()
 }
 
 /// RFC 3339 for `datetime=` attributes and exports.
 pub fn rfc3339(epoch: i64) -> String {
     DateTime::from_timestamp(epoch, 0).map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
-}
-
-/// `2026-11-29 21:03` at `offset_minutes` east of UTC (the viewer's zone at that instant).
-pub fn local_short(epoch: i64, offset_minutes: i32) -> String {
-    DateTime::from_timestamp(epoch + i64::from(offset_minutes) * 60, 0)
-        .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
-        .unwrap_or_default()
 }
 
 /// An axis label at a local time: `21:00`, or the date at midnight or for day-sized steps.
@@ -53,12 +42,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn formats_utc_and_local_times() {
+    fn formats_utc_times_and_offsets() {
         let epoch = 1_796_040_000; // 2026-11-30T12:00:00Z
         assert_eq!(utc_short(epoch), "2026-11-30 12:00Z");
-        assert_eq!(utc_long(epoch), "2026-11-30 12:00:00 UTC");
         assert_eq!(rfc3339(epoch), "2026-11-30T12:00:00Z");
-        assert_eq!(local_short(epoch, 9 * 60), "2026-11-30 21:00");
         assert_eq!(zone_name(-330), "UTC-05:30");
     }
 

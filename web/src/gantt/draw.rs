@@ -8,8 +8,8 @@ use slurmlens_slurm::topology::Racks;
 use super::layout::{Expansion, METRICS, Row, RowKind, RowLayout, Viewport, layout};
 use super::{GanttData, GanttIndex, LABEL_WIDTH};
 use crate::axis;
+use crate::clock::Zone;
 use crate::palette::ColourBy;
-use crate::timefmt;
 
 /// One rectangle to fill.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -223,7 +223,7 @@ fn xml_escape(text: &str) -> String {
 
 /// The whole loaded window as one SVG image (UTC axis), for pages shown without the wasm bundle:
 /// one `<path>` per colour, so 20,000 jobs stay one small document.
-pub fn svg(data: &GanttData, by: ColourBy, width: f64) -> String {
+pub fn svg(data: &GanttData, by: ColourBy, width: f64, zone: Zone) -> String {
     use std::fmt::Write as _;
     let axis_height = 22.0;
     let expansion = Expansion::default();
@@ -277,7 +277,8 @@ pub fn svg(data: &GanttData, by: ColourBy, width: f64) -> String {
     for (colour, path) in &paths {
         let _ = write!(out, "<path fill=\"{colour}\" d=\"{path}\"/>");
     }
-    for tick in axis::ticks(data.start, data.end, view.width, 90.0) {
+    let offset = i64::from(zone.offset_minutes(data.start)) * 60;
+    for tick in axis::ticks_in_zone(data.start, data.end, view.width, 90.0, offset) {
         let x = view.left + tick.x;
         let step = axis::step_for(data.start, data.end, view.width, 90.0);
         let _ = write!(
@@ -285,10 +286,11 @@ pub fn svg(data: &GanttData, by: ColourBy, width: f64) -> String {
             "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{axis_height}\" y2=\"{:.1}\" stroke=\"#0002\"/><text x=\"{:.1}\" y=\"14\">{}</text>",
             axis_height + layout.height,
             x + 2.0,
-            xml_escape(&timefmt::axis_label(tick.at, 0, step))
+            xml_escape(&zone.axis_label(tick.at, step))
         );
     }
-    let _ = write!(out, "<text x=\"4\" y=\"14\" font-weight=\"bold\">UTC</text>");
+    let _ =
+        write!(out, "<text x=\"4\" y=\"14\" font-weight=\"bold\">{}</text>", xml_escape(&zone.offset_name(data.start)));
     let now_x = view.x(data.now as f64);
     if now_x >= view.left && now_x <= view.left + view.width {
         let _ = write!(

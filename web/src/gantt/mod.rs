@@ -13,6 +13,7 @@ use slurmlens_slurm::hostlist;
 use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
+use crate::clock::Zone;
 use crate::palette::{Categories, ColourBy, ColourSlots, hashed_colour, job_colour};
 use crate::timefmt;
 
@@ -322,8 +323,8 @@ impl GanttData {
         }
     }
 
-    /// A job's hover summary as (label, value) pairs; times in UTC (the page adds the local ones).
-    pub fn summary(&self, index: usize) -> Vec<(&'static str, String)> {
+    /// A job's hover summary as (label, value) pairs, times in `zone`.
+    pub fn summary(&self, index: usize, zone: Zone) -> Vec<(&'static str, String)> {
         let job = &self.jobs[index];
         let pick = |values: &[String], i: u32| values.get(i as usize).cloned().unwrap_or_default();
         let nodes: Vec<&str> =
@@ -341,8 +342,8 @@ impl GanttData {
             ("account", pick(&self.accounts, job.account)),
             ("partition", pick(&self.partitions, job.partition)),
             ("state", pick(&self.states, job.state)),
-            ("start", timefmt::utc_long(job.start)),
-            ("end", if job.end > 0 { timefmt::utc_long(job.end) } else { "running".into() }),
+            ("start", zone.long(job.start)),
+            ("end", if job.end > 0 { zone.long(job.end) } else { "running".into() }),
             ("elapsed", timefmt::duration(end - job.start)),
             ("GPUs", job.gpus.to_string()),
             ("nodes", node_text),
@@ -614,7 +615,7 @@ mod tests {
     fn svg_draws_one_path_per_colour() {
         let mut data = sample();
         data.slots.users = [("alice".to_string(), 0), ("bob".to_string(), 1)].into();
-        let svg = svg(&data, ColourBy::User, 1200.0);
+        let svg = svg(&data, ColourBy::User, 1200.0, Zone::UTC);
         assert!(svg.starts_with("<svg"));
         assert_eq!(svg.matches("<path").count(), 2, "alice and bob");
         assert!(svg.contains("gpu001"));

@@ -209,6 +209,7 @@ pub fn GanttPage() -> impl IntoView {
     });
 
     // Draw whenever anything shown changes.
+    let zone = crate::clock::use_zone();
     Effect::new(move |_| {
         let v = view_port.get();
         let total_width = width.get();
@@ -243,9 +244,10 @@ pub fn GanttPage() -> impl IntoView {
             selected_row: row,
             selected_job: job,
             visible: (0.0, rows.height),
+            zone,
         };
         if let Some(context) = crate::canvas::prepare(&axis, total_width, AXIS_HEIGHT) {
-            crate::canvas::draw_axis(&context, total_width, AXIS_HEIGHT, &v, frame.now);
+            crate::canvas::draw_axis(&context, total_width, AXIS_HEIGHT, &v, frame.now, zone);
         }
         if let Some(context) = crate::canvas::prepare(&body, total_width, rows.height) {
             crate::canvas::draw_body(&context, total_width, &frame);
@@ -563,7 +565,7 @@ pub fn GanttPage() -> impl IntoView {
     let tooltip = move || {
         let (job, x, y) = hover.get()?;
         let current = loaded.get()?;
-        let summary = current.data.summary(job as usize);
+        let summary = current.data.summary(job as usize, zone);
         let gantt_job = &current.data.jobs[job as usize];
         let local_start = display_time(gantt_job.start);
         let local_end = if gantt_job.end > 0 { display_time(gantt_job.end) } else { "running".into() };

@@ -2,7 +2,7 @@
 //! user, account, partition, state) or by a metric's latest readings (saying how old they are); GPUs
 //! of jobs the viewer may not see are a grey "busy" hatch, unnamed. A scrubber picks the moment (up to
 //! now: a future one is refused with a message); hover or focus names the job; a click opens it.
-//! Server-rendered in full, so it reads without the wasm bundle (the form then takes the moment as UTC).
+//! Server-rendered in full, so it reads without the wasm bundle (the form carries the viewer's zone).
 
 use leptos::ev;
 use leptos::prelude::*;
@@ -12,12 +12,13 @@ use slurmlens_wire as wire;
 
 use crate::api::{Loader, now};
 use crate::app::{Time, display_time};
+use crate::clock::Zone;
 use crate::grid::{
     BUSY_TITLE, GridMetric, GridSnapshot, HEALTHY, IDLE_BELOW, UNMONITORED, XID_APPLICATION, XID_HARDWARE, XID_UNCLEAR,
 };
 use crate::pages::LoadError;
 use crate::palette::{BUSY, BUSY_SOLID, Categories, ColourBy, FREE};
-use crate::query::{GRID_METRICS, GridQuery, encode, form_time, percent_encode};
+use crate::query::{GRID_METRICS, GridQuery, encode, percent_encode};
 
 /// How far back the scrubber reaches.
 const SCRUB_DAYS: i64 = 30;
@@ -35,6 +36,7 @@ pub fn GridPage() -> impl IntoView {
     let shown_at = initial.at.unwrap_or(page_now);
     let scrub = RwSignal::new(shown_at);
     let hovered: RwSignal<Option<String>> = RwSignal::new(None);
+    let zone = crate::clock::use_zone();
     #[cfg(feature = "ssr")]
     let response = use_context::<leptos_axum::ResponseOptions>();
 
@@ -110,7 +112,7 @@ pub fn GridPage() -> impl IntoView {
                 .and_then(|element| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlInputElement>(element).ok())
                 .map(|input| input.value())
                 .unwrap_or_default();
-            if let Some(at) = crate::query::parse_time(&value) {
+            if let Some(at) = crate::query::parse_time(&value, zone) {
                 scrub.set(at);
                 go(at, query.get_untracked().colour);
             }
@@ -154,16 +156,17 @@ pub fn GridPage() -> impl IntoView {
                     <button type="button" data-testid="grid-forward-hour" on:click=move |_| step_hour(3600)>"+1 h"</button>
                 </span>
                 <label>
-                    "At (UTC)"
+                    {format!("At ({})", zone.offset_name(shown_at))}
                     <input
                         type="datetime-local"
                         name="at"
                         data-testid="grid-at"
-                        max=form_time(page_now + 60)
-                        value=form_time(shown_at)
-                        prop:value=move || form_time(scrub.get())
+                        max=zone.form_value(page_now + 60)
+                        value=zone.form_value(shown_at)
+                        prop:value=move || zone.form_value(scrub.get())
                     />
                 </label>
+                <input type="hidden" name="tz" value=zone.name() />
                 <label>
                     "Colour by"
                     <select name="colour" data-testid="grid-colour" on:change=on_colour>
@@ -221,6 +224,7 @@ pub fn GridPage() -> impl IntoView {
 /// One snapshot drawn as racks side by side, servers top to bottom, GPUs left to right.
 #[component]
 fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<String>>) -> impl IntoView {
+    let zone = crate::clock::use_zone();
     let categories = grid.categories(colour);
     let (used, total) = grid.usage();
     // A metric that answered colours the GPU cells; otherwise they keep their jobs' colours.
@@ -240,7 +244,7 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                     let place = &grid.racks.nodes[node as usize];
                     let cells = &grid.nodes[node as usize];
                     let node_jobs: Vec<String> = cells.jobs.iter().map(|&(job, _)| grid.jobs[job as usize].job_id.clone()).collect();
-                    let node_title = node_title(&grid, node as usize);
+                    let node_title = node_title(&grid, node as usize, zone);
                     let gpu_cells = (0..cells.gpus.len())
                         .map(|gpu| {
                             let look = grid.look(node as usize, gpu, colour, &categories);
@@ -249,7 +253,7 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                             match cells.gpus[gpu].filter(|_| !busy) {
                                 Some(job) => {
                                     let job_id = grid.jobs[job as usize].job_id.clone();
-                                    let title = format!("{} GPU {gpu}: {}{reading}", place.name, grid.describe(job));
+                                    let title = format!("{} GPU {gpu}: {}{reading}", place.name, grid.describe(job, zone));
                                     let info = title.clone();
                                     let info_focus = title.clone();
                                     view! {
@@ -334,7 +338,7 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
     let readings = metric.as_ref().map(|metric| {
         let age = metric.readings_at.map(|taken| (grid.at - taken).to_string()).unwrap_or_default();
         view! {
-            <p class="status" data-testid="grid-readings" data-age-s=age>{metric.age(grid.at, grid.live)}</p>
+            <p class="status" data-testid="grid-readings" data-age-s=age>{metric.age(grid.at, grid.live, zone)}</p>
         }
     });
     view! {
@@ -391,15 +395,18 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
 }
 
 /// A node's hover: every job on it (running then, and how it ended) and other tenants' GPUs, or free.
-fn node_title(grid: &GridSnapshot, node: usize) -> String {
+fn node_title(grid: &GridSnapshot, node: usize, zone: Zone) -> String {
     let place = &grid.racks.nodes[node];
     let cells = &grid.nodes[node];
     if cells.jobs.is_empty() && cells.busy.is_empty() {
         return format!("{}: free (no job)", place.name);
     }
     let plural = |n: u64| if n == 1 { "" } else { "s" };
-    let mut held: Vec<String> =
-        cells.jobs.iter().map(|&(job, gpus)| format!("{} ({gpus} GPU{})", grid.describe(job), plural(gpus))).collect();
+    let mut held: Vec<String> = cells
+        .jobs
+        .iter()
+        .map(|&(job, gpus)| format!("{} ({gpus} GPU{})", grid.describe(job, zone), plural(gpus)))
+        .collect();
     if !cells.busy.is_empty() {
         let busy = cells.busy.len() as u64;
         held.push(format!("{busy} GPU{} {BUSY_TITLE}", plural(busy)));

@@ -25,7 +25,8 @@ pub fn JobPage() -> impl IntoView {
     let query = use_query_map();
     let key = Memo::new(move |_| (query.with(|q| q.get("cluster")), params.with(|p| p.get("id").unwrap_or_default())));
     let loader = Loader::from_context();
-    let job = Resource::new(move || key.get(), move |(cluster, id)| loader.job(cluster, id));
+    let zone = crate::clock::use_zone();
+    let job = Resource::new(move || key.get(), move |(cluster, id)| loader.job(cluster, id, zone));
     #[cfg(feature = "ssr")]
     let response = use_context::<leptos_axum::ResponseOptions>();
     view! {

@@ -11,7 +11,7 @@ use crate::app::Time;
 use crate::joblist::{self, Column, order_of};
 use crate::pages::{FilterField, LoadError};
 use crate::palette::state_colour;
-use crate::query::{ListQuery, encode, form_time, percent_encode};
+use crate::query::{ListQuery, encode, percent_encode};
 
 /// The job list page.
 #[component]
@@ -26,6 +26,7 @@ pub fn JobsPage() -> impl IntoView {
     let initial = list.get_untracked();
     let window_end = initial.end.unwrap_or(now());
     let window_start = initial.start.unwrap_or(window_end - 86_400);
+    let zone = crate::clock::use_zone();
 
     let export = move |format: &'static str| {
         move |event: leptos::ev::MouseEvent| {
@@ -45,13 +46,14 @@ pub fn JobsPage() -> impl IntoView {
             <form class="filters" method="get" action="/jobs" data-testid="jobs-filters">
                 {initial.cluster.clone().map(|cluster| view! { <input type="hidden" name="cluster" value=cluster /> })}
                 <label>
-                    "From (UTC)"
-                    <input type="datetime-local" name="start" value=form_time(window_start) data-testid="filter-start" />
+                    {format!("From ({})", zone.offset_name(window_start))}
+                    <input type="datetime-local" name="start" value=zone.form_value(window_start) data-testid="filter-start" />
                 </label>
                 <label>
-                    "To (UTC)"
-                    <input type="datetime-local" name="end" value=form_time(window_end) data-testid="filter-end" />
+                    {format!("To ({})", zone.offset_name(window_end))}
+                    <input type="datetime-local" name="end" value=zone.form_value(window_end) data-testid="filter-end" />
                 </label>
+                <input type="hidden" name="tz" value=zone.name() />
                 <FilterField label="User" name="user" value=initial.filters.user.clone() />
                 <FilterField label="Account" name="account" value=initial.filters.account.clone() />
                 <FilterField label="Partition" name="partition" value=initial.filters.partition.clone() />

@@ -32,18 +32,20 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
     if let (Some(power), Some(energy)) = (totals.node_power_w, totals.node_energy_kwh) {
         total_text.push(format!("nodes {} mean, {energy:.2} kWh (BMC)", charts::human(power, "W")));
     }
+    // Moments named in the verdicts' sentences read on the page's clock.
+    let zone = crate::clock::use_zone();
     let verdicts = report
         .verdicts
         .iter()
         .map(|verdict| {
-            let evidence = verdict.evidence.iter().map(|line| view! { <li>{line.clone()}</li> }).collect_view();
+            let evidence = verdict.evidence.iter().map(|line| view! { <li>{zone.restamp(line)}</li> }).collect_view();
             let next = verdict.next_step.clone().map(|step| {
                 view! { <p class="next-step" data-testid="next-step"><strong>"What to do: "</strong>{step}</p> }
             });
             view! {
                 <article class=format!("verdict {}", verdict.severity) data-testid="verdict" data-kind=verdict.kind.clone()>
                     <h3>{format!("{} · {}", verdict.severity, verdict_title(&verdict.kind))}</h3>
-                    <p>{verdict.message.clone()}</p>
+                    <p>{zone.restamp(&verdict.message)}</p>
                     <ul>{evidence}</ul>
                     {next}
                 </article>
@@ -155,6 +157,7 @@ fn GpuTable(gpus: Vec<wire::GpuReport>) -> impl IntoView {
 /// "Was the failure mine?": the verdict, why, and the evidence in time order.
 #[component]
 fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
+    let zone = crate::clock::use_zone();
     let (headline, next) = match failure.blame {
         wire::Blame::Infrastructure => (
             "Likely the infrastructure, not your job",
@@ -178,7 +181,7 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
                     <td><Time at=fact.at.timestamp() /></td>
                     <td>{evidence_source(fact.source)}</td>
                     <td>{fact.place.clone()}</td>
-                    <td>{fact.detail.clone()}</td>
+                    <td>{zone.restamp(&fact.detail)}</td>
                     <td>{points_to(fact.strength)}</td>
                 </tr>
             }
@@ -187,7 +190,7 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
     view! {
         <article class=format!("failure {}", failure.blame) data-testid="failure" data-blame=failure.blame.as_str()>
             <h3>{format!("Was the failure mine? {headline}")}</h3>
-            <p>{failure.reason.clone()}</p>
+            <p>{zone.restamp(&failure.reason)}</p>
             <p class="next-step"><strong>"What to do: "</strong>{next}</p>
             <div class="table-wrap"><table class="compact">
                 <thead><tr><th scope="col">"When"</th><th scope="col">"Source"</th><th scope="col">"Where"</th><th scope="col">"What"</th><th scope="col">"Points to"</th></tr></thead>

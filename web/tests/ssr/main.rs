@@ -177,12 +177,12 @@ impl PageData for Viewing {
     }
 }
 
-fn app() -> axum::Router {
+fn app_with(options: WebOptions) -> axum::Router {
     let jobs = vec![
         job(7, "alice", "n1", "2026-11-29T10:00:00Z", Some("2026-11-29T11:00:00Z"), 2),
         job(8, "bob", "n2", "2026-11-29T10:30:00Z", None, 4),
     ];
-    routes(Arc::new(Fixture { jobs: Arc::new(jobs) }), WebOptions::default())
+    routes(Arc::new(Fixture { jobs: Arc::new(jobs) }), options)
 }
 
 /// One runtime for every test of this binary: leptos' executor is global to the process, so tests that
@@ -196,16 +196,27 @@ fn get(path: &str) -> (StatusCode, String) {
 }
 
 fn get_as(user: Option<&str>, path: &str) -> (StatusCode, String) {
+    let (status, _, body) = request(WebOptions::default(), path, user.map(|user| ("X-Remote-User", user)));
+    (status, body)
+}
+
+/// `path` from the pages served with `options`, with one extra request header; the status, response
+/// headers and body.
+fn request(
+    options: WebOptions,
+    path: &str,
+    header: Option<(&str, &str)>,
+) -> (StatusCode, axum::http::HeaderMap, String) {
     RUNTIME.block_on(async {
         let mut request = Request::get(path);
-        if let Some(user) = user {
-            request = request.header("X-Remote-User", user);
+        if let Some((name, value)) = header {
+            request = request.header(name, value);
         }
         let request = request.body(Body::empty()).expect("request");
-        let response = app().oneshot(request).await.expect("answer");
-        let status = response.status();
+        let response = app_with(options).oneshot(request).await.expect("answer");
+        let (status, headers) = (response.status(), response.headers().clone());
         let bytes = axum::body::to_bytes(response.into_body(), 10 << 20).await.expect("body");
-        (status, String::from_utf8_lossy(&bytes).into_owned())
+        (status, headers, String::from_utf8_lossy(&bytes).into_owned())
     })
 }
 
@@ -234,7 +245,10 @@ fn every_page_has_a_go_to_job_box_that_works_without_scripts() {
     let (_, html) = get("/jobs?cluster=lab");
     assert!(html.contains(r#"action="/go""#) && html.contains(r#"name="job""#), "the header's box: {html}");
     let response = RUNTIME.block_on(async {
-        app().oneshot(Request::get("/go?job=+7+").body(Body::empty()).expect("request")).await.expect("answer")
+        app_with(WebOptions::default())
+            .oneshot(Request::get("/go?job=+7+").body(Body::empty()).expect("request"))
+            .await
+            .expect("answer")
     });
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     assert_eq!(response.headers()["location"], "/jobs/7", "trimmed, and every cluster searched");
@@ -391,11 +405,11 @@ fn node_names_are_ink_on_the_panel_and_hovers_say_what_jobs_were_doing_then() {
     let alice = gpu_cell(&html, "n1", 0);
     assert!(
         alice.contains(
-            "job 7 (alice, ml, gpu): running then, since 2026-11-29 10:00Z; ended 2026-11-29 11:00Z as COMPLETED"
+            "job 7 (alice, ml, gpu): running then, since 2026-11-29 10:00; ended 2026-11-29 11:00 as COMPLETED"
         ),
         "{alice}"
     );
-    assert!(gpu_cell(&html, "n2", 0).contains("running then, since 2026-11-29 10:30Z; still running"));
+    assert!(gpu_cell(&html, "n2", 0).contains("running then, since 2026-11-29 10:30; still running"));
     assert!(gpu_cell(&html, "n1", 3).contains("n1 GPU 3: free (no job)"));
 }
 
@@ -445,4 +459,56 @@ fn a_tenant_sees_other_tenants_gpus_as_busy_cells_that_name_no_one() {
     // Without a signed-in user the fixture answers like staff: alice's job by name, nothing busy.
     let (_, html) = get(&format!("/grid?cluster=lab&at={at}"));
     assert!(html.contains("data-job=\"7\"") && !html.contains("data-busy"));
+}
+
+#[test]
+fn every_time_on_a_page_is_in_the_viewers_zone_and_the_page_says_which() {
+    // No choice made: UTC, said in the header and in the page's zone for the bundle.
+    let (_, html) = get("/jobs?cluster=lab&start=1796000000&end=1796040000");
+    assert!(html.contains("<meta name=\"slurmlens-zone\" content=\"UTC\""), "{html}");
+    assert!(html.contains("data-zone=\"UTC\""), "the header's choice shows UTC");
+    assert!(html.contains(">2026-11-29 10:00<"), "job 7's start in UTC: {html}");
+    // The viewer chose Tokyo: the same job starts at 19:00 there, the hover gives both clocks, and the
+    // list's form fields and their labels are on that clock too.
+    let tokyo = Some(("Cookie", "theme=dark; slurmlens_tz=Asia/Tokyo"));
+    let (_, _, html) = request(WebOptions::default(), "/jobs?cluster=lab&start=1796000000&end=1796040000", tokyo);
+    assert!(html.contains("<meta name=\"slurmlens-zone\" content=\"Asia/Tokyo\""), "{html}");
+    assert!(html.contains(">2026-11-29 19:00<"), "job 7's start in Tokyo: {html}");
+    assert!(!html.contains(">2026-11-29 10:00<"), "no second clock: {html}");
+    assert!(html.contains("title=\"2026-11-29 19:00:00 UTC+09:00 = 2026-11-29 10:00:00 UTC\""), "{html}");
+    assert!(html.contains("From (UTC+09:00)") && html.contains("value=\"2026-11-30T09:53\""), "{html}");
+    assert!(html.contains("name=\"tz\" value=\"Asia/Tokyo\""), "the form says its zone");
+    // The grid's hover, its form and the moment it shows, on the same clock.
+    let (_, _, html) = request(WebOptions::default(), &format!("/grid?cluster=lab&at={MOMENT}"), tokyo);
+    assert!(html.contains("since 2026-11-29 19:00; ended 2026-11-29 20:00 as COMPLETED"), "{html}");
+    // A site whose default is Berlin shows Berlin to viewers who chose nothing, and offers it.
+    let berlin = WebOptions { time_zone: "Europe/Berlin".parse().expect("a zone"), ..WebOptions::default() };
+    let (_, _, html) = request(berlin, "/jobs?cluster=lab&start=1796000000&end=1796040000", None);
+    assert!(
+        html.contains(">2026-11-29 11:00<") && html.contains(">Europe/Berlin (UTC+01:00), site default<"),
+        "{html}"
+    );
+}
+
+#[test]
+fn choosing_a_zone_keeps_it_in_a_cookie_and_goes_back_to_the_same_page() {
+    let (status, headers, _) = request(WebOptions::default(), "/zone?tz=Asia/Tokyo&to=%2Fjobs%3Fcluster%3Dlab", None);
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers["location"], "/jobs?cluster=lab");
+    let cookie = headers["set-cookie"].to_str().expect("text");
+    assert!(cookie.starts_with("slurmlens_tz=Asia/Tokyo;") && cookie.contains("SameSite=Lax"), "{cookie}");
+    // Elsewhere than this site is never where it goes back to.
+    for to in ["https://evil.example/", "//evil.example/", "/\\evil.example/"] {
+        let (_, headers, _) = request(
+            WebOptions::default(),
+            &format!("/zone?tz=UTC&to={}", slurmlens_web::query::percent_encode(to)),
+            None,
+        );
+        assert_eq!(headers["location"], "/", "{to}");
+    }
+    // An unknown zone is a 400 that says so, and sets nothing.
+    let (status, headers, body) = request(WebOptions::default(), "/zone?tz=Mars%2FOlympus&to=%2F", None);
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(headers.get("set-cookie").is_none());
+    assert!(body.contains("unknown time zone `Mars/Olympus`"), "{body}");
 }
