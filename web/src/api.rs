@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use slurmlens_wire as wire;
 
-use crate::clock::Zone;
+use crate::charts::ChartView;
 use crate::gantt::GanttData;
 use crate::grid::GridSnapshot;
 #[cfg(not(feature = "ssr"))]
@@ -65,16 +65,22 @@ pub struct JobView {
 
 impl JobView {
     /// The page's data from a job and its report: the report's charts drawn, its series dropped.
-    /// Times are drawn in `zone`, the viewer's.
-    pub fn new(detail: wire::JobDetail, report: Option<wire::JobReport>, zone: Zone) -> Self {
-        let charts = report.as_ref().map(|report| crate::charts::for_report(report, zone)).unwrap_or_default();
+    /// The charts are drawn as `view` says: in the viewer's zone, over the range they zoomed to.
+    pub fn new(detail: wire::JobDetail, report: Option<wire::JobReport>, view: ChartView) -> Self {
+        let charts = report.as_ref().map(|report| crate::charts::for_report(report, view)).unwrap_or_default();
         Self { detail, report: report.map(crate::charts::without_series), charts, logs: None, profile: None }
     }
 
     /// With the job's logs and profile; the important log lines are marked on the report's timelines.
-    pub fn with_signals(mut self, logs: Option<wire::JobLogs>, profile: Option<wire::JobProfile>, zone: Zone) -> Self {
+    pub fn with_signals(
+        mut self,
+        logs: Option<wire::JobLogs>,
+        profile: Option<wire::JobProfile>,
+        view: ChartView,
+    ) -> Self {
+        let zone = view.zone;
         if let (Some(report), Some(logs)) = (&self.report, &logs)
-            && let Some(span) = crate::charts::Span::of(report, zone)
+            && let Some(span) = crate::charts::Span::of(report, view)
         {
             let moments: Vec<(i64, String)> = logs
                 .important
@@ -207,14 +213,14 @@ impl Loader {
         &self,
         cluster: Option<String>,
         job_id: String,
-        zone: Zone,
+        view: ChartView,
     ) -> impl Future<Output = Result<JobView, DataError>> + Send + use<> {
         #[cfg(feature = "ssr")]
         {
             let server = self.server.clone();
             async move {
                 let (_, data) = server.ok_or_else(no_source)?;
-                crate::server::job_view(data.as_ref(), cluster.as_deref(), &job_id, zone).await
+                crate::server::job_view(data.as_ref(), cluster.as_deref(), &job_id, view).await
             }
         }
         #[cfg(not(feature = "ssr"))]
@@ -230,8 +236,8 @@ impl Loader {
             let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
             async move {
                 let detail = detail.await?;
-                let view = JobView::new(detail, report.await.ok(), zone);
-                Ok(view.with_signals(logs.await.ok(), profile.await.ok(), zone))
+                let page = JobView::new(detail, report.await.ok(), view);
+                Ok(page.with_signals(logs.await.ok(), profile.await.ok(), view))
             }
         }
     }

@@ -39,7 +39,22 @@ pub fn viridis(value: f64, max: f64) -> (usize, &'static str) {
     (step, VIRIDIS[step])
 }
 
-/// The time span all charts of a report share: the job's window.
+/// How the charts are drawn for one viewer: in their zone, over the job's window or a range of it
+/// they zoomed to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChartView {
+    pub zone: Zone,
+    /// A range of the job's window (epoch seconds, start before end) to draw instead of all of it.
+    pub zoom: Option<(i64, i64)>,
+}
+
+impl From<Zone> for ChartView {
+    fn from(zone: Zone) -> Self {
+        Self { zone, zoom: None }
+    }
+}
+
+/// The time span all charts of a report share: the job's window, or the range zoomed to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Span {
     pub start: i64,
@@ -52,7 +67,8 @@ pub struct Span {
 
 impl Span {
     /// The report's window, or the points' own extent when the report has none.
-    pub fn of(report: &wire::JobReport, zone: Zone) -> Option<Self> {
+    pub fn of(report: &wire::JobReport, view: impl Into<ChartView>) -> Option<Self> {
+        let ChartView { zone, zoom } = view.into();
         let step = i64::try_from(report.metrics.step_s).unwrap_or(0).max(1);
         let (start, end) = match (report.window_start, report.window_end) {
             (Some(start), Some(end)) => (start.timestamp(), end.timestamp()),
@@ -62,7 +78,17 @@ impl Span {
                 (low.checked_sub(step)?, high)
             }
         };
+        // A zoom narrows the window, never widens it.
+        let (start, end) = match zoom {
+            Some((from, to)) => (from.max(start), to.min(end)),
+            None => (start, end),
+        };
         (end > start).then_some(Self { start, end, step, zone })
+    }
+
+    /// Whether the point at `at` (standing for `(at - step, at]`) is drawn in this span.
+    fn shows(&self, at: i64) -> bool {
+        at > self.start && at - self.step < self.end
     }
 
     fn x(&self, at: i64) -> f64 {
@@ -91,8 +117,19 @@ pub fn human(value: f64, unit: &str) -> String {
     format!("{value:.digits$} {unit}")
 }
 
+/// The time axis under a plot whose bottom is at `y`, and what the page needs to make the chart
+/// interactive: a crosshair (hidden until hovered) that carries the plot's time span and extent, and
+/// the band a drag selects to zoom.
 fn time_axis(out: &mut String, span: &Span, y: f64) {
     let plot = WIDTH - LEFT - RIGHT;
+    let _ = write!(
+        out,
+        r##"<rect class="selection" x="{LEFT}" y="{TOP}" width="0" height="{:.1}" fill="#0072B2" fill-opacity="0.15" visibility="hidden"/><line class="crosshair" data-start="{}" data-end="{}" data-left="{LEFT}" data-right="{:.1}" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{y:.1}" stroke="#D55E00" stroke-width="1" visibility="hidden"/>"##,
+        y - TOP,
+        span.start,
+        span.end,
+        WIDTH - RIGHT,
+    );
     let step = axis::step_for(span.start, span.end, plot, 90.0);
     let offset = i64::from(span.zone.offset_minutes(span.start)) * 60;
     let _ = write!(out, r##"<g class="axis" font-size="{FONT}" fill="#555">"##);
@@ -191,8 +228,8 @@ pub fn nice_ceiling(value: f64) -> f64 {
 
 /// A GPU × time heat map of one metric: a row per GPU, a cell per point, runs of one colour merged.
 /// XID errors are marked on their row. `None` when no GPU has the metric.
-pub fn heat_map(report: &wire::JobReport, metric: &str, zone: Zone) -> Option<String> {
-    let span = Span::of(report, zone)?;
+pub fn heat_map(report: &wire::JobReport, metric: &str, view: impl Into<ChartView>) -> Option<String> {
+    let span = Span::of(report, view)?;
     let rows = gpu_series(&report.gpus, metric);
     if rows.is_empty() {
         return None;
@@ -231,7 +268,7 @@ pub fn heat_map(report: &wire::JobReport, metric: &str, zone: Zone) -> Option<St
                 );
             }
         };
-        for &(at, value) in &series.points {
+        for &(at, value) in series.points.iter().filter(|&&(at, _)| span.shows(at)) {
             let (step, colour) = viridis(value, max);
             let from = at - span.step;
             run = match run {
@@ -295,9 +332,10 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
     let banded = series.len() > MAX_LINES;
     let _ = write!(
         out,
-        r##"<svg class="chart timeline" data-metric="{}" data-series="{}" data-banded="{banded}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="{} over time" xmlns="http://www.w3.org/2000/svg">"##,
+        r##"<svg class="chart timeline" data-metric="{}" data-series="{}" data-banded="{banded}" data-max="{max}" data-unit="{}" data-bottom="{bottom:.1}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="{} over time" xmlns="http://www.w3.org/2000/svg">"##,
         escape(title),
         series.len(),
+        escape(unit),
         escape(title),
     );
     for fraction in [0.0, 0.5, 1.0] {
@@ -314,7 +352,7 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
     }
     let path = |points: &mut dyn Iterator<Item = (i64, f64)>| -> String {
         let mut d = String::new();
-        for (index, (at, value)) in points.enumerate() {
+        for (index, (at, value)) in points.filter(|&(at, _)| span.shows(at)).enumerate() {
             let _ = write!(d, "{}{:.1} {:.1}", if index == 0 { "M" } else { "L" }, span.x(at), y(value));
         }
         d
@@ -373,8 +411,8 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
 }
 
 /// The timeline of one GPU metric across the job's GPUs.
-pub fn gpu_timeline(report: &wire::JobReport, metric: &str, zone: Zone) -> Option<String> {
-    let span = Span::of(report, zone)?;
+pub fn gpu_timeline(report: &wire::JobReport, metric: &str, view: impl Into<ChartView>) -> Option<String> {
+    let span = Span::of(report, view)?;
     let rows = gpu_series(&report.gpus, metric);
     let unit = rows.first()?.1.unit.clone();
     let series: Vec<(String, &[(i64, f64)])> =
@@ -384,8 +422,8 @@ pub fn gpu_timeline(report: &wire::JobReport, metric: &str, zone: Zone) -> Optio
 
 /// RDMA or a node signal per node for one key (`rdma_rx` in, `rdma_tx` out, congestion counters,
 /// `cpu_iowait`, `node_power`, …).
-pub fn network_timeline(report: &wire::JobReport, metric: &str, zone: Zone) -> Option<String> {
-    let span = Span::of(report, zone)?;
+pub fn network_timeline(report: &wire::JobReport, metric: &str, view: impl Into<ChartView>) -> Option<String> {
+    let span = Span::of(report, view)?;
     let rows: Vec<(String, &wire::MetricSeries)> = report
         .nodes
         .iter()
@@ -398,8 +436,8 @@ pub fn network_timeline(report: &wire::JobReport, metric: &str, zone: Zone) -> O
 }
 
 /// The job's Lustre reads and writes over time, from its job statistics or its nodes' clients.
-pub fn io_timeline(report: &wire::JobReport, zone: Zone) -> Option<String> {
-    let span = Span::of(report, zone)?;
+pub fn io_timeline(report: &wire::JobReport, view: impl Into<ChartView>) -> Option<String> {
+    let span = Span::of(report, view)?;
     let io = report.io.as_ref()?;
     let series: Vec<(String, &[(i64, f64)])> = ["lustre_read", "lustre_write"]
         .into_iter()
@@ -438,7 +476,8 @@ pub const PAGE_POINTS: u32 = 120;
 
 /// Every chart of a report page: heat maps of utilisation and tensor activity, a timeline per GPU
 /// metric, RDMA in/out and congestion per node.
-pub fn for_report(report: &wire::JobReport, zone: Zone) -> Vec<Chart> {
+pub fn for_report(report: &wire::JobReport, view: impl Into<ChartView>) -> Vec<Chart> {
+    let view = view.into();
     let chart =
         |kind: &str, title: String, svg: Option<String>| svg.map(|svg| Chart { kind: kind.to_string(), title, svg });
     let mut charts: Vec<Chart> = ["gpu_util", "tensor_active"]
@@ -447,7 +486,7 @@ pub fn for_report(report: &wire::JobReport, zone: Zone) -> Vec<Chart> {
             chart(
                 "heat-map",
                 format!("{} per GPU (GPU × time)", metric.replace('_', " ")),
-                heat_map(report, metric, zone),
+                heat_map(report, metric, view),
             )
         })
         .collect();
@@ -455,7 +494,7 @@ pub fn for_report(report: &wire::JobReport, zone: Zone) -> Vec<Chart> {
         charts.extend(chart(
             "timeline",
             format!("{} ({unit})", metric.replace('_', " ")),
-            gpu_timeline(report, &metric, zone),
+            gpu_timeline(report, &metric, view),
         ));
     }
     for (metric, title) in [
@@ -464,17 +503,17 @@ pub fn for_report(report: &wire::JobReport, zone: Zone) -> Vec<Chart> {
         ("cnp_handled", "congestion notifications (CNP) handled per node"),
         ("pfc_pause", "PFC pause frames per node"),
     ] {
-        charts.extend(chart("network", title.to_string(), network_timeline(report, metric, zone)));
+        charts.extend(chart("network", title.to_string(), network_timeline(report, metric, view)));
     }
     for (metric, title) in NODE_CHARTS {
-        charts.extend(chart("node", title.to_string(), network_timeline(report, metric, zone)));
+        charts.extend(chart("node", title.to_string(), network_timeline(report, metric, view)));
     }
     if let Some(io) = &report.io {
         let whose = match io.source {
             wire::IoSource::Jobstats => "the job's own (Lustre job statistics)",
             wire::IoSource::Nodes => "its nodes' clients, all jobs there",
         };
-        charts.extend(chart("io", format!("Lustre reads and writes: {whose}"), io_timeline(report, zone)));
+        charts.extend(chart("io", format!("Lustre reads and writes: {whose}"), io_timeline(report, view)));
     }
     charts
 }
@@ -615,7 +654,7 @@ mod tests {
         };
         let value = serde_json::json!({
             "job": null, "source": "final", "generated_at": "2026-11-29T12:00:00Z",
-            "window_start": "2026-11-29T10:00:00Z", "window_end": "2026-11-29T11:00:00Z",
+            "window_start": "2026-11-30T10:00:00Z", "window_end": "2026-11-30T11:00:00Z",
             "metrics": {"status": "ok", "step_s": 600},
             "gpus": (0..gpus).map(gpu).collect::<Vec<_>>(),
             "nodes": [], "totals": {"gpu_hours": 1.0, "idle_gpu_hours": 0.0}, "verdicts": []
@@ -631,7 +670,7 @@ mod tests {
         serde_json::from_value(value).expect("report")
     }
 
-    const T0: i64 = 1_796_032_800; // 2026-11-29T10:00:00Z
+    const T0: i64 = 1_796_032_800; // 2026-11-30T10:00:00Z
 
     #[test]
     fn important_log_lines_are_marked_on_timelines_only() {
@@ -648,6 +687,24 @@ mod tests {
             assert_eq!(chart.svg.matches(r#"class="log-mark""#).count(), 1, "{}", chart.svg);
             assert!(chart.svg.contains("XID 79 on &lt;n1&gt;") && chart.svg.ends_with("</svg>"));
         }
+    }
+
+    #[test]
+    fn a_zoom_narrows_every_chart_to_its_range_and_draws_only_the_points_there() {
+        let points: Vec<(i64, f64)> = (1..=6).map(|i| (T0 + i * 600, 10.0 * i as f64)).collect();
+        let whole = gpu_timeline(&report(2, &points), "gpu_util", Zone::UTC).expect("chart");
+        assert!(whole.contains(&format!(r#"data-start="{T0}" data-end="{}""#, T0 + 3600)), "{whole}");
+        let zoom = ChartView { zone: Zone::UTC, zoom: Some((T0 + 1200, T0 + 2400)) };
+        let part = gpu_timeline(&report(2, &points), "gpu_util", zoom).expect("chart");
+        assert!(part.contains(&format!(r#"data-start="{}" data-end="{}""#, T0 + 1200, T0 + 2400)), "{part}");
+        // The points standing for (T0+1200, T0+2400]: those at T0+1800 and T0+2400, per line.
+        let line = part.split(r#"class="line""#).nth(1).expect("a line");
+        let d = line.split(r#"d=""#).nth(1).and_then(|rest| rest.split('"').next()).expect("a path");
+        assert_eq!(d.matches(['M', 'L']).count(), 2, "{d}");
+        // A zoom never widens the window.
+        let wide = ChartView { zone: Zone::UTC, zoom: Some((T0 - 86_400, T0 + 86_400)) };
+        let span = Span::of(&report(2, &points), wide).expect("a span");
+        assert_eq!((span.start, span.end), (T0, T0 + 3600));
     }
 
     #[test]

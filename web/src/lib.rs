@@ -11,6 +11,7 @@ pub mod api;
 pub mod app;
 pub mod axis;
 pub mod canvas;
+pub mod chart_hover;
 pub mod charts;
 pub mod clock;
 pub mod flame;

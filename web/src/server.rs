@@ -381,14 +381,14 @@ pub async fn job_view(
     data: &dyn PageData,
     cluster: Option<&str>,
     job_id: &str,
-    zone: crate::clock::Zone,
+    view: crate::charts::ChartView,
 ) -> Result<JobView, DataError> {
     let detail = data.job(cluster, job_id).await?;
     // A report, logs or profile that fail degrade their section to "not available", not the page.
     let (report, logs, profile) =
         futures::join!(data.report(cluster, job_id), data.logs(cluster, job_id), data.profile(cluster, job_id));
-    let view = JobView::new(detail, report.ok().flatten(), zone);
-    Ok(view.with_signals(logs.ok().flatten(), profile.ok().flatten(), zone))
+    let page = JobView::new(detail, report.ok().flatten(), view);
+    Ok(page.with_signals(logs.ok().flatten(), profile.ok().flatten(), view))
 }
 
 /// The job list's rows for `query`, as the page shows them.

@@ -23,10 +23,20 @@ use crate::query::{GanttQuery, GridQuery, encode, percent_encode};
 pub fn JobPage() -> impl IntoView {
     let params = use_params_map();
     let query = use_query_map();
-    let key = Memo::new(move |_| (query.with(|q| q.get("cluster")), params.with(|p| p.get("id").unwrap_or_default())));
-    let loader = Loader::from_context();
     let zone = crate::clock::use_zone();
-    let job = Resource::new(move || key.get(), move |(cluster, id)| loader.job(cluster, id, zone));
+    // `from`/`to`: the range of the job's window the charts are zoomed to (a drag on a chart sets it).
+    let key = Memo::new(move |_| {
+        let zoom = query.with(|q| {
+            let at = |name: &str| q.get(name).and_then(|text| text.parse::<i64>().ok());
+            at("from").zip(at("to")).filter(|(from, to)| from < to)
+        });
+        (query.with(|q| q.get("cluster")), params.with(|p| p.get("id").unwrap_or_default()), zoom)
+    });
+    let loader = Loader::from_context();
+    let job = Resource::new(
+        move || key.get(),
+        move |(cluster, id, zoom)| loader.job(cluster, id, crate::charts::ChartView { zone, zoom }),
+    );
     #[cfg(feature = "ssr")]
     let response = use_context::<leptos_axum::ResponseOptions>();
     view! {

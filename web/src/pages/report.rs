@@ -409,9 +409,74 @@ fn BurstTable(bursts: Vec<wire::NodeBursts>) -> impl IntoView {
     }
 }
 
-/// The report's charts, drawn by [`charts::for_report`].
+/// The report's charts, drawn by [`charts::for_report`]. In the browser, hovering one shows the
+/// moment and the lines' values there under every chart (crosshairs linked), and dragging across one
+/// zooms them all to that range ([`crate::chart_hover`]).
 #[component]
 fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
+    let zone = crate::clock::use_zone();
+    let container = NodeRef::<leptos::html::Div>::new();
+    let query = leptos_router::hooks::use_query_map();
+    let location = leptos_router::hooks::use_location();
+    let zoomed = query.with_untracked(|q| q.get("from").is_some() && q.get("to").is_some());
+    // The link to the same page with the zoom set to `range` (or cleared).
+    let zoom_href = move |range: Option<(i64, i64)>| {
+        let mut pairs: Vec<(String, String)> = query.with_untracked(|q| {
+            q.clone()
+                .into_iter()
+                .filter(|(name, _)| name != "from" && name != "to")
+                .map(|(n, v)| (n.into_owned(), v))
+                .collect()
+        });
+        if let Some((from, to)) = range {
+            pairs.push(("from".into(), from.to_string()));
+            pairs.push(("to".into(), to.to_string()));
+        }
+        let pairs: Vec<(&str, String)> = pairs.iter().map(|(name, value)| (name.as_str(), value.clone())).collect();
+        format!("{}?{}", location.pathname.get_untracked(), crate::query::encode(&pairs))
+    };
+    let drag = StoredValue::new(None::<i64>);
+    let on_move = move |event: leptos::ev::MouseEvent| {
+        #[cfg(target_arch = "wasm32")]
+        if let Some(element) = container.get_untracked() {
+            let at = crate::chart_hover::browser::moment(&event);
+            crate::chart_hover::browser::show(&element, at, zone);
+            if let (Some(from), Some(to)) = (drag.get_value(), at) {
+                crate::chart_hover::browser::band(&event, from, to);
+            }
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = (event, zone, drag);
+    };
+    let on_leave = move |_: leptos::ev::MouseEvent| {
+        #[cfg(target_arch = "wasm32")]
+        if let Some(element) = container.get_untracked() {
+            crate::chart_hover::browser::show(&element, None, zone);
+        }
+    };
+    let on_down = move |event: leptos::ev::MouseEvent| {
+        #[cfg(target_arch = "wasm32")]
+        if let Some(at) = crate::chart_hover::browser::moment(&event) {
+            event.prevent_default();
+            drag.set_value(Some(at));
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = event;
+    };
+    let navigate = leptos_router::hooks::use_navigate();
+    let on_up = move |event: leptos::ev::MouseEvent| {
+        let Some(from) = drag.get_value() else { return };
+        drag.set_value(None);
+        #[cfg(target_arch = "wasm32")]
+        if let Some(to) = crate::chart_hover::browser::moment(&event) {
+            // A click is not a drag: at least a minute of range.
+            if (to - from).abs() >= 60 {
+                navigate(&zoom_href(Some((from.min(to), from.max(to)))), Default::default());
+            }
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = (event, from, &navigate);
+    };
     let figures = charts
         .into_iter()
         .map(|chart| {
@@ -419,9 +484,26 @@ fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
                 <figure class="chart-box" data-testid="report-chart" data-chart=chart.kind>
                     <figcaption>{chart.title}</figcaption>
                     <div inner_html=chart.svg></div>
+                    <p class="readout" data-testid="chart-readout" aria-live="polite"></p>
                 </figure>
             }
         })
         .collect_view();
-    view! { <div class="charts" data-testid="report-charts">{figures}</div> }
+    view! {
+        <p class="muted chart-hint">
+            "Hover a chart for its values at that moment; drag across one to zoom all of them. "
+            {zoomed.then(|| view! { <a href=zoom_href(None) data-testid="zoom-reset">"Show the whole job"</a> })}
+        </p>
+        <div
+            class="charts"
+            data-testid="report-charts"
+            node_ref=container
+            on:mousemove=on_move
+            on:mouseleave=on_leave
+            on:mousedown=on_down
+            on:mouseup=on_up
+        >
+            {figures}
+        </div>
+    }
 }
