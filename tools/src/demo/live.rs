@@ -158,8 +158,9 @@ impl Live {
             ?marks,
             "live: history rebuilt"
         );
+        let since = timeline.written_until(&pool).await?;
         Ok(Live {
-            since: end,
+            since,
             settings,
             pool,
             store,
@@ -172,6 +173,11 @@ impl Live {
             resume,
             gpus_of: BTreeMap::new(),
         })
+    }
+
+    /// The latest moment written so far: rows and every family of series are complete up to it.
+    pub fn caught_up_to(&self) -> i64 {
+        self.since.max(self.marks.gpu).max(self.marks.node).max(self.marks.ping)
     }
 
     /// Where each family of series ends now.

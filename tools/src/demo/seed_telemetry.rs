@@ -36,7 +36,7 @@ pub struct TelemetryStats {
 }
 
 /// The profile a demo job's GPUs follow, from what the job is (its name) and how it ended.
-pub(super) fn profile_for(job_name: &str, job_id: u32, multi_node: bool) -> Profile {
+pub fn profile_for(job_name: &str, job_id: u32, multi_node: bool) -> Profile {
     let name = job_name.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|word| name.contains(word));
     if has(&["jupyter", "notebook", "interactive"]) {

@@ -5,6 +5,8 @@
 
 use std::process::Command;
 
+mod live;
+
 /// Runs `slurmlens-dev ARGS… --help` and returns what it printed.
 fn help_of(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_slurmlens-dev"))

@@ -114,6 +114,22 @@ impl Timeline {
         })
     }
 
+    /// The latest moment the cluster's rows record (a submission, start or end), at least the history's end:
+    /// a continuation already written up to there need not look before it again.
+    pub async fn written_until(&self, pool: &MySqlPool) -> Result<i64> {
+        let latest: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT CAST(MAX(GREATEST(time_submit, time_start, time_end)) AS SIGNED) FROM `{}_job_table` \
+             WHERE time_submit > ? OR time_end > ?",
+            self.params.cluster
+        ))
+        .bind(self.end)
+        .bind(self.end)
+        .fetch_one(pool)
+        .await
+        .context("finding where the rows end")?;
+        Ok(latest.unwrap_or(self.end).max(self.end))
+    }
+
     /// The history's end.
     pub fn history_end(&self) -> i64 {
         self.end

@@ -501,6 +501,10 @@ impl Builder<'_> {
                 array_job_id + 1 + lane_index as u32
             };
             task.row.priority = PRIO_BASE.saturating_sub(array_job_id.saturating_sub(FIRST_JOB_ID) + 1);
+            if let Some(future) = task.row.future.as_mut() {
+                future.id_job = task.row.id_job;
+                future.priority = task.row.priority;
+            }
             self.rows.push(task.row);
         }
         if any_pending {
