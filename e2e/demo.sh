@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the product on a fresh machine: the lab (real Slurm + MariaDB + VictoriaMetrics), a live job
 # mix on cluster `lab`, 30 days of generated history for the 100-node cluster `sakura`, and the
-# slurmlens server at the printed URL. Re-running keeps what exists (SLURMLENS_DEMO_FRESH=1 regenerates).
+# slurmlens server at the printed URL; `slurmlens-dev demo live` keeps sakura's jobs and telemetry going
+# while it runs. Re-running keeps what exists (SLURMLENS_DEMO_FRESH=1 regenerates).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -50,6 +51,14 @@ echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /job
 SECRET=$(cat "$LAB/etc/slurmlens-plugin.secret")
 # The archiver makes the digests of the jobs the telemetry covers (48 h), not of 30 days that would say
 # "no data".
+# sakura stays alive next to the server: every 30 s its jobs end, start and arrive (its history's scheduler
+# continued) and every seeded series gets its samples up to now; started again, it catches up (at most an
+# hour of samples). It stops with the server.
+SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$DEV_BIN" demo live --cluster sakura &
+LIVE_PID=$!
+trap 'kill "$LIVE_PID" 2>/dev/null || true; wait "$LIVE_PID" 2>/dev/null || true' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 SLURMLENS_INGEST__SECRETS__LAB=$SECRET SLURMLENS_REPORT__BACKFILL_DAYS=$(( (${SLURMLENS_DEMO_HOURS:-48} + 23) / 24 )) \
 SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_LISTEN=$LISTEN SLURMLENS_ACCESS__ANONYMOUS=staff \
-  SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" exec "$BIN" serve
+  SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve

@@ -21,6 +21,28 @@ pub enum DemoCommand {
     /// Write GPU and RDMA series (and the GPU records a plugin would send) that agree with the jobs, with
     /// the ping mesh of the racks (`topology`) and 100 ms burst peaks on the first half of them.
     SeedTelemetry(TelemetryArgs),
+    /// Keep a seeded cluster alive: every scrape interval, continue its history's scheduler in real time
+    /// (jobs end, start and arrive) and write the samples of every seeded series up to now.
+    Live(LiveArgs),
+}
+
+/// Arguments of `slurmlens-dev demo live`.
+#[derive(Debug, clap::Args)]
+pub struct LiveArgs {
+    #[arg(long, default_value = "sakura")]
+    pub cluster: String,
+    /// The history's shape and seed, as given to `seed-history`.
+    #[command(flatten)]
+    pub shape: HistoryShape,
+    /// Seconds between samples: the step `seed-telemetry` wrote.
+    #[arg(long, default_value_t = 30)]
+    pub step: i64,
+    /// After a stop, write at most this many seconds of samples; an older gap stays a gap.
+    #[arg(long, default_value_t = 3600)]
+    pub backfill: i64,
+    /// Catch up to now once and exit.
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// Arguments of `slurmlens-dev demo seed-telemetry`.
@@ -52,8 +74,8 @@ pub struct SeedArgs {
     pub shape: HistoryShape,
 }
 
-/// The size and seed of a generated history (shared by `demo seed-history` and `bench history`).
-#[derive(Debug, clap::Args)]
+/// The size and seed of a generated history (shared by `demo seed-history`, `demo live` and `bench history`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct HistoryShape {
     /// Days of history.
     #[arg(long, default_value_t = 30)]
@@ -162,6 +184,10 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             }
             Ok(())
         }
+        DemoCommand::Live(live) => {
+            let url = seeder_url.context("SLURMLENS_SEEDER_URL must name a user that may write slurmdbd's tables")?;
+            run_live(config, live, url).await
+        }
         DemoCommand::SeedHistory(seed) => {
             let url = seeder_url.context("SLURMLENS_SEEDER_URL must name a user that may write slurmdbd's tables")?;
             let pool =
@@ -170,6 +196,58 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             let stats = super::history::generate(&pool, &params).await?;
             println!("{stats}");
             Ok(())
+        }
+    }
+}
+
+/// `demo live`: starts the continuation, then ticks every `step` seconds until SIGINT or SIGTERM.
+async fn run_live(config: &Config, args: &LiveArgs, seeder_url: &str) -> anyhow::Result<()> {
+    let vm_config = config.victoriametrics.as_ref().context("demo live needs [victoriametrics]")?;
+    let vm =
+        slurmlens::sources::victoriametrics::VictoriaMetrics::new(&vm_config.url, std::time::Duration::from_secs(60))?;
+    let pool =
+        MySqlPoolOptions::new().max_connections(2).connect(seeder_url).await.context("connecting as the seeder")?;
+    let state = slurmlens::serve::app(config)?;
+    let store = state.store().cloned();
+    let topology = slurmlens::serve::topology(config)?;
+    let settings = super::live::LiveSettings {
+        cluster: args.cluster.parse()?,
+        shape: args.shape.clone(),
+        step_s: args.step.max(1),
+        gpus_per_node: u16::try_from(args.shape.gpus_per_node)?,
+        backfill_s: args.backfill.max(0),
+    };
+    let mut live = super::live::Live::start(settings, pool, store, vm, &topology, Utc::now().timestamp()).await?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        let started = std::time::Instant::now();
+        let now = Utc::now().timestamp();
+        let tick = live.tick(now).await;
+        if args.once {
+            let stats = tick?;
+            println!("live {}: {stats:?} in {:.1} s", args.cluster, started.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        match tick {
+            Ok(stats) => tracing::info!(
+                at = now,
+                submitted = stats.rows.submitted,
+                started = stats.rows.started,
+                ended = stats.rows.ended,
+                gpu_records = stats.gpu_records,
+                gpu_jobs = stats.gpu_jobs,
+                samples = stats.samples,
+                secs = started.elapsed().as_secs_f64(),
+                "live: tick"
+            ),
+            // A source that is down (VictoriaMetrics restarting) is tried again at the next tick.
+            Err(error) => tracing::warn!(error = format!("{error:#}"), "live: tick failed"),
+        }
+        let wait = args.step - Utc::now().timestamp().rem_euclid(args.step.max(1));
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_secs(wait.max(1) as u64)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = terminate.recv() => return Ok(()),
         }
     }
 }

@@ -4,7 +4,9 @@
 
 pub mod cli;
 pub mod history;
+pub mod live;
 pub mod nodes;
+pub mod resume;
 pub mod seed_telemetry;
 pub mod telemetry;
 pub mod traces;

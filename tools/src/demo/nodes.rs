@@ -11,6 +11,7 @@ use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::resume::Resume;
 use super::telemetry::{GpuWorkload, Profile, fnv, line};
 use slurmlens::sources::victoriametrics::VictoriaMetrics;
 
@@ -28,6 +29,8 @@ const MEMORY_TOTAL: f64 = 2.0e12;
 /// Lustre drops a job's statistics this long after its last I/O (`job_cleanup_interval`).
 const JOBSTATS_LINGER_S: i64 = 600;
 const OSTS: u64 = 16;
+/// The `mode` labels of `node_cpu_seconds_total`, in the order the generator keeps them.
+const CPU_MODES: [&str; 4] = ["idle", "iowait", "user", "system"];
 
 /// What one GPU's job does to its host in one interval.
 #[derive(Default, Clone, Copy)]
@@ -124,6 +127,19 @@ pub fn node_series_json(
     to: i64,
     seed: u64,
 ) -> (String, usize) {
+    node_series_resumed(nodes, gpus_per_node, workloads, from, to, seed, &Resume::default())
+}
+
+/// [`node_series_json`] with the counters going on from `resume`.
+pub fn node_series_resumed(
+    nodes: &[String],
+    gpus_per_node: u16,
+    workloads: &[GpuWorkload],
+    from: i64,
+    to: i64,
+    seed: u64,
+    resume: &Resume,
+) -> (String, usize) {
     let mut by_node: BTreeMap<&str, Vec<&GpuWorkload>> = BTreeMap::new();
     for workload in workloads {
         by_node.entry(workload.node.as_str()).or_default().push(workload);
@@ -142,6 +158,35 @@ pub fn node_series_json(
         let (mut psi_memory, mut psi_io) = (rng.gen_range(10.0..100.0), rng.gen_range(100.0..5000.0));
         let (mut rx, mut tx) = (rng.gen_range(1e11..9e11), rng.gen_range(1e11..9e11));
         let (mut lustre_read, mut lustre_write) = (rng.gen_range(1e12..5e12), rng.gen_range(1e11..9e11));
+        let instance = format!("{node}:9100");
+        let node_labels = |name: &str| serde_json::json!({"__name__": name, "instance": instance, "job": "node"});
+        let cpu_labels = |cpu: usize, mode: &str| {
+            let mut labels = node_labels("node_cpu_seconds_total");
+            labels["cpu"] = cpu.to_string().into();
+            labels["mode"] = mode.into();
+            labels
+        };
+        let network_labels = |name: &str| {
+            let mut labels = node_labels(name);
+            labels["device"] = "eth0".into();
+            labels
+        };
+        let client = format!("sakura-ffff{:08x}", fnv(node) as u32);
+        let lustre_labels = |name: &str| {
+            serde_json::json!({"__name__": name, "component": "client", "target": client,
+                               "instance": format!("{node}:9169"), "job": "lustre"})
+        };
+        for (index, counters) in cpu.iter_mut().enumerate() {
+            for (counter, mode) in counters.iter_mut().zip(CPU_MODES) {
+                *counter = resume.start(&cpu_labels(index, mode), *counter);
+            }
+        }
+        psi_memory = resume.start(&node_labels("node_pressure_memory_waiting_seconds_total"), psi_memory);
+        psi_io = resume.start(&node_labels("node_pressure_io_waiting_seconds_total"), psi_io);
+        rx = resume.start(&network_labels("node_network_receive_bytes_total"), rx);
+        tx = resume.start(&network_labels("node_network_transmit_bytes_total"), tx);
+        lustre_read = resume.start(&lustre_labels("lustre_read_bytes_total"), lustre_read);
+        lustre_write = resume.start(&lustre_labels("lustre_write_bytes_total"), lustre_write);
         let mut cpu_values: Vec<[Vec<f64>; 4]> = vec![Default::default(); DEMO_CPUS];
         let mut gauges: [Vec<f64>; 2] = Default::default(); // MemAvailable, power
         let mut counters: [Vec<f64>; 6] = Default::default(); // psi memory, psi io, rx, tx, lustre read, write
@@ -193,14 +238,9 @@ pub fn node_series_json(
         if stamps.is_empty() {
             continue;
         }
-        let instance = format!("{node}:9100");
-        let node_labels = |name: &str| serde_json::json!({"__name__": name, "instance": instance, "job": "node"});
         for (index, values) in cpu_values.iter().enumerate() {
-            for (mode, values) in ["idle", "iowait", "user", "system"].iter().zip(values) {
-                let mut labels = node_labels("node_cpu_seconds_total");
-                labels["cpu"] = index.to_string().into();
-                labels["mode"] = (*mode).into();
-                samples += line(&mut out, labels, values, &stamps);
+            for (mode, values) in CPU_MODES.iter().zip(values) {
+                samples += line(&mut out, cpu_labels(index, mode), values, &stamps);
             }
         }
         let total = vec![MEMORY_TOTAL; stamps.len()];
@@ -211,17 +251,12 @@ pub fn node_series_json(
         for (name, values) in
             [("node_network_receive_bytes_total", &counters[2]), ("node_network_transmit_bytes_total", &counters[3])]
         {
-            let mut labels = node_labels(name);
-            labels["device"] = "eth0".into();
-            samples += line(&mut out, labels, values, &stamps);
+            samples += line(&mut out, network_labels(name), values, &stamps);
         }
         let power = serde_json::json!({"__name__": "ipmi_dcmi_power_consumption_watts", "instance": format!("{node}:9290"), "job": "ipmi"});
         samples += line(&mut out, power, &gauges[1], &stamps);
-        let client = format!("sakura-ffff{:08x}", fnv(node) as u32);
         for (name, values) in [("lustre_read_bytes_total", &counters[4]), ("lustre_write_bytes_total", &counters[5])] {
-            let labels = serde_json::json!({"__name__": name, "component": "client", "target": client,
-                                            "instance": format!("{node}:9169"), "job": "lustre"});
-            samples += line(&mut out, labels, values, &stamps);
+            samples += line(&mut out, lustre_labels(name), values, &stamps);
         }
     }
     (out, samples)
@@ -231,6 +266,11 @@ pub fn node_series_json(
 /// series per job and metric on the OST its files are striped over, from its first I/O until Lustre
 /// drops the entry. Returns the JSON lines and their sample count.
 pub fn job_stats_json(workloads: &[GpuWorkload], from: i64, to: i64, seed: u64) -> (String, usize) {
+    job_stats_resumed(workloads, from, to, seed, &Resume::default())
+}
+
+/// [`job_stats_json`] with each job's totals going on from `resume`.
+pub fn job_stats_resumed(workloads: &[GpuWorkload], from: i64, to: i64, seed: u64, resume: &Resume) -> (String, usize) {
     let mut by_job: BTreeMap<u32, Vec<&GpuWorkload>> = BTreeMap::new();
     for workload in workloads {
         by_job.entry(workload.job_id).or_default().push(workload);
@@ -257,11 +297,16 @@ pub fn job_stats_json(workloads: &[GpuWorkload], from: i64, to: i64, seed: u64) 
         }
     }
     let mut out = String::new();
-    let samples = job_stats_lines(&mut out, &job_io, to);
+    let samples = job_stats_lines(&mut out, &job_io, to, resume);
     (out, samples)
 }
 
-fn job_stats_lines(out: &mut String, job_io: &BTreeMap<u32, BTreeMap<i64, [f64; 4]>>, to: i64) -> usize {
+fn job_stats_lines(
+    out: &mut String,
+    job_io: &BTreeMap<u32, BTreeMap<i64, [f64; 4]>>,
+    to: i64,
+    resume: &Resume,
+) -> usize {
     let names = [
         "lustre_job_read_bytes_total",
         "lustre_job_write_bytes_total",
@@ -272,7 +317,15 @@ fn job_stats_lines(out: &mut String, job_io: &BTreeMap<u32, BTreeMap<i64, [f64; 
     for (job_id, intervals) in job_io {
         let (Some(&first), Some(&last)) = (intervals.keys().next(), intervals.keys().next_back()) else { continue };
         let ost = u64::from(*job_id) % OSTS;
+        let labels = |name: &str| {
+            serde_json::json!({"__name__": name, "component": "ost", "jobid": job_id.to_string(),
+                               "target": format!("sakura-OST{ost:04x}"),
+                               "instance": format!("sakura-oss{}:9169", ost / 4 + 1), "job": "lustre"})
+        };
         let mut totals = [0.0f64; 4];
+        for (total, name) in totals.iter_mut().zip(names) {
+            *total = resume.start(&labels(name), *total);
+        }
         let mut values: [Vec<f64>; 4] = Default::default();
         let mut stamps = Vec::new();
         for t in (first..=(last + JOBSTATS_LINGER_S).min(to)).step_by(NODE_STEP_S as usize) {
@@ -287,10 +340,7 @@ fn job_stats_lines(out: &mut String, job_io: &BTreeMap<u32, BTreeMap<i64, [f64; 
             stamps.push(t * 1000);
         }
         for (name, series) in names.iter().zip(&values) {
-            let labels = serde_json::json!({"__name__": name, "component": "ost", "jobid": job_id.to_string(),
-                                            "target": format!("sakura-OST{ost:04x}"),
-                                            "instance": format!("sakura-oss{}:9169", ost / 4 + 1), "job": "lustre"});
-            samples += line(out, labels, series, &stamps);
+            samples += line(out, labels(name), series, &stamps);
         }
     }
     samples

@@ -36,7 +36,7 @@ pub struct TelemetryStats {
 }
 
 /// The profile a demo job's GPUs follow, from what the job is (its name) and how it ended.
-fn profile_for(job_name: &str, job_id: u32, multi_node: bool) -> Profile {
+pub fn profile_for(job_name: &str, job_id: u32, multi_node: bool) -> Profile {
     let name = job_name.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|word| name.contains(word));
     if has(&["jupyter", "notebook", "interactive"]) {
@@ -199,25 +199,14 @@ pub async fn seed_cluster(
         }
         all
     };
-    let layout = topology.resolve(reader.cluster().as_str(), &nodes, u32::from(gpus_per_node));
-    let rack_names: Vec<String> =
-        layout.racks.iter().filter(|rack| !rack.nodes.is_empty()).map(|rack| rack.name.clone()).collect();
-    let rack_of: BTreeMap<&str, &str> =
-        layout.nodes.iter().map(|node| (node.name.as_str(), layout.racks[node.rack as usize].name.as_str())).collect();
+    let (rack_names, rack_of, burst_agents) = rack_layout(topology, reader.cluster().as_str(), &nodes, gpus_per_node);
+    let rack_of: BTreeMap<&str, &str> = rack_of.iter().map(|(node, rack)| (node.as_str(), rack.as_str())).collect();
     stats.lossy = pick_lossy_path(&multi_node_jobs, &rack_of, &rack_names, from_s, now_s);
     if let Some(lossy) = &stats.lossy {
         for workload in workloads.iter_mut().filter(|w| w.job_id == lossy.job_id) {
             workload.degraded = Some((lossy.from, lossy.to));
         }
     }
-    // The node agent runs on the first half of the racks only: elsewhere the report says "peak unknown".
-    let agent_racks: BTreeSet<&str> =
-        rack_names.iter().take(rack_names.len().div_ceil(2)).map(String::as_str).collect();
-    let burst_agents: BTreeSet<String> = nodes
-        .iter()
-        .filter(|node| rack_of.get(node.as_str()).is_some_and(|rack| agent_racks.contains(rack)))
-        .cloned()
-        .collect();
     stats.burst_nodes = burst_agents.len();
     let (samples, burst_samples) =
         import_workloads(vm, &nodes, gpus_per_node, &workloads, &burst_agents, from_s, now_s - 1, step_s, 11).await?;
@@ -234,6 +223,29 @@ pub async fn seed_cluster(
         stats.trace_rows = super::traces::seed(store, reader.cluster(), &traced, 6).await?;
     }
     Ok(stats)
+}
+
+/// The racks of `nodes` that carry nodes (in the topology's order), each node's rack, and the nodes that
+/// run the burst agent: those of the first half of the racks (elsewhere the report says "peak unknown").
+pub(super) fn rack_layout(
+    topology: &slurmlens_slurm::topology::Topology,
+    cluster: &str,
+    nodes: &[String],
+    gpus_per_node: u16,
+) -> (Vec<String>, BTreeMap<String, String>, BTreeSet<String>) {
+    let layout = topology.resolve(cluster, nodes, u32::from(gpus_per_node));
+    let rack_names: Vec<String> =
+        layout.racks.iter().filter(|rack| !rack.nodes.is_empty()).map(|rack| rack.name.clone()).collect();
+    let rack_of: BTreeMap<String, String> =
+        layout.nodes.iter().map(|node| (node.name.clone(), layout.racks[node.rack as usize].name.clone())).collect();
+    let agent_racks: BTreeSet<&str> =
+        rack_names.iter().take(rack_names.len().div_ceil(2)).map(String::as_str).collect();
+    let burst_agents: BTreeSet<String> = nodes
+        .iter()
+        .filter(|node| rack_of.get(node.as_str()).is_some_and(|rack| agent_racks.contains(rack.as_str())))
+        .cloned()
+        .collect();
+    (rack_names, rack_of, burst_agents)
 }
 
 /// The finished jobs whose collectors sent trace summaries: the first multi-node training run

@@ -14,6 +14,8 @@ use rand::{Rng, SeedableRng};
 
 use slurmlens::sources::victoriametrics::VictoriaMetrics;
 
+use super::resume::Resume;
+
 /// H100 80GB HBM3 as dcgm-exporter reports it.
 const FB_TOTAL_MIB: f64 = 81_559.0;
 const MODEL: &str = "NVIDIA H100 80GB HBM3";
@@ -161,6 +163,19 @@ pub fn gpu_series_json(
     step_s: i64,
     seed: u64,
 ) -> (String, usize) {
+    gpu_series_resumed(gpus, workloads, from, to, step_s, seed, &Resume::default())
+}
+
+/// [`gpu_series_json`] with the energy counters going on from `resume`.
+pub fn gpu_series_resumed(
+    gpus: &[(String, u16)],
+    workloads: &[GpuWorkload],
+    from: i64,
+    to: i64,
+    step_s: i64,
+    seed: u64,
+    resume: &Resume,
+) -> (String, usize) {
     let mut by_gpu: BTreeMap<(&str, u16), Vec<&GpuWorkload>> = BTreeMap::new();
     for workload in workloads {
         by_gpu.entry((workload.node.as_str(), workload.gpu)).or_default().push(workload);
@@ -194,7 +209,15 @@ pub fn gpu_series_json(
                 xid_points.push((after, 0));
             }
         }
-        let mut energy_mj = 1.7e12 + rng.gen_range(0.0..1e11);
+        let uuid = gpu_uuid(node, *gpu);
+        let gpu_labels = |name: &str| {
+            serde_json::json!({
+                "__name__": name, "gpu": gpu.to_string(), "UUID": uuid, "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + 0x10 * u32::from(*gpu)),
+                "device": format!("nvidia{gpu}"), "modelName": MODEL, "Hostname": node, "DCGM_FI_DRIVER_VERSION": DRIVER,
+            })
+        };
+        let drawn_energy = 1.7e12 + rng.gen_range(0.0..1e11);
+        let mut energy_mj = resume.start(&gpu_labels("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), drawn_energy);
         for &t in &timestamps {
             let workload = held.iter().find(|w| w.start <= t && t < w.end);
             if let Some(Profile::XidCrash { at }) = workload.map(|w| w.profile)
@@ -242,13 +265,9 @@ pub fn gpu_series_json(
             "DCGM_FI_DEV_GPU_TEMP",
             "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
         ];
-        let uuid = gpu_uuid(node, *gpu);
         for (name, values) in names.iter().zip(&fields) {
             let line = serde_json::json!({
-                "metric": {
-                    "__name__": name, "gpu": gpu.to_string(), "UUID": uuid, "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + 0x10 * u32::from(*gpu)),
-                    "device": format!("nvidia{gpu}"), "modelName": MODEL, "Hostname": node, "DCGM_FI_DRIVER_VERSION": DRIVER,
-                },
+                "metric": gpu_labels(name),
                 "values": values,
                 "timestamps": stamps,
             });
@@ -364,6 +383,18 @@ pub fn rdma_series_json(
     step_s: i64,
     seed: u64,
 ) -> (String, usize, usize) {
+    rdma_series_resumed(nodes, workloads, burst_agents, (from, to, step_s), seed, &Resume::default())
+}
+
+/// [`rdma_series_json`] over `(from, to, step_s)` with the counters going on from `resume`.
+pub fn rdma_series_resumed(
+    nodes: &[String],
+    workloads: &[GpuWorkload],
+    burst_agents: &BTreeSet<String>,
+    (from, to, step_s): (i64, i64, i64),
+    seed: u64,
+    resume: &Resume,
+) -> (String, usize, usize) {
     // Per node: `[start, end)` of the multi-node workloads, with their lossy span.
     type Spans = Vec<(i64, i64, Option<(i64, i64)>)>;
     let mut busy: BTreeMap<&str, Spans> = BTreeMap::new();
@@ -381,11 +412,42 @@ pub fn rdma_series_json(
         let mut rng = StdRng::seed_from_u64(seed ^ fnv(node));
         let spans = busy.get(node.as_str()).cloned().unwrap_or_default();
         let with_agent = burst_agents.contains(node);
+        let names = [
+            "rdma_port_xmit_data_total",
+            "rdma_port_rcv_data_total",
+            "rdma_rp_cnp_handled_total",
+            "rdma_roce_pfc_pause_frames_total",
+            "rdma_out_of_sequence_total",
+        ];
+        let burst_names = [
+            "nic_tx_bytes_per_second_max",
+            "nic_rx_bytes_per_second_max",
+            "nic_tx_burst_seconds_total",
+            "nic_rx_burst_seconds_total",
+        ];
+        let labels = |name: &str| {
+            let mut labels = serde_json::json!({"__name__": name, "device": "mlx5_0", "port": "1", "instance": format!("{node}:9879"), "job": "rdma"});
+            if name == "rdma_roce_pfc_pause_frames_total" {
+                labels["netdev"] = "eth0".into();
+                labels["direction"] = "rx".into();
+                labels["priority"] = "3".into();
+            }
+            if name.starts_with("nic_") && name.ends_with("_total") {
+                labels["threshold"] = format!("{BURST_THRESHOLD}").into();
+            }
+            labels
+        };
         let mut counters = [rng.gen_range(1e12..9e12), rng.gen_range(1e12..9e12), 1e6, 2e5, 1e3];
+        for (counter, name) in counters.iter_mut().zip(names) {
+            *counter = resume.start(&labels(name), *counter);
+        }
         let mut series: [Vec<f64>; 5] = Default::default();
         // tx peak, rx peak, tx seconds above, rx seconds above
         let mut bursts: [Vec<f64>; 4] = Default::default();
         let mut above = [rng.gen_range(0.0..500.0_f64).round(), rng.gen_range(0.0..500.0_f64).round()];
+        for (seconds, name) in above.iter_mut().zip(&burst_names[2..]) {
+            *seconds = resume.start(&labels(name), *seconds);
+        }
         let mut stamps = Vec::new();
         for t in (from..=to).step_by(step_s.max(1) as usize) {
             let span = spans.iter().find(|&&(start, end, _)| start <= t && t < end);
@@ -423,36 +485,12 @@ pub fn rdma_series_json(
             }
             stamps.push(t * 1000);
         }
-        let names = [
-            "rdma_port_xmit_data_total",
-            "rdma_port_rcv_data_total",
-            "rdma_rp_cnp_handled_total",
-            "rdma_roce_pfc_pause_frames_total",
-            "rdma_out_of_sequence_total",
-        ];
-        let labels = |name: &str| serde_json::json!({"__name__": name, "device": "mlx5_0", "port": "1", "instance": format!("{node}:9879"), "job": "rdma"});
         for (name, values) in names.iter().zip(&series) {
-            let mut labels = labels(name);
-            if *name == "rdma_roce_pfc_pause_frames_total" {
-                labels["netdev"] = "eth0".into();
-                labels["direction"] = "rx".into();
-                labels["priority"] = "3".into();
-            }
-            samples += line(&mut out, labels, values, &stamps);
+            samples += line(&mut out, labels(name), values, &stamps);
         }
         if with_agent {
-            let burst_names = [
-                "nic_tx_bytes_per_second_max",
-                "nic_rx_bytes_per_second_max",
-                "nic_tx_burst_seconds_total",
-                "nic_rx_burst_seconds_total",
-            ];
             for (name, values) in burst_names.iter().zip(&bursts) {
-                let mut labels = labels(name);
-                if name.ends_with("_total") {
-                    labels["threshold"] = format!("{BURST_THRESHOLD}").into();
-                }
-                burst_samples += line(&mut out, labels, values, &stamps);
+                burst_samples += line(&mut out, labels(name), values, &stamps);
             }
         }
     }
@@ -533,6 +571,18 @@ pub fn pingmesh_series_json(
     to: i64,
     seed: u64,
 ) -> (String, usize) {
+    pingmesh_series_resumed(paths, lossy, from, to, seed, &Resume::default())
+}
+
+/// [`pingmesh_series_json`] with the probe counters going on from `resume`.
+pub fn pingmesh_series_resumed(
+    paths: &[PingPath],
+    lossy: Option<&LossyPath>,
+    from: i64,
+    to: i64,
+    seed: u64,
+    resume: &Resume,
+) -> (String, usize) {
     let mut out = String::new();
     let mut samples = 0;
     let timestamps: Vec<i64> = (from..=to).step_by(PINGMESH_INTERVAL_S as usize).collect();
@@ -549,6 +599,24 @@ pub fn pingmesh_series_json(
         buckets[3] = success * 398 / 1000;
         buckets[4] = success * 597 / 1000;
         buckets[5] = success - buckets[3] - buckets[4];
+        let labels = |name: &str| {
+            serde_json::json!({"__name__": name, "source_tor": path.source, "target_tor": path.target,
+                               "job": "rpingmesh-agent", "instance": format!("{}-agent", path.source)})
+        };
+        let bucket_labels = |index: usize| {
+            let mut bucket = labels("rpingmesh_network_rtt_ns_bucket");
+            bucket["le"] = RTT_BUCKETS_NS.get(index).map_or_else(|| "+Inf".to_string(), |le| format!("{le}")).into();
+            bucket
+        };
+        total = resume.start(&labels("rpingmesh_probe_total"), total as f64) as u64;
+        success = resume.start(&labels("rpingmesh_probe_success_total"), success as f64) as u64;
+        // The histogram goes on from its cumulative counts: back to answers per bucket.
+        let mut below = 0u64;
+        for (index, bucket) in buckets.iter_mut().enumerate() {
+            let cumulative = resume.start(&bucket_labels(index), (below + *bucket) as f64) as u64;
+            *bucket = cumulative.saturating_sub(below);
+            below = cumulative.max(below);
+        }
         let mut series: [Vec<f64>; 14] = std::array::from_fn(|_| Vec::with_capacity(timestamps.len()));
         for &t in &timestamps {
             let in_window = lossy_window.is_some_and(|(from, to)| from <= t && t < to);
@@ -585,16 +653,10 @@ pub fn pingmesh_series_json(
             }
         }
         let stamps: Vec<i64> = timestamps.iter().map(|t| t * 1000).collect();
-        let labels = |name: &str| {
-            serde_json::json!({"__name__": name, "source_tor": path.source, "target_tor": path.target,
-                               "job": "rpingmesh-agent", "instance": format!("{}-agent", path.source)})
-        };
         let mut lines =
             vec![(labels("rpingmesh_probe_total"), &series[0]), (labels("rpingmesh_probe_success_total"), &series[1])];
         for (index, values) in series[2..].iter().enumerate() {
-            let mut bucket = labels("rpingmesh_network_rtt_ns_bucket");
-            bucket["le"] = RTT_BUCKETS_NS.get(index).map_or_else(|| "+Inf".to_string(), |le| format!("{le}")).into();
-            lines.push((bucket, values));
+            lines.push((bucket_labels(index), values));
         }
         for (labels, values) in lines {
             samples += line(&mut out, labels, values, &stamps);

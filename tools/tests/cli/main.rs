@@ -5,6 +5,8 @@
 
 use std::process::Command;
 
+mod live;
+
 /// Runs `slurmlens-dev ARGS… --help` and returns what it printed.
 fn help_of(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_slurmlens-dev"))
@@ -19,7 +21,7 @@ fn help_of(args: &[&str]) -> String {
 #[test]
 fn lists_the_demo_and_bench_subcommands_the_scripts_call() {
     let demo = help_of(&["demo"]);
-    for subcommand in ["seed-history", "seed-telemetry"] {
+    for subcommand in ["seed-history", "seed-telemetry", "live"] {
         assert!(demo.contains(subcommand), "`demo` lacks {subcommand}:\n{demo}");
     }
     let bench = help_of(&["bench"]);

@@ -32,8 +32,11 @@
 
 mod catalogue;
 mod context;
+mod continuation;
 mod encoding;
 mod events;
+pub mod live;
+mod planted;
 mod random;
 mod rows;
 mod schedule;

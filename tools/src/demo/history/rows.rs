@@ -52,6 +52,10 @@ pub(super) struct JobRow {
     pub(super) has_batch: bool,
     /// sort key for job_db_inx (time slurmdbd first saw the row)
     pub(super) seen: i64,
+    /// The row as it ends, for a row still pending or running at the history's end: where the simulation
+    /// placed it and how it ends. The live continuation writes it when its time comes; the history never
+    /// writes it.
+    pub(super) future: Option<Box<JobRow>>,
 }
 
 impl JobRow {

@@ -10,15 +10,16 @@ use rand::{Rng, SeedableRng};
 
 use super::catalogue::Family;
 use super::context::ClusterContext;
+use super::continuation::{Rates, continue_after};
 use super::encoding::hex_bitmap;
 use super::events::{EVENT_KINDS, EventRow, generate_events};
+use super::planted::planted_failures;
 use super::random::{chance, lognormal, pick, uniform};
 use super::rows::{JobRow, Plan};
 use super::scheduler::{NodeBlock, Placement, Scheduler};
 use super::submissions::WorkloadGenerator;
 use super::workload::{
-    Category, FailKind, Fate, JobOutcome, Mode, Shape, Special, Submission, TimeSampler, UsageProfile, affinity,
-    fate_for,
+    Category, Fate, JobOutcome, Mode, Shape, Special, Submission, TimeSampler, UsageProfile, affinity, fate_for,
 };
 use super::{
     CPU_SLOTS, CPUS_PER_CPU_SLOT, FIRST_JOB_ID, HistoryParams, INFINITE, MEM_PER_CPU, MEM_PER_CPU_SLOT, NO_VAL,
@@ -145,6 +146,7 @@ impl Builder<'_> {
             tasks_per_node: submission.tasks_per_node,
             has_batch: submission.mode != Mode::Interactive,
             seen: submission.submit_time,
+            future: None,
         }
     }
 
@@ -161,8 +163,33 @@ impl Builder<'_> {
             row.kind = JobOutcome::Pending { held: false };
             return;
         };
+        let outcome = if cut {
+            if submission.requeue { JobOutcome::Requeued } else { JobOutcome::NodeFail }
+        } else if timed_out {
+            JobOutcome::Timeout
+        } else {
+            match fate {
+                Fate::Complete => JobOutcome::Completed,
+                Fate::Fail(fail_kind) => JobOutcome::Failed(fail_kind),
+                Fate::Cancel { by_admin } => JobOutcome::Cancelled { uid: if by_admin { 0 } else { uid } },
+                Fate::Oom => JobOutcome::Oom,
+            }
+        };
         if placement.start >= end {
             row.kind = JobOutcome::Pending { held: false };
+            // Its future draws nothing from `rng`, so the history stays the one the seed always gave: the
+            // backfill flag follows the wait (a job that waited was most often backfilled).
+            let mut ran = row.clone();
+            ran.t_start = placement.start;
+            ran.nodes = placement.nodes.clone();
+            let backfill = placement.start - eligible_at > 60;
+            ran.flags = if backfill { 24 } else { 20 };
+            if submission.limit.is_none() {
+                ran.timelimit = if backfill { UNLIMITED_BACKFILL } else { INFINITE };
+            }
+            ran.t_end = end_t;
+            ran.kind = outcome;
+            row.future = (end_t < i64::MAX).then(|| Box::new(ran));
             return;
         }
         row.t_start = placement.start;
@@ -176,21 +203,14 @@ impl Builder<'_> {
         row.seen = if row.id_array_job != 0 { placement.start } else { row.t_submit };
         if end_t > end {
             row.kind = JobOutcome::Running;
+            let mut ended = row.clone();
+            ended.t_end = end_t;
+            ended.kind = outcome;
+            row.future = Some(Box::new(ended));
             return;
         }
         row.t_end = end_t;
-        row.kind = if cut {
-            if submission.requeue { JobOutcome::Requeued } else { JobOutcome::NodeFail }
-        } else if timed_out {
-            JobOutcome::Timeout
-        } else {
-            match fate {
-                Fate::Complete => JobOutcome::Completed,
-                Fate::Fail(fail_kind) => JobOutcome::Failed(fail_kind),
-                Fate::Cancel { by_admin } => JobOutcome::Cancelled { uid: if by_admin { 0 } else { uid } },
-                Fate::Oom => JobOutcome::Oom,
-            }
-        };
+        row.kind = outcome;
     }
 
     pub(super) fn process(&mut self, rng: &mut StdRng, submission: &Submission, requeue_of: Option<u32>) {
@@ -269,27 +289,38 @@ impl Builder<'_> {
         if het {
             let (cpu_node, gpu_node) = placement.as_ref().and_then(|patience| patience.het_nodes).unwrap_or((0, 0));
             let gpus = row.gpus_per_node;
-            let mut cpu_component = row.clone();
-            cpu_component.het_job_id = id;
-            cpu_component.het_job_offset = 0;
-            cpu_component.cpus_req = CPUS_PER_CPU_SLOT;
-            cpu_component.req_cpus = CPUS_PER_CPU_SLOT;
-            cpu_component.cpus_per_node = CPUS_PER_CPU_SLOT;
-            cpu_component.mem_req = 16_384;
-            cpu_component.mem_per_node = 16_384;
-            cpu_component.req_mem = 16_384;
-            cpu_component.gpus_per_node = 0;
-            cpu_component.req_gpus = 0;
-            cpu_component.profile = UsageProfile::CpuWork;
-            let mut gpu_component = row;
-            gpu_component.id_job = id + 1;
-            gpu_component.het_job_id = id;
-            gpu_component.het_job_offset = 1;
-            gpu_component.has_batch = false;
-            gpu_component.gpus_per_node = gpus;
-            if cpu_component.started() {
-                cpu_component.nodes = vec![cpu_node];
-                gpu_component.nodes = vec![gpu_node];
+            let components = |row: &JobRow| {
+                let mut cpu_component = row.clone();
+                cpu_component.het_job_id = id;
+                cpu_component.het_job_offset = 0;
+                cpu_component.cpus_req = CPUS_PER_CPU_SLOT;
+                cpu_component.req_cpus = CPUS_PER_CPU_SLOT;
+                cpu_component.cpus_per_node = CPUS_PER_CPU_SLOT;
+                cpu_component.mem_req = 16_384;
+                cpu_component.mem_per_node = 16_384;
+                cpu_component.req_mem = 16_384;
+                cpu_component.gpus_per_node = 0;
+                cpu_component.req_gpus = 0;
+                cpu_component.profile = UsageProfile::CpuWork;
+                cpu_component.future = None;
+                let mut gpu_component = row.clone();
+                gpu_component.id_job = id + 1;
+                gpu_component.het_job_id = id;
+                gpu_component.het_job_offset = 1;
+                gpu_component.has_batch = false;
+                gpu_component.gpus_per_node = gpus;
+                gpu_component.future = None;
+                if cpu_component.started() {
+                    cpu_component.nodes = vec![cpu_node];
+                    gpu_component.nodes = vec![gpu_node];
+                }
+                (cpu_component, gpu_component)
+            };
+            let (mut cpu_component, mut gpu_component) = components(&row);
+            if let Some(future) = &row.future {
+                let (cpu_future, gpu_future) = components(future);
+                cpu_component.future = Some(Box::new(cpu_future));
+                gpu_component.future = Some(Box::new(gpu_future));
             }
             self.rows.push(cpu_component);
             self.rows.push(gpu_component);
@@ -470,6 +501,10 @@ impl Builder<'_> {
                 array_job_id + 1 + lane_index as u32
             };
             task.row.priority = PRIO_BASE.saturating_sub(array_job_id.saturating_sub(FIRST_JOB_ID) + 1);
+            if let Some(future) = task.row.future.as_mut() {
+                future.id_job = task.row.id_job;
+                future.priority = task.row.priority;
+            }
             self.rows.push(task.row);
         }
         if any_pending {
@@ -486,52 +521,18 @@ impl Builder<'_> {
     }
 }
 
-/// The two planted jobs of [`Special`], drawn from their own RNG so that the rest of the workload is the
-/// one the seed always gave. Not scaled with the load: their run times are part of the story.
-pub(super) fn planted_failures(workload: &WorkloadGenerator<'_>, seed: u64, end: i64) -> Vec<Submission> {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x0058_4944_7939);
-    let node_gpus = workload.params.gpus_per_node;
-    if workload.params.n_nodes < 2 || node_gpus == 0 {
-        return Vec::new();
-    }
-    // A two-node pretraining run of 30 h (limit 2 days), submitted 44 h before the end.
-    let mut victim = workload.submission(&mut rng, Category::Multi, end - 44 * 3600, true);
-    victim.shape = Shape::Whole(2);
-    victim.cpus_req = workload.gpu_cpu * node_gpus * 2;
-    victim.qos = workload.context.qos_normal;
-    victim.natural_secs = 30.0 * 3600.0;
-    victim.run_fraction = 1.0;
-    victim.fate = Fate::Complete;
-    victim.limit = Some(2880);
-    victim.requeue = false;
-    victim.patience = None;
-    victim.prod = false;
-    victim.special = Some(Special::XidVictim);
-    // A 4-GPU fine-tuning run that segfaults after 2.5 h, submitted 30 h before the end.
-    let gpus = 4.min(node_gpus);
-    let mut crash = workload.submission(&mut rng, Category::Long, end - 30 * 3600, false);
-    for _ in 0..64 {
-        if Family::of_account(&workload.context.users[crash.user_index].acct) == Family::Llm {
-            break;
-        }
-        crash = workload.submission(&mut rng, Category::Long, end - 30 * 3600, false);
-    }
-    crash.shape = Shape::Gpu(gpus);
-    crash.cpus_req = workload.gpu_cpu.min(8) * gpus;
-    crash.mem_node = Some((256 * 1024).min(workload.gpu_mem * u64::from(gpus)));
-    crash.mode = Mode::Srun(1);
-    crash.profile = UsageProfile::PyGpu;
-    crash.natural_secs = 2.5 * 3600.0;
-    crash.run_fraction = 1.0;
-    crash.fate = Fate::Fail(FailKind::Segv);
-    crash.limit = Some(0);
-    crash.requeue = false;
-    crash.patience = None;
-    crash.special = Some(Special::AppCrash);
-    vec![victim, crash]
+pub(super) fn build_plan(params: &HistoryParams, context: &ClusterContext) -> Result<Plan> {
+    simulate(params, context, None).map(|(plan, _)| plan)
 }
 
-pub(super) fn build_plan(params: &HistoryParams, context: &ClusterContext) -> Result<Plan> {
+/// The history's plan and, when `until` is given, the rows of the jobs submitted after its end up to
+/// `until` (at the history's arrival rates), placed by the same scheduler after the history's own jobs.
+/// Those rows are final: each holds its start, nodes, end and state, whatever the time now.
+pub(super) fn simulate(
+    params: &HistoryParams,
+    context: &ClusterContext,
+    until: Option<i64>,
+) -> Result<(Plan, Vec<JobRow>)> {
     let end = params.end.timestamp();
     let start = end - i64::from(params.days) * 86_400;
     ensure!(start > 0, "history would start before 1970");
@@ -735,11 +736,34 @@ pub(super) fn build_plan(params: &HistoryParams, context: &ClusterContext) -> Re
             index += 1;
         }
     }
+    let continued = match until {
+        Some(until) => {
+            let history_rows = builder.rows.len();
+            let rates = Rates {
+                start,
+                end,
+                seed: params.seed,
+                scale,
+                arrivals: vec![
+                    (Category::Multi, true, f64::from(n_prod), 0.0),
+                    (Category::Multi, false, f64::from(n_multi.saturating_sub(n_prod)), 0.35),
+                    (Category::Long, false, f64::from(n_long), 0.35),
+                    (Category::Cpu, false, f64::from(n_cpu), 1.0),
+                    // Arrays are not continued: their tasks arrive as short jobs.
+                    (Category::Short, false, f64::from(n_short + n_arr_tasks), 1.0),
+                ],
+            };
+            continue_after(&mut builder, &rates, until);
+            builder.rows.split_off(history_rows)
+        }
+        None => Vec::new(),
+    };
     let mut jobs = builder.rows;
     jobs.sort_by_key(|job| (job.seen, job.id_job, job.t_submit));
     let mut events = events;
     events.extend(builder.extra_events);
     events.sort_by_key(|event| (event.time_start, event.node));
     let width = (params.n_nodes.to_string().len()).max(3);
-    Ok(Plan { jobs, events, start, end, width, xid_victim: builder.xid_victim, app_crash: builder.app_crash })
+    let plan = Plan { jobs, events, start, end, width, xid_victim: builder.xid_victim, app_crash: builder.app_crash };
+    Ok((plan, continued))
 }

@@ -149,3 +149,33 @@ fn plants_an_xid_killed_training_run_and_an_application_crash_near_the_end() {
     let again = build_plan(&params, &context).unwrap_or_else(|event| panic!("{event}"));
     assert_eq!((again.xid_victim, again.app_crash), (plan.xid_victim, plan.app_crash), "same seed, same jobs");
 }
+
+#[test]
+fn continued_rows_are_each_one_job_of_their_own() {
+    // Each row the live continuation writes updates exactly one row of the history or adds one: array
+    // tasks keep the ids they were written with, and new jobs take ids after the history's.
+    let context = synthetic_context();
+    let params = small();
+    let (plan, continued) = super::schedule::simulate(&params, &context, Some(plan_end(&params) + 2 * 86_400))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let mut keys = std::collections::BTreeSet::new();
+    for row in plan.jobs.iter().filter_map(|row| row.future.as_deref()).chain(&continued) {
+        assert!(keys.insert((row.id_job, row.t_submit)), "job {} is continued twice", row.id_job);
+    }
+    let written: std::collections::BTreeSet<(u32, i64)> =
+        plan.jobs.iter().map(|row| (row.id_job, row.t_submit)).collect();
+    assert!(
+        plan.jobs
+            .iter()
+            .filter_map(|row| row.future.as_deref())
+            .all(|row| written.contains(&(row.id_job, row.t_submit)))
+    );
+    assert!(continued.iter().all(|row| !written.contains(&(row.id_job, row.t_submit)) && row.t_submit > plan.end));
+    assert!(continued.len() > 1000, "two days of arrivals: {}", continued.len());
+    let rebuilt = super::schedule::build_plan(&params, &context).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(rebuilt.jobs.len(), plan.jobs.len(), "continuing does not change the history");
+}
+
+fn plan_end(params: &HistoryParams) -> i64 {
+    params.end.timestamp()
+}

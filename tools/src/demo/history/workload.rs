@@ -161,6 +161,27 @@ pub(super) fn affinity(family: Family, category: Category) -> f64 {
     weights[category as usize]
 }
 
+/// How busy the hour starting at `hour_start` is: JST office hours, quieter nights and weekends.
+pub(super) fn hour_weight(hour_start: i64) -> f64 {
+    let jst = hour_start + 9 * 3600;
+    let hour = (jst.rem_euclid(86_400)) / 3600;
+    let day_of_week = (jst.div_euclid(86_400) + 4).rem_euclid(7); // 0 = Sunday
+    let hour_factor = match hour {
+        0..=6 => 0.35,
+        7 => 0.5,
+        8 => 0.75,
+        9 => 1.0,
+        10..=11 => 1.35,
+        12 => 1.1,
+        13..=17 => 1.5,
+        18..=19 => 1.2,
+        20..=21 => 0.9,
+        _ => 0.6,
+    };
+    let day_factor = if day_of_week == 0 || day_of_week == 6 { 0.5 } else { 1.0 };
+    hour_factor * day_factor
+}
+
 /// Samples submit times from an hourly intensity (JST office hours, quieter weekends).
 pub(super) struct TimeSampler {
     pub(super) start: i64,
@@ -172,24 +193,7 @@ impl TimeSampler {
         let mut cdf = Vec::with_capacity(hours);
         let mut cumulative = 0.0;
         for hour_index in 0..hours {
-            let hour_start = start + (hour_index as i64) * 3600;
-            let jst = hour_start + 9 * 3600;
-            let hour = (jst.rem_euclid(86_400)) / 3600;
-            let day_of_week = (jst.div_euclid(86_400) + 4).rem_euclid(7); // 0 = Sunday
-            let hour_factor = match hour {
-                0..=6 => 0.35,
-                7 => 0.5,
-                8 => 0.75,
-                9 => 1.0,
-                10..=11 => 1.35,
-                12 => 1.1,
-                13..=17 => 1.5,
-                18..=19 => 1.2,
-                20..=21 => 0.9,
-                _ => 0.6,
-            };
-            let day_factor = if day_of_week == 0 || day_of_week == 6 { 0.5 } else { 1.0 };
-            let weight: f64 = hour_factor * day_factor;
+            let weight = hour_weight(start + (hour_index as i64) * 3600);
             cumulative += weight.powf(flatness);
             cdf.push(cumulative);
         }

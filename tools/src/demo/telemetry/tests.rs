@@ -228,3 +228,46 @@ fn burst_peaks_exceed_the_scrape_average_and_exist_only_where_the_agent_runs() {
     }
     assert!(bursty > 120, "all-reduces reach line rate in most scrapes: {bursty}");
 }
+
+/// The series the batch seeding writes for a fixed mix of workloads (every generator, every profile), as
+/// their digest: the live continuation shares the generators, and sharing them must not change a sample.
+#[test]
+fn batch_series_are_those_written_before_the_live_continuation() {
+    use sha2::Digest;
+    let profiles = [
+        Profile::Training { period_s: 60 },
+        Profile::InputBound,
+        Profile::Fp32,
+        Profile::Idle,
+        Profile::Bursty,
+        Profile::XidCrash { at: 5000 },
+        Profile::AppCrash { at: 6000 },
+    ];
+    let nodes: Vec<String> = ["gpu001", "gpu002", "gpu003"].map(String::from).to_vec();
+    let workloads: Vec<GpuWorkload> = profiles
+        .iter()
+        .enumerate()
+        .map(|(index, &profile)| GpuWorkload {
+            node: nodes[index % 3].clone(),
+            gpu: index as u16,
+            job_id: 100 + index as u32,
+            start: 300 * index as i64,
+            end: 7000,
+            profile,
+            multi_node: index % 2 == 0,
+            degraded: (index == 0).then_some((1000, 2000)),
+        })
+        .collect();
+    let gpus: Vec<(String, u16)> = nodes.iter().flat_map(|node| (0..8).map(move |gpu| (node.clone(), gpu))).collect();
+    let agents: BTreeSet<String> = nodes[..2].iter().cloned().collect();
+    let (gpu, _) = gpu_series_json(&gpus, &workloads, 0, 7200, 30, 11);
+    let (rdma, _, _) = rdma_series_json(&nodes, &workloads, &agents, 0, 7200, 30, 11);
+    let paths = ping_paths(&["A01".to_string(), "A02".to_string()]);
+    let lossy = LossyPath { path: paths[1].clone(), from: 1000, to: 3000, job_id: 100 };
+    let (ping, _) = pingmesh_series_json(&paths, Some(&lossy), 0, 7200, 13);
+    let (node, _) = crate::demo::nodes::node_series_json(&nodes, 8, &workloads, 0, 7200, 17);
+    let (stats, _) = crate::demo::nodes::job_stats_json(&workloads, 0, 7200, 17);
+    let digest = sha2::Sha256::digest([gpu, rdma, ping, node, stats].concat().as_bytes());
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    assert_eq!(hex, "59da22d3da73cb0d397a80e93e4ad57804ad49d59955a6ab37a4ece5ae86a1a9");
+}
