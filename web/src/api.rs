@@ -230,8 +230,9 @@ impl Loader {
             let detail = fetch_json::<wire::JobDetail>(format!("/api/v1/jobs/{id}{suffix}"));
             let joiner = if suffix.is_empty() { '?' } else { '&' };
             let points = crate::charts::PAGE_POINTS;
-            let report =
-                fetch_json::<wire::JobReport>(format!("/api/v1/jobs/{id}/report{suffix}{joiner}points={points}"));
+            let report = fetch_json::<wire::JobReport>(format!(
+                "/api/v1/jobs/{id}/report{suffix}{joiner}points={points}&series=per_gpu"
+            ));
             let logs = fetch_json::<wire::JobLogs>(format!("/api/v1/jobs/{id}/logs{suffix}"));
             let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
             async move {

@@ -60,7 +60,7 @@ pub trait PageData: Send + Sync {
     fn job<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail>;
     /// `GET /api/v1/nodes`.
     fn nodes<'a>(&'a self, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>>;
-    /// `GET /api/v1/jobs/{job_id}/report?points=` [`crate::charts::PAGE_POINTS`]; `None` where there
+    /// `GET /api/v1/jobs/{job_id}/report?points=` [`crate::charts::PAGE_POINTS`] `&series=per_gpu`; `None` where there
     /// is no report.
     fn report<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobReport>> {
         Box::pin(async { Ok(None) })

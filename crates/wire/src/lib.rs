@@ -21,7 +21,7 @@ pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
-    NodeBursts, NodeNetworkReport, ReportTotals, Verdict, XidEvent,
+    NodeBursts, NodeNetworkReport, ReportTotals, SpreadSeries, Verdict, XidEvent,
 };
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};
 pub use tokens::{CreatedToken, NewToken, TokenInfo, TokenUse};
@@ -31,5 +31,6 @@ pub use traces::{
 };
 pub use vocabulary::{
     Attribution, Blame, BurstStatus, DigestState, Direction, EvidenceSource, EvidenceStrength, GpusSource, IoSource,
-    LogKind, LogsStatus, MetricsState, ProfileStatus, ReportSource, Severity, TokenState, TraceBottleneck, ValuesState,
+    LogKind, LogsStatus, MetricsState, ProfileStatus, ReportSource, SeriesForm, Severity, TokenState, TraceBottleneck,
+    ValuesState,
 };

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocabulary::{
     Attribution, Blame, BurstStatus, Direction, EvidenceSource, EvidenceStrength, IoSource, MetricsState, ReportSource,
-    Severity,
+    SeriesForm, Severity,
 };
 
 use crate::jobs::Job;
@@ -26,7 +26,15 @@ pub struct JobReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_end: Option<DateTime<Utc>>,
     pub metrics: MetricsStatus,
+    /// How the GPUs' time series come: `per_gpu` (each GPU's `series`) or `spread` (each GPU's `series`
+    /// left empty, `gpu_spread` instead: lowest, mean and highest across the GPUs, a big job's summary
+    /// form). Summaries, XIDs and verdicts are per GPU either way.
+    #[serde(default)]
+    pub series_form: SeriesForm,
     pub gpus: Vec<GpuReport>,
+    /// In the `spread` form: per metric, the spread across the job's GPUs at each point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_spread: Vec<SpreadSeries>,
     pub nodes: Vec<NodeNetworkReport>,
     pub totals: ReportTotals,
     pub verdicts: Vec<Verdict>,
@@ -160,6 +168,18 @@ pub struct MetricSeries {
     pub metric: String,
     pub unit: String,
     pub points: Vec<(i64, f64)>,
+}
+
+/// One metric's spread across a job's GPUs over time.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SpreadSeries {
+    pub metric: String,
+    pub unit: String,
+    /// GPUs with this metric.
+    pub gpus: u32,
+    /// `[epoch seconds, lowest, mean, highest]` across the GPUs that have a point then.
+    pub points: Vec<(i64, f64, f64, f64)>,
 }
 
 /// One XID error.

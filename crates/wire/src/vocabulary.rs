@@ -93,6 +93,19 @@ pub enum ReportSource {
 }
 words!(ReportSource { Live => "live", Final => "final", Archived => "archived" });
 
+/// The form of a job report's GPU time series.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SeriesForm {
+    /// `per_gpu`: every GPU's own series.
+    #[default]
+    PerGpu,
+    /// `spread`: per metric, the lowest, mean and highest across the GPUs (a big job's summary).
+    Spread,
+}
+words!(SeriesForm { PerGpu => "per_gpu", Spread => "spread" });
+
 /// Whether the metric source answered for a job report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -7,7 +7,7 @@ use slurmlens_wire as wire;
 use super::error::ApiError;
 use super::params::{Params, QueryPairs, pairs};
 use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE};
-use crate::app::report::DEFAULT_POINTS;
+use crate::app::report::{DEFAULT_POINTS, SeriesChoice, in_form};
 use crate::app::{App, Viewer};
 use crate::domain::job::JobFilter;
 
@@ -159,6 +159,9 @@ pub async fn show(
         ("job_id" = String, Path, description = "`123`, `123_4` (array task) or `8+1` (het component)."),
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
         ("points" = Option<u64>, Query, minimum = 2, maximum = 2000, description = "Points per time series; default 120."),
+        ("series" = Option<String>, Query, description = "`per_gpu` (every GPU's own series), `spread` (per metric, \
+            the lowest, mean and highest across the GPUs: a big job's summary form) or `auto` (the default: \
+            per GPU up to 16 GPUs, the spread above). `series_form` in the answer says which came."),
     ),
     responses(
         (status = 200, description = "The report", body = wire::JobReport),
@@ -174,8 +177,13 @@ pub async fn report(
     Path(job_id): Path<String>,
     query: QueryPairs,
 ) -> Result<Json<wire::JobReport>, ApiError> {
-    let params = Params::new(pairs(query)?, &["cluster", "points"])?;
+    let params = Params::new(pairs(query)?, &["cluster", "points", "series"])?;
     app.cluster(params.text("cluster"))?;
     let points = params.number("points", 2, 2000)?.map_or(DEFAULT_POINTS, |points| points as usize);
-    Ok(Json(app.job_report(&viewer, params.text("cluster"), &job_id, points).await?))
+    let form: SeriesChoice = match params.text("series") {
+        Some(text) => text.parse().map_err(|message: String| ApiError::invalid("series", message))?,
+        None => SeriesChoice::Auto,
+    };
+    let report = app.job_report(&viewer, params.text("cluster"), &job_id, points).await?;
+    Ok(Json(in_form(report, form)))
 }

@@ -36,6 +36,12 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// Whether MariaDB chose this transaction as a deadlock's victim (SQLSTATE 40001): it rolled back and
+/// may be run again.
+fn is_deadlock(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(database) if database.code().as_deref() == Some("40001"))
+}
+
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
@@ -63,11 +69,27 @@ impl Store {
     }
 
     /// Records GPU allocations; replaying the same record changes nothing but `last_seen`/`ended_at`.
+    /// Retries a deadlock twice: two deliveries of one job's records (a node's spool and its live post,
+    /// or two OTLP exports) lock the same rows.
     pub async fn upsert_gpu_allocations(
         &self,
         cluster: &ClusterName,
         records: &[GpuAllocation],
     ) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.try_upsert_gpu_allocations(cluster, records).await {
+                Err(error) if is_deadlock(&error) && attempt < 2 => attempt += 1,
+                result => return result.map_err(StoreError::from),
+            }
+        }
+    }
+
+    async fn try_upsert_gpu_allocations(
+        &self,
+        cluster: &ClusterName,
+        records: &[GpuAllocation],
+    ) -> Result<(), sqlx::Error> {
         let mut transaction = self.pool.begin().await?;
         for record in records {
             sqlx::query(

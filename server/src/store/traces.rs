@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Store, StoreError};
+use super::{Store, StoreError, is_deadlock};
 use crate::domain::bottleneck::ActivityTotals;
 use crate::domain::cluster::ClusterName;
 use crate::domain::gpu::GpuRef;
@@ -32,10 +32,6 @@ pub struct JobTraceTotals {
     pub gpus: BTreeMap<GpuRef, ActivityTotals>,
     pub top_kernels: Vec<NamedTotals>,
     pub top_collectives: Vec<NamedTotals>,
-}
-
-fn is_deadlock(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(database) if database.code().as_deref() == Some("40001"))
 }
 
 fn placeholders(row: &str, rows: usize) -> String {

@@ -4,10 +4,11 @@
 //! any is sent, [`gather`] sends them at once and sorts the answers per GPU and node, [`assemble`] turns
 //! those into the wire report (totals, verdicts, failure analysis, bursts), and [`archive`] keeps
 //! finished jobs' reports. [`readings`] reads GPUs at a moment for the grid, [`live`] running jobs'
-//! means so far for the listing.
+//! means so far for the listing, and [`form`] gives a big job's report in its summary form.
 
 mod archive;
 mod assemble;
+mod form;
 mod gather;
 mod live;
 mod plan;
@@ -19,6 +20,7 @@ use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
 pub use archive::{Archiver, ArchiverSettings, MAX_TRIES, Round, RoundSummary, archive_round, schedule_archive};
+pub use form::{SPREAD_ABOVE_GPUS, SeriesChoice, in_form};
 pub use live::{LiveJob, LiveMeans};
 pub use plan::ReportQueries;
 pub use readings::GpuScope;
@@ -354,7 +356,9 @@ fn unassembled(
         window_start: window.map(|(start, _)| start),
         window_end: window.map(|(_, end)| end),
         metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
+        series_form: wire::SeriesForm::PerGpu,
         gpus: Vec::new(),
+        gpu_spread: Vec::new(),
         nodes: Vec::new(),
         totals: wire::ReportTotals::default(),
         verdicts: Vec::new(),
