@@ -405,6 +405,89 @@ test('one_clock_chosen_in_the_header_for_every_time_and_the_servers_html_agrees'
   return null;
 });
 
+test('report_charts_show_values_on_hover_with_linked_crosshairs_and_zoom_to_a_dragged_range', async (page) => {
+  // A multi-GPU job of the last day with its timelines drawn per GPU.
+  const candidates = await recent('COMPLETED', 4);
+  let job = null;
+  let full = null;
+  for (const candidate of candidates.slice(0, 20)) {
+    const r = await api(base, `/api/v1/jobs/${candidate.job_id}/report?cluster=sakura&points=240&series=per_gpu`);
+    if (r.metrics.status === 'ok' && r.gpus.length >= 2 && r.gpus.length <= 12) { job = candidate; full = r; break; }
+  }
+  assert(job, 'a completed 4-12 GPU job with metrics in the last two days');
+  await page.goto(`${base}/jobs/${job.job_id}?cluster=sakura`);
+  await hydrated(page);
+  const chart = page.locator('svg.chart.timeline[data-metric="gpu_util"]').first();
+  const box = await chart.boundingBox();
+  const plot = await chart.evaluate((svg) => {
+    const line = svg.querySelector('line.crosshair');
+    return { start: Number(line.dataset.start), end: Number(line.dataset.end), left: Number(line.dataset.left), right: Number(line.dataset.right), width: svg.viewBox.baseVal.width };
+  });
+  const xAt = (share) => box.x + ((plot.left + share * (plot.right - plot.left)) / plot.width) * box.width;
+  await page.mouse.move(xAt(0.5), box.y + box.height * 0.4);
+  // Every chart's crosshair stands at the same moment, and every chart's readout names it.
+  const crosshairs = await page.$$eval('svg.chart line.crosshair', (lines) => lines.map((l) => [l.getAttribute('visibility'), l.getAttribute('x1')]));
+  assert(crosshairs.length >= 3 && crosshairs.every(([v, x]) => v === 'visible' && x === crosshairs[0][1]), `linked crosshairs: ${JSON.stringify(crosshairs)}`);
+  const readout = await chart.evaluate((svg) => svg.closest('figure').querySelector('[data-testid=chart-readout]').textContent);
+  // The moment the page took from the pointer, read back from where it drew the crosshair.
+  const at = plot.start + ((Number(crosshairs[0][1]) - plot.left) / (plot.right - plot.left)) * (plot.end - plot.start);
+  assert(readout.startsWith(wallClock(at, 0).slice(0, 14)), `the readout names the moment: ${readout}`);
+  // Each line's value there is the API's point nearest that moment (read back from the drawing: within 1 %).
+  for (const gpu of full.gpus.slice(0, 3)) {
+    const label = `${gpu.node}/${gpu.gpu}`;
+    const points = gpu.series.find((s) => s.metric === 'gpu_util').points;
+    const [, value] = points.reduce((best, p) => (Math.abs(p[0] - at) < Math.abs(best[0] - at) ? p : best));
+    const shown = readout.match(new RegExp(`${label.replace('/', '\\/')}: ([0-9.]+) %`));
+    assert(shown, `the readout gives ${label}: ${readout}`);
+    assert(Math.abs(Number(shown[1]) - value) <= 1.0, `${label} reads ${shown[1]} %, the API ${value}`);
+  }
+  await page.screenshot({ path: join(out, 'report_chart_hover.png') });
+  // A drag from 25 % to 60 % of the plot zooms every chart to that range, as a link.
+  await page.mouse.move(xAt(0.25), box.y + box.height * 0.4);
+  await page.mouse.down();
+  await page.mouse.move(xAt(0.45), box.y + box.height * 0.4, { steps: 4 });
+  await page.mouse.move(xAt(0.6), box.y + box.height * 0.4, { steps: 4 });
+  await page.mouse.up();
+  await page.waitForURL(/from=\d+&to=\d+/);
+  const url = new URL(page.url());
+  const [from, to] = [Number(url.searchParams.get('from')), Number(url.searchParams.get('to'))];
+  const expect = (share) => plot.start + share * (plot.end - plot.start);
+  const slack = (plot.end - plot.start) / 100;
+  assert(Math.abs(from - expect(0.25)) <= slack && Math.abs(to - expect(0.6)) <= slack, `zoomed to ${from}..${to}`);
+  await page.waitForFunction((f) => [...document.querySelectorAll('svg.chart line.crosshair')].every((l) => l.dataset.start === String(f)), from);
+  const spans = await page.$$eval('svg.chart line.crosshair', (lines) => lines.map((l) => `${l.dataset.start}-${l.dataset.end}`));
+  assert(spans.every((span) => span === `${from}-${to}`), `every chart shows ${from}-${to}: ${spans}`);
+  await page.screenshot({ path: join(out, 'report_chart_zoomed.png') });
+  await page.click('[data-testid=zoom-reset]');
+  await page.waitForFunction((s) => document.querySelector('svg.chart line.crosshair')?.dataset.start === String(s), plot.start);
+  return null;
+});
+
+test('a_big_jobs_report_json_is_its_summary_unless_asked_per_gpu', async () => {
+  const now = Math.floor(Date.now() / 1000);
+  const big = (await allJobs(base, `cluster=sakura&start=${now - 2 * 86400}&end=${now - 3600}&min_gpus=64`)).find((j) => j.end && j.state === 'COMPLETED');
+  assert(big, 'a completed job of 64 GPUs or more in the last two days');
+  const path = `/api/v1/jobs/${big.job_id}/report?cluster=sakura`;
+  const summaryText = await (await fetch(base + path)).text();
+  const perGpuText = await (await fetch(`${base}${path}&series=per_gpu`)).text();
+  const [summary, perGpu] = [JSON.parse(summaryText), JSON.parse(perGpuText)];
+  assertEqual(summary.series_form, 'spread', 'a big job comes in its summary form');
+  assertEqual(perGpu.series_form, 'per_gpu', 'or per GPU when asked');
+  assertEqual(summary.gpus.length, perGpu.gpus.length, 'every GPU is there either way, with its summary');
+  assert(summary.gpus.every((g) => g.series.length === 0 && g.summary.length > 0), 'the summary form carries no per-GPU series');
+  // The spread is exactly the per-GPU series' lowest, mean and highest at each point.
+  const util = summary.gpu_spread.find((s) => s.metric === 'gpu_util');
+  for (const [at, low, mean, high] of util.points.filter((_, i) => i % 17 === 0)) {
+    const values = perGpu.gpus.map((g) => g.series.find((s) => s.metric === 'gpu_util')?.points.find((p) => p[0] === at)?.[1]).filter((v) => v !== undefined);
+    assertEqual([low, high], [Math.min(...values), Math.max(...values)], `the spread at ${at}`);
+    assert(Math.abs(mean - values.reduce((a, b) => a + b, 0) / values.length) < 1e-9, `the mean at ${at}`);
+  }
+  const ratio = perGpuText.length / summaryText.length;
+  console.log(`report JSON of job ${big.job_id} (${big.alloc_gpus} GPUs): per GPU ${perGpuText.length} B, summary ${summaryText.length} B (${ratio.toFixed(1)}× smaller)`);
+  assert(ratio > 5, `the summary is much smaller (${ratio.toFixed(1)}×)`);
+  return null;
+});
+
 test('an_xid_killed_job_is_the_infrastructures_and_its_page_shows_the_evidence_and_charts', async (page) => {
   // The demo plants a training run killed by XID 79 on one of its GPUs (its node went DOWN).
   let found = null;
