@@ -10,6 +10,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use crate::domain::cluster::ClusterName;
 use crate::domain::gpu::{GpuAllocation, GpuRef};
 
+pub mod lease;
 pub mod reports;
 pub mod tokens;
 pub mod traces;

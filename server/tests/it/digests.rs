@@ -234,3 +234,29 @@ async fn recorded_gpus(pool: &sqlx::MySqlPool, job_id: u32) -> Vec<(String, Stri
     .await
     .expect("reading GPU records")
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_replica_archives_at_a_time_and_the_other_takes_over_when_it_stops() {
+    let _db = database_shared().await;
+    let database = fresh_database("digests_lease").await;
+    let config = digests_config(database.clone());
+    let window = window(7, 3);
+    // Another replica is mid-round: it holds the archiver's lease of this database.
+    let other = sqlx::MySqlPool::connect(&database).await.expect("the other replica's connection");
+    let mut connection = other.acquire().await.expect("a connection");
+    let held: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(CONCAT('slurmlens-archiver.', DATABASE()), 0)")
+        .fetch_one(&mut *connection)
+        .await
+        .expect("GET_LOCK");
+    assert_eq!(held, Some(1), "the other replica holds the lease");
+    let skipped = round(&config, window, None).await;
+    assert_eq!(skipped, RoundSummary { skipped: true, ..RoundSummary::default() }, "this replica waits its turn");
+    // The other replica stops (its connection goes): this one's next round archives.
+    drop(connection);
+    other.close().await;
+    let taken = round(&config, window, None).await;
+    assert!(!taken.skipped && taken.due > 0 && taken.made() == taken.due, "{taken:?}");
+    // A round that ended let go of the lease: the next one is not skipped (and has nothing left).
+    let next = round(&config, window, None).await;
+    assert_eq!(next, RoundSummary::default());
+}

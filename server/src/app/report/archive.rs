@@ -65,6 +65,8 @@ pub struct RoundSummary {
     pub unavailable: usize,
     /// Of the reports made, those of jobs that ended badly (made first).
     pub ended_badly: usize,
+    /// Another replica held the archiver's lease: this round did nothing.
+    pub skipped: bool,
 }
 
 impl RoundSummary {
@@ -73,6 +75,9 @@ impl RoundSummary {
         self.archived + self.no_data
     }
 }
+
+/// The lease a replica holds while it runs an archiver round ([`crate::store::Store::try_lease`]).
+pub const ARCHIVER_LEASE: &str = "slurmlens-archiver";
 
 /// The periodic archiver: a full round over the backfill window first and once a day, and between
 /// them rounds that look back to the previous round's start. A round that fails is repeated whole.
@@ -98,6 +103,10 @@ impl Archiver {
         };
         let window = TimeWindow::new(since, now).map_err(|e| ReportError::Window(e.to_string()))?;
         let summary = archive_round(app, &self.settings, Round { window, max_reports: None }).await?;
+        if summary.skipped {
+            // Another replica archives: when this one takes over, it starts with a full round.
+            return Ok(summary);
+        }
         self.last_round = Some(now);
         if full {
             self.last_full = Some(now);
@@ -123,6 +132,10 @@ pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round)
     if !app.reporter().has_metrics_source() {
         return Ok(walk.summary);
     }
+    // One replica archives at a time; the others' rounds wait for the next turn.
+    let Some(lease) = store.try_lease(ARCHIVER_LEASE).await? else {
+        return Ok(RoundSummary { skipped: true, ..RoundSummary::default() });
+    };
     for reader in app.readers() {
         let tres = reader.tres_catalog().await?;
         for pass in [Pass::EndedBadly, Pass::Rest] {
@@ -130,6 +143,7 @@ pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round)
         }
     }
     walk.record_unanswered(store).await?;
+    lease.release().await?;
     Ok(walk.summary)
 }
 
