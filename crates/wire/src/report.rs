@@ -26,9 +26,9 @@ pub struct JobReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_end: Option<DateTime<Utc>>,
     pub metrics: MetricsStatus,
-    /// How the GPUs' time series come: `per_gpu` (each GPU's `series`) or `spread` (each GPU's `series`
-    /// left empty, `gpu_spread` instead: lowest, mean and highest across the GPUs, a big job's summary
-    /// form). Summaries, XIDs and verdicts are per GPU either way.
+    /// How the time series come: `per_gpu` (each GPU's and node's own `series`) or `spread` (those
+    /// left empty, `gpu_spread` and `node_spread` instead: lowest, mean and highest across the GPUs and
+    /// the nodes, a big job's summary form). Summaries, XIDs and verdicts are per GPU and node either way.
     #[serde(default)]
     pub series_form: SeriesForm,
     pub gpus: Vec<GpuReport>,
@@ -36,6 +36,9 @@ pub struct JobReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_spread: Vec<SpreadSeries>,
     pub nodes: Vec<NodeNetworkReport>,
+    /// In the `spread` form: per metric, the spread across the job's nodes at each point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_spread: Vec<SpreadSeries>,
     pub totals: ReportTotals,
     pub verdicts: Vec<Verdict>,
     /// For a job that ended badly: was it the application or the infrastructure (gap 2).
@@ -170,15 +173,15 @@ pub struct MetricSeries {
     pub points: Vec<(i64, f64)>,
 }
 
-/// One metric's spread across a job's GPUs over time.
+/// One metric's spread across a job's GPUs (or nodes) over time.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SpreadSeries {
     pub metric: String,
     pub unit: String,
-    /// GPUs with this metric.
-    pub gpus: u32,
-    /// `[epoch seconds, lowest, mean, highest]` across the GPUs that have a point then.
+    /// GPUs (or nodes) with this metric.
+    pub count: u32,
+    /// `[epoch seconds, lowest, mean, highest]` across those that have a point then.
     pub points: Vec<(i64, f64, f64, f64)>,
 }
 

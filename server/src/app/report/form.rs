@@ -1,7 +1,8 @@
-//! The form a report's GPU time series are given in. A 256-GPU job's per-GPU series are megabytes of
-//! JSON that no one reads point by point; its summary form (`spread`) gives, per metric, the lowest,
-//! mean and highest across the GPUs at each point instead, and keeps every GPU's summary, XIDs and the
-//! verdicts. The pages ask for `per_gpu` (their heat maps draw every GPU).
+//! The form a report's time series are given in. A 256-GPU job's per-GPU and per-node series are
+//! megabytes of JSON that no one reads point by point; its summary form (`spread`) gives, per metric,
+//! the lowest, mean and highest across the GPUs (and across the nodes) at each point instead, and keeps
+//! every GPU's and node's summary, the XIDs and the verdicts. The pages ask for `per_gpu` (their heat
+//! maps draw every GPU).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -41,32 +42,36 @@ pub fn in_form(mut report: wire::JobReport, choice: SeriesChoice) -> wire::JobRe
         SeriesChoice::Auto => wire::SeriesForm::PerGpu,
     };
     if form == wire::SeriesForm::Spread && report.series_form == wire::SeriesForm::PerGpu {
-        report.gpu_spread = spread(&report.gpus);
+        report.gpu_spread = spread(report.gpus.iter().map(|gpu| gpu.series.as_slice()));
+        report.node_spread = spread(report.nodes.iter().map(|node| node.series.as_slice()));
         for gpu in &mut report.gpus {
             gpu.series.clear();
+        }
+        for node in &mut report.nodes {
+            node.series.clear();
         }
     }
     report.series_form = form;
     report
 }
 
-/// Per metric (in the order the GPUs list them), the lowest, mean and highest across the GPUs at each
-/// point.
-fn spread(gpus: &[wire::GpuReport]) -> Vec<wire::SpreadSeries> {
+/// Per metric (in the order the GPUs or nodes list them), the lowest, mean and highest across them at
+/// each point.
+fn spread<'a>(members: impl Iterator<Item = &'a [wire::MetricSeries]>) -> Vec<wire::SpreadSeries> {
     struct Acc {
         unit: String,
-        gpus: u32,
+        count: u32,
         points: BTreeMap<i64, (f64, f64, f64, u32)>,
     }
     let mut order: Vec<String> = Vec::new();
     let mut by_metric: BTreeMap<String, Acc> = BTreeMap::new();
-    for gpu in gpus {
-        for series in &gpu.series {
+    for member in members {
+        for series in member {
             let acc = by_metric.entry(series.metric.clone()).or_insert_with(|| {
                 order.push(series.metric.clone());
-                Acc { unit: series.unit.clone(), gpus: 0, points: BTreeMap::new() }
+                Acc { unit: series.unit.clone(), count: 0, points: BTreeMap::new() }
             });
-            acc.gpus += 1;
+            acc.count += 1;
             for &(at, value) in &series.points {
                 let point = acc.points.entry(at).or_insert((f64::INFINITY, 0.0, f64::NEG_INFINITY, 0));
                 point.0 = point.0.min(value);
@@ -82,7 +87,7 @@ fn spread(gpus: &[wire::GpuReport]) -> Vec<wire::SpreadSeries> {
             let acc = by_metric.remove(&metric)?;
             let points =
                 acc.points.into_iter().map(|(at, (low, sum, high, n))| (at, low, sum / f64::from(n), high)).collect();
-            Some(wire::SpreadSeries { metric, unit: acc.unit, gpus: acc.gpus, points })
+            Some(wire::SpreadSeries { metric, unit: acc.unit, count: acc.count, points })
         })
         .collect()
 }
@@ -122,12 +127,28 @@ mod tests {
     #[test]
     fn a_big_job_comes_as_its_spread_a_small_one_per_gpu_unless_asked_otherwise() {
         let many: Vec<wire::GpuReport> = (0..17).map(|i| gpu(i, &[f64::from(i), 50.0])).collect();
-        let big = in_form(report(many.clone()), SeriesChoice::Auto);
+        let mut with_nodes = report(many.clone());
+        with_nodes.nodes = [2e9, 4e9]
+            .into_iter()
+            .enumerate()
+            .map(|(i, rate)| wire::NodeNetworkReport {
+                node: format!("gpu00{i}"),
+                summary: Vec::new(),
+                series: vec![wire::MetricSeries {
+                    metric: "rdma_tx".into(),
+                    unit: "B/s".into(),
+                    points: vec![(1000, rate)],
+                }],
+            })
+            .collect();
+        let big = in_form(with_nodes, SeriesChoice::Auto);
+        assert!(big.nodes.iter().all(|node| node.series.is_empty()) && big.nodes.len() == 2);
+        assert_eq!(big.node_spread[0].points, vec![(1000, 2e9, 3e9, 4e9)]);
         assert_eq!(big.series_form, wire::SeriesForm::Spread);
         assert!(big.gpus.iter().all(|gpu| gpu.series.is_empty()) && big.gpus.len() == 17, "every GPU, no series");
         assert_eq!(big.gpu_spread.len(), 1);
         let spread = &big.gpu_spread[0];
-        assert_eq!((spread.metric.as_str(), spread.unit.as_str(), spread.gpus), ("gpu_util", "%", 17));
+        assert_eq!((spread.metric.as_str(), spread.unit.as_str(), spread.count), ("gpu_util", "%", 17));
         assert_eq!(spread.points, vec![(1000, 0.0, 8.0, 16.0), (1060, 50.0, 50.0, 50.0)]);
         let asked = in_form(report(many), SeriesChoice::Form(wire::SeriesForm::PerGpu));
         assert_eq!(asked.series_form, wire::SeriesForm::PerGpu);

@@ -360,6 +360,7 @@ fn unassembled(
         gpus: Vec::new(),
         gpu_spread: Vec::new(),
         nodes: Vec::new(),
+        node_spread: Vec::new(),
         totals: wire::ReportTotals::default(),
         verdicts: Vec::new(),
         failure: None,
