@@ -457,7 +457,10 @@ test('report_charts_show_values_on_hover_with_linked_crosshairs_and_zoom_to_a_dr
   const expect = (share) => plot.start + share * (plot.end - plot.start);
   const slack = (plot.end - plot.start) / 100;
   assert(Math.abs(from - expect(0.25)) <= slack && Math.abs(to - expect(0.6)) <= slack, `zoomed to ${from}..${to}`);
-  await page.waitForFunction((f) => [...document.querySelectorAll('svg.chart line.crosshair')].every((l) => l.dataset.start === String(f)), from);
+  await page.waitForFunction((f) => {
+    const lines = [...document.querySelectorAll('svg.chart line.crosshair')];
+    return lines.length > 0 && lines.every((l) => l.dataset.start === String(f));
+  }, from);
   const spans = await page.$$eval('svg.chart line.crosshair', (lines) => lines.map((l) => `${l.dataset.start}-${l.dataset.end}`));
   assert(spans.every((span) => span === `${from}-${to}`), `every chart shows ${from}-${to}: ${spans}`);
   await page.screenshot({ path: join(out, 'report_chart_zoomed.png') });

@@ -41,7 +41,8 @@ pub fn JobPage() -> impl IntoView {
     let response = use_context::<leptos_axum::ResponseOptions>();
     view! {
         <section class="page job-page">
-            <Suspense fallback=|| view! { <p class="status">"Loading…"</p> }>
+            // A transition: zooming the charts (or any new query) keeps the page up while it reloads.
+            <Transition fallback=|| view! { <p class="status">"Loading…"</p> }>
                 {move || {
                     #[cfg(feature = "ssr")]
                     let response = response.clone();
@@ -60,7 +61,7 @@ pub fn JobPage() -> impl IntoView {
                         }
                     })
                 }}
-            </Suspense>
+            </Transition>
         </section>
     }
 }

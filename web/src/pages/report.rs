@@ -471,7 +471,8 @@ fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
         if let Some(to) = crate::chart_hover::browser::moment(&event) {
             // A click is not a drag: at least a minute of range.
             if (to - from).abs() >= 60 {
-                navigate(&zoom_href(Some((from.min(to), from.max(to)))), Default::default());
+                let options = leptos_router::NavigateOptions { scroll: false, ..Default::default() };
+                navigate(&zoom_href(Some((from.min(to), from.max(to)))), options);
             }
         }
         #[cfg(not(target_arch = "wasm32"))]
