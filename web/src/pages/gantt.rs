@@ -1,7 +1,9 @@
 //! `/`: the Gantt of jobs on nodes. The server sends the controls and, for browsers without the wasm
 //! bundle, a static SVG of the window; once hydrated, the page loads compact job data and draws on a
 //! canvas: zoom from an hour to thirty days, pan, fold racks, unfold nodes into GPU lanes, hover for a
-//! summary, click (or Enter) to open a job, auto-refresh while the window reaches now.
+//! summary, click (or Enter) to open a job, auto-refresh while the window reaches now. `job=<id>` (the
+//! job page's "On the Gantt") names a job: the server renders its details above the chart, and the
+//! chart outlines it (however thin at that zoom), selects its row and scrolls it into view.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,15 +14,16 @@ use leptos_meta::Link;
 use leptos_router::NavigateOptions;
 use leptos_router::hooks::{use_navigate, use_query_map};
 
-use crate::api::{Loader, now};
-use crate::app::display_time;
+use crate::api::{DataError, Loader, now};
+use crate::app::{Time, display_time};
 use crate::gantt::{
     Expansion, GanttData, GanttIndex, LABEL_WIDTH, MAX_SPAN, METRICS, RowKind, RowLayout, Viewport, job_at, layout,
     row_jobs,
 };
 use crate::pages::FilterField;
 use crate::palette::ColourBy;
-use crate::query::{Filters, GanttQuery, encode};
+use crate::query::{Filters, GanttQuery, encode, percent_encode};
+use slurmlens_wire as wire;
 
 const AXIS_HEIGHT: f64 = 24.0;
 const REFRESH: Duration = Duration::from_secs(60);
@@ -71,6 +74,28 @@ pub fn GanttPage() -> impl IntoView {
     let body_canvas = NodeRef::<leptos::html::Canvas>::new();
     let navigate = use_navigate();
     let loader = Loader::from_context();
+    // The job `job=` names: outlined and scrolled to once its window's data is drawn.
+    let focus_id: Option<String> =
+        query_map.with_untracked(|map| map.get("job")).map(|id| id.trim().to_string()).filter(|id| !id.is_empty());
+    let focus_pending: StoredValue<Option<String>> = StoredValue::new(focus_id.clone());
+    let focus_note: RwSignal<Option<String>> = RwSignal::new(None);
+    let focus_detail = {
+        let cluster = initial.cluster.clone();
+        let loader = loader.clone();
+        let focus_id = focus_id.clone();
+        Resource::new(
+            || (),
+            move |()| {
+                let future = focus_id.clone().map(|id| loader.job_detail(cluster.clone(), id));
+                async move {
+                    match future {
+                        Some(future) => Some(future.await),
+                        None => None,
+                    }
+                }
+            },
+        )
+    };
 
     let filter_key = Memo::new(move |_| query.with(|q| (q.cluster.clone(), q.filters.clone())));
     let categories =
@@ -208,6 +233,57 @@ pub fn GanttPage() -> impl IntoView {
         }
     });
 
+    // The named job: selected (outlined, its row marked, its details shown as the keyboard's `]`
+    // shows them), in the view, and its first node's row scrolled to the middle of the screen.
+    let focus_on = move |job_id: &str, current: &Loaded, rows: &RowLayout, body: &web_sys::HtmlCanvasElement| {
+        let Some(job) = current.data.jobs.iter().position(|job| job.job_id == job_id) else {
+            let why = if current.data.min_duration > 0 {
+                "it may be too short to draw at this zoom, or outside the filters"
+            } else {
+                "it did not run on these nodes in this window, or the filters leave it out"
+            };
+            focus_note.set(Some(format!("Job {job_id} is not on the chart: {why}.")));
+            return;
+        };
+        let gantt_job = &current.data.jobs[job];
+        let Some(row_index) =
+            gantt_job.nodes.first().and_then(|&node| rows.node_row.get(node as usize).copied().flatten())
+        else {
+            return;
+        };
+        let row = rows.rows[row_index as usize];
+        let v = view_port.get_untracked();
+        let (start, end) = (gantt_job.start as f64, current.data.end_of(gantt_job, current.data.now) as f64);
+        if end < v.start || start > v.end {
+            let span = v.end - v.start;
+            view_port.set(Viewport { start: start - span / 3.0, end: start + span * 2.0 / 3.0, ..v });
+        }
+        selected_row.set(Some(row_index as usize));
+        selected_job.set(Some(job as u32));
+        let x = view_port.get_untracked().x(start).max(LABEL_WIDTH);
+        hover.set(Some((job as u32, x, row.y + row.height)));
+        focus_note.set(Some(format!(
+            "Job {job_id} is outlined in black on {} (its row is marked in blue).",
+            if gantt_job.nodes.len() == 1 {
+                "its node".to_string()
+            } else {
+                format!("its {} nodes", gantt_job.nodes.len())
+            }
+        )));
+        // After this frame the canvas is shown and laid out: scroll its row to the middle of the screen.
+        let body = body.clone();
+        let row_middle = row.y + row.height / 2.0;
+        request_animation_frame(move || {
+            let Some(window) = web_sys::window() else {
+                return;
+            };
+            let top = body.get_bounding_client_rect().top() + window.scroll_y().unwrap_or(0.0);
+            let screen = window.inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(800.0);
+            window.scroll_to_with_x_and_y(0.0, (top + row_middle - screen / 2.0).max(0.0));
+            let _ = body.set_attribute("data-focused-job", &job.to_string());
+        });
+    };
+
     // Draw whenever anything shown changes.
     Effect::new(move |_| {
         let v = view_port.get();
@@ -291,6 +367,10 @@ pub fn GanttPage() -> impl IntoView {
             display_time(v.start as i64),
             display_time(v.end as i64),
         ));
+        if let Some(job_id) = focus_pending.get_value() {
+            focus_pending.set_value(None);
+            focus_on(&job_id, &current, &rows, &body);
+        }
     });
 
     let rows_now = move || layout_cache.get_value();
@@ -648,6 +728,11 @@ pub fn GanttPage() -> impl IntoView {
                 <span class="status" data-testid="gantt-status" aria-live="polite">{move || status.get()}</span>
             </div>
             <ul class="legend" data-testid="gantt-legend" aria-label="colours">{legend}</ul>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    focus_detail.await.map(|answer| view! { <FocusPanel answer note=focus_note /> })
+                })}
+            </Suspense>
             <p class="hint">"Drag or Shift+wheel pans, Ctrl+wheel zooms. Click a rack or node name to fold or unfold it. Keyboard: focus the chart, ←/→ pan, +/− zoom, ↑/↓ pick a row, Space folds it, [/] step through its jobs, Enter opens one."</p>
             <div class="gantt" node_ref=container>
                 <div class="gantt-fallback" class:hidden=move || ready.get() inner_html=fallback_html></div>
@@ -674,6 +759,50 @@ pub fn GanttPage() -> impl IntoView {
             </div>
         </section>
     }
+}
+
+/// The job `job=` names, above the chart: what it is and when it ran (server-rendered), and once the
+/// chart is drawn, where it is outlined (or why it is not on the chart).
+#[component]
+fn FocusPanel(answer: Result<wire::JobDetail, DataError>, note: RwSignal<Option<String>>) -> impl IntoView {
+    let job = match answer {
+        Ok(detail) => detail.job,
+        Err(error) => {
+            return view! {
+                <p class="gantt-focus error" data-testid="gantt-focus" role="status">
+                    {format!("The job named in the link cannot be shown: {}", error.message)}
+                </p>
+            }
+            .into_any();
+        }
+    };
+    let href = format!("/jobs/{}?{}", percent_encode(&job.job_id), encode(&[("cluster", job.cluster.clone())]));
+    let gpus = if job.alloc_gpus > 0 { format!(", {} GPUs", job.alloc_gpus) } else { String::new() };
+    let nodes = format!("{} on {}{gpus}", plural(u64::from(job.alloc_nodes), "node"), job.node_list);
+    let ended =
+        job.end.map(|end| view! { <Time at=end.timestamp() /> }.into_any()).unwrap_or_else(|| "running".into_any());
+    let started = job.start.map(|start| view! { <Time at=start.timestamp() /> });
+    view! {
+        <section class="gantt-focus" data-testid="gantt-focus" data-job=job.job_id.clone() aria-label="the job in the link">
+            <strong>{format!("Job {}", job.job_id)}</strong>
+            " "
+            <span>{format!("“{}” of {} ({}), {}, {}", job.job_name, job.user, job.account, job.state, nodes)}</span>
+            " · "
+            {started}
+            " → "
+            {ended}
+            " · "
+            <a href=href data-testid="gantt-focus-open">"Open the job"</a>
+            <span class="note" data-testid="gantt-focus-note" role="status">
+                {move || note.get().unwrap_or_default()}
+            </span>
+        </section>
+    }
+    .into_any()
+}
+
+fn plural(count: u64, word: &str) -> String {
+    if count == 1 { format!("1 {word}") } else { format!("{count} {word}s") }
 }
 
 /// The static chart for browsers without the wasm bundle: shown by `<noscript>`, or by a short script
