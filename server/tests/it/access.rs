@@ -315,7 +315,7 @@ async fn cross_site_requests_cannot_make_or_revoke_tokens() {
         for (name, value) in headers {
             request = request.header(*name, value.clone());
         }
-        request.send()
+        async move { request.send().await.expect("post") }
     };
     let cross_site = post(&[("Sec-Fetch-Site", "cross-site".into()), ("Origin", "https://evil.example".into())]).await;
     assert_eq!(cross_site.status(), 403);

@@ -270,18 +270,7 @@ pub fn GanttPage() -> impl IntoView {
                 format!("its {} nodes", gantt_job.nodes.len())
             }
         )));
-        // After this frame the canvas is shown and laid out: scroll its row to the middle of the screen.
-        let body = body.clone();
-        let row_middle = row.y + row.height / 2.0;
-        request_animation_frame(move || {
-            let Some(window) = web_sys::window() else {
-                return;
-            };
-            let top = body.get_bounding_client_rect().top() + window.scroll_y().unwrap_or(0.0);
-            let screen = window.inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(800.0);
-            window.scroll_to_with_x_and_y(0.0, (top + row_middle - screen / 2.0).max(0.0));
-            let _ = body.set_attribute("data-focused-job", &job.to_string());
-        });
+        scroll_to_row(body.clone(), row.y + row.height / 2.0, job, 10);
     };
 
     // Draw whenever anything shown changes.
@@ -759,6 +748,25 @@ pub fn GanttPage() -> impl IntoView {
             </div>
         </section>
     }
+}
+
+/// Scrolls the page so that `row_middle` (y within the chart's body) is in the middle of the screen,
+/// once the body is shown and laid out (it appears with the first drawn frame); then marks the body
+/// with the job it focused (`data-focused-job`).
+fn scroll_to_row(body: web_sys::HtmlCanvasElement, row_middle: f64, job: usize, tries: u32) {
+    request_animation_frame(move || {
+        let Some(window) = web_sys::window() else {
+            return;
+        };
+        if body.client_height() == 0 && tries > 0 {
+            scroll_to_row(body, row_middle, job, tries - 1);
+            return;
+        }
+        let top = body.get_bounding_client_rect().top() + window.scroll_y().unwrap_or(0.0);
+        let screen = window.inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(800.0);
+        window.scroll_to_with_x_and_y(0.0, (top + row_middle - screen / 2.0).max(0.0));
+        let _ = body.set_attribute("data-focused-job", &job.to_string());
+    });
 }
 
 /// The job `job=` names, above the chart: what it is and when it ran (server-rendered), and once the

@@ -108,6 +108,9 @@ pub fn JobsPage() -> impl IntoView {
                                         if more { " (the newest submissions; narrow the window for more)" } else { "" },
                                     ),
                                 };
+                                // A search that found nothing in the window shows no empty table.
+                                let table = (!rows.is_empty() || query.search.is_none())
+                                    .then(|| view! { <JobTable rows query=query.clone() order /> });
                                 let beyond_view = beyond.map(|answer| {
                                     view! { <Beyond answer window search=query.search.clone().unwrap_or_default() query=query.clone() order /> }
                                 });
@@ -117,7 +120,7 @@ pub fn JobsPage() -> impl IntoView {
                                         <a class="button" href=csv_href download="jobs.csv" data-testid="export-csv" on:click=export("csv")>"Export CSV"</a>
                                         <a class="button" href=json_href download="jobs.json" data-testid="export-json" on:click=export("json")>"Export JSON"</a>
                                     </div>
-                                    <JobTable rows query order />
+                                    {table}
                                     {beyond_view}
                                 }
                                 .into_any()
