@@ -2,6 +2,7 @@
 //! tokens (`/tokens`).
 
 pub mod gantt;
+pub mod gantt_focus;
 pub mod grid;
 pub mod job;
 pub mod jobs;
