@@ -30,6 +30,7 @@ LOG=$OUT/server.log
 # digests under them for tens of minutes after a fresh seeding (and the benchmark's timings), stays off
 # here. Its rounds are tested against the lab in server/tests/it/digests.rs.
 ARCHIVE_EVERY=0
+# The tokens test signs in as the site's proxy would: `X-Remote-User` from loopback, a trusted peer.
 # The tests read logs and profiles from stand-ins for VictoriaLogs and Pyroscope (standins.mjs): neither
 # server is installable here. The benchmark runs without them, as a site without those sources would.
 STANDIN_PID=
@@ -42,7 +43,7 @@ if [[ ${1:-} != --bench ]]; then
   STANDINS=$(cat "$OUT/standins.url")
   SIGNALS=(SLURMLENS_VICTORIALOGS__URL="$STANDINS" SLURMLENS_PYROSCOPE__URL="$STANDINS")
 fi
-env "${SIGNALS[@]}" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff \
+env "${SIGNALS[@]}" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_ACCESS__USER_HEADER=X-Remote-User \
   SLURMLENS_LISTEN=127.0.0.1:0 SLURMLENS_SITE_ROOT="$SITE" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve >"$LOG" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER $STANDIN_PID 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT

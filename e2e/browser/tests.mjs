@@ -3,6 +3,7 @@
 // what the page shows against the REST API, and saves a screenshot under the output folder.
 //
 //   node e2e/browser/tests.mjs BASE_URL OUT_DIR [name-filter (a regular expression)]
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { allJobs, api, formTime, ganttReady, ganttState, hydrated, launch, parseCsv, runningAt } from './lib.mjs';
@@ -816,6 +817,147 @@ test('grid_refuses_a_moment_in_the_future_with_a_way_back', async (page) => {
   await page.click('[data-testid=grid-now]');
   await page.waitForSelector('[data-testid=grid-summary]', { timeout: 30000 });
   assertEqual(await page.$$eval('[data-testid=gpu-cell]', (cells) => cells.length), 800, 'back at now');
+  return page;
+});
+
+
+/** A short job of sakura's history on a node of racks B03–B04 (far below the fold), days ago. */
+async function shortJobLowDown(daysAgo) {
+  const end = Math.floor(Date.now() / 1000 / 3600) * 3600 - daysAgo * 86400;
+  const jobs = placed((await api(base, `/api/v1/jobs?cluster=sakura&start=${end - 6 * 3600}&end=${end}&limit=5000`)).items);
+  const job = jobs.find((j) => j.end && /^gpu0[78]\d$/.test(j.node_list) && j.elapsed_raw >= 30 && j.elapsed_raw <= 300);
+  assert(job, `a short one-node job on gpu070–gpu089 ${daysAgo} days ago`);
+  return job;
+}
+
+test('on_the_gantt_outlines_scrolls_to_and_details_the_job', async (page) => {
+  // Review problem 8: "On the Gantt" opened the window, but the job was nowhere highlighted or in view.
+  const job = await shortJobLowDown(3);
+  await page.goto(`${base}/jobs/${job.job_id}?cluster=sakura`);
+  await hydrated(page);
+  const href = await page.getAttribute('[data-testid=job-on-gantt]', 'href');
+  assert(href.includes(`job=${job.job_id}`), `the link carries the job: ${href}`);
+  // The server renders the job's details above the chart (no script needed to read them).
+  const html = await (await fetch(base + href)).text();
+  assert(html.includes('data-testid="gantt-focus"') && html.includes(`Job ${job.job_id}`), 'the focus panel is server-rendered');
+  for (const load of ['client navigation after hydration', 'direct load']) {
+    if (load === 'direct load') await page.goto(base + href);
+    else await page.click('[data-testid=job-on-gantt]');
+    await hydrated(page);
+    await ganttReady(page);
+    await page.waitForSelector('[data-testid=gantt-canvas][data-focused-job]', { timeout: 30000 });
+    const panel = await page.textContent('[data-testid=gantt-focus]');
+    assert(panel.includes(`Job ${job.job_id}`) && panel.includes(job.user) && panel.includes(job.node_list), `${load}: the panel names the job: ${panel}`);
+    const note = await page.textContent('[data-testid=gantt-focus-note]');
+    assert(note.includes('outlined'), `${load}: the panel says where the job is: ${note}`);
+    // Its details show as if picked with the keyboard, next to its row, on screen.
+    assertEqual(await page.getAttribute('[data-testid=gantt-tooltip]', 'data-job'), job.job_id, `${load}: the job's details are shown`);
+    const box = await page.locator('[data-testid=gantt-tooltip]').boundingBox();
+    const height = await page.evaluate(() => window.innerHeight);
+    assert(box && box.y > 0 && box.y + 20 < height, `${load}: the job's row is scrolled into view (tooltip at y=${box && box.y} of ${height})`);
+    assert(await page.evaluate(() => window.scrollY > 300), `${load}: the page scrolled down to rack B/C`);
+    // However thin the bar (a few minutes in a window of hours), the outline is drawn: black pixels
+    // on the job's row, around its start.
+    const state = await ganttState(page);
+    const dark = await page.evaluate(({ start, viewStart, viewEnd }) => {
+      const canvas = document.querySelector('[data-testid=gantt-canvas]');
+      const tip = document.querySelector('[data-testid=gantt-tooltip]');
+      const ratio = canvas.width / canvas.clientWidth;
+      const x = 96 + (start - viewStart) / (viewEnd - viewStart) * (canvas.clientWidth - 96);
+      const y = tip.offsetTop - 24 - 12 - 5; // the row's middle: the tooltip sits just below the row
+      const data = canvas.getContext('2d').getImageData((x - 8) * ratio, (y - 6) * ratio, 16 * ratio, 12 * ratio).data;
+      let count = 0;
+      for (let i = 0; i < data.length; i += 4) if (data[i] < 30 && data[i + 1] < 30 && data[i + 2] < 30 && data[i + 3] > 200) count++;
+      return count;
+    }, { start: Date.parse(job.start) / 1000, viewStart: Number(state.viewStart), viewEnd: Number(state.viewEnd) });
+    assert(dark > 10, `${load}: a black outline around the bar (${dark} dark pixels)`);
+  }
+  return page;
+});
+
+test('job_list_search_finds_jobs_beyond_the_window', async (page) => {
+  // Review problem 8: searching for an older job found nothing ("narrow the window").
+  const before = Math.floor(Date.now() / 1000 / 3600) * 3600 - 10 * 86400;
+  const old = placed((await api(base, `/api/v1/jobs?cluster=sakura&start=${before - 3600}&end=${before}&limit=100`)).items).find((j) => j.end);
+  assert(old, 'a job that ended ten days ago');
+  await page.goto(`${base}/jobs?cluster=sakura`);
+  await hydrated(page);
+  await page.fill('[data-testid=filter-q]', old.job_id);
+  await page.click('[data-testid=jobs-apply]');
+  await page.waitForURL(new RegExp(`q=${old.job_id}`));
+  await page.waitForSelector('[data-testid=jobs-beyond-count]');
+  const count = await page.textContent('[data-testid=jobs-count]');
+  assert(count.startsWith('0 jobs in this window match'), `the day's window holds no such job: ${count}`);
+  const beyond = await page.textContent('[data-testid=jobs-beyond-count]');
+  assertEqual(beyond, `1 more job matches “${old.job_id}” outside this window`, 'the match outside the window is announced');
+  const rows = await page.$$eval('[data-testid=jobs-beyond] [data-testid=job-row]', (r) => r.map((row) => row.dataset.job));
+  assertEqual(rows, [old.job_id], 'and shown, apart from the window\'s rows');
+  await page.screenshot({ path: join(out, 'job_list_search_old_id.png'), fullPage: true });
+
+  // A user's name: the window's matches exactly as the API answers them, and more before it.
+  const end = Math.floor(Date.now() / 1000 / 3600) * 3600 - 86400;
+  const window = `start=${end - 86400}&end=${end}`;
+  await page.goto(`${base}/jobs?cluster=sakura&q=u20&${window}`);
+  const shown = await page.$$eval('[data-testid=jobs-table]:not([data-testid=jobs-beyond] *) [data-testid=job-row]', (r) => r.map((row) => row.dataset.job));
+  const inWindow = (await api(base, `/api/v1/jobs?cluster=sakura&q=u20&limit=1000&${window}`)).items;
+  assert(inWindow.length > 0 && inWindow.every((job) => [job.user, job.job_name, job.account].some((field) => field.toLowerCase().includes('u20'))), 'the API matches u20');
+  assertEqual(shown, inWindow.map((job) => job.job_id), "the window's rows are the API's matches");
+  const more = await page.textContent('[data-testid=jobs-beyond-count]');
+  assert(/^\d+\+? more jobs match “u20” outside this window$/.test(more), more);
+
+  // Bad input: a clear message, nothing listed.
+  await page.goto(`${base}/jobs?cluster=sakura&q=${encodeURIComponent('été')}`);
+  const error = await page.textContent('[data-testid=load-error]');
+  assert(error.includes('printable ASCII'), error);
+  return page;
+});
+
+test('tokens_page_makes_shows_once_and_revokes_a_token', async (page) => {
+  // Review problem 12: no page to make a token; the docs' way only worked on the server host.
+  await page.goto(`${base}/tokens`);
+  const signedOut = await page.textContent('[data-testid=tokens-signed-out]');
+  assert(signedOut.includes('You are not signed in'), `an anonymous viewer is told why: ${signedOut}`);
+  await page.screenshot({ path: join(out, 'tokens_signed_out.png') });
+
+  const user = `e2e${Date.now()}`;
+  await page.setExtraHTTPHeaders({ 'X-Remote-User': user }); // as the site's proxy signs people in
+  await page.goto(`${base}/tokens`);
+  await hydrated(page);
+  await page.waitForSelector('[data-testid=token-none]');
+  await page.fill('[data-testid=token-name]', 'notebook');
+  await page.selectOption('[data-testid=token-days]', '30');
+  await page.click('[data-testid=token-create-button]');
+  const secret = await (await page.waitForSelector('[data-testid=token-secret]')).inputValue();
+  assert(/^slt_[0-9a-f]{64}$/.test(secret), `a token is shown: ${secret.slice(0, 8)}…`);
+  const created = await page.textContent('[data-testid=token-created]');
+  assert(created.includes('shown only this once'), 'the page says the secret is shown once');
+  await page.waitForSelector('[data-testid=token-row][data-state=live]');
+  await page.screenshot({ path: join(out, 'tokens_created.png'), fullPage: true });
+
+  // The example works as written: run it.
+  const example = await page.textContent('[data-testid=token-example]');
+  assert(example.startsWith(`curl -s -H 'Authorization: Bearer ${secret}' '${base}/api/v1/jobs`), example);
+  const answer = JSON.parse(execFileSync('sh', ['-c', example], { encoding: 'utf8' }));
+  assert(Array.isArray(answer.items), `the example answers a page of jobs: ${JSON.stringify(answer).slice(0, 200)}`);
+
+  // Never again: not in the server-rendered list, not after a reload.
+  const ssr = await (await fetch(`${base}/tokens`, { headers: { 'X-Remote-User': user } })).text();
+  assert(ssr.includes('notebook') && !ssr.includes(secret), 'the list is server-rendered without the secret');
+  await page.reload();
+  await hydrated(page);
+  assertEqual(await page.$$eval('[data-testid=token-secret]', (s) => s.length), 0, 'the secret is gone after a reload');
+  const row = await page.textContent('[data-testid=token-row]');
+  assert(row.includes('notebook') && row.includes('live') && !row.includes('never'), `listed, live, used once: ${row}`);
+
+  // Revoking asks first; declining keeps the token, accepting revokes it.
+  page.once('dialog', (dialog) => dialog.dismiss());
+  await page.click('[data-testid=token-revoke]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=token-row]')?.dataset.state === 'live');
+  assertEqual((await fetch(`${base}/api/v1/jobs?limit=1`, { headers: { Authorization: `Bearer ${secret}` } })).status, 200, 'declined: the token still works');
+  page.once('dialog', (dialog) => dialog.accept());
+  await page.click('[data-testid=token-revoke]');
+  await page.waitForSelector('[data-testid=token-row][data-state=revoked]');
+  assertEqual((await fetch(`${base}/api/v1/jobs?limit=1`, { headers: { Authorization: `Bearer ${secret}` } })).status, 401, 'revoked: the token is refused');
   return page;
 });
 

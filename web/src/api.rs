@@ -208,6 +208,43 @@ impl Loader {
         }
     }
 
+    /// The viewer's own personal tokens (`/api/v1/tokens`), never a secret.
+    pub fn tokens(&self) -> impl Future<Output = Result<Vec<wire::TokenInfo>, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.tokens().await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json("/api/v1/tokens".to_string())
+        }
+    }
+
+    /// A job as `/api/v1/jobs/{id}` gives it, without its report (the Gantt's "this job" panel).
+    pub fn job_detail(
+        &self,
+        cluster: Option<String>,
+        job_id: String,
+    ) -> impl Future<Output = Result<wire::JobDetail, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.job(cluster.as_deref(), &job_id).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            let suffix = cluster.map(|c| format!("?{}", encode(&[("cluster", c)]))).unwrap_or_default();
+            fetch_json(format!("/api/v1/jobs/{}{suffix}", crate::query::percent_encode(&job_id)))
+        }
+    }
+
     /// A job with its steps, nodes and report status.
     pub fn job(
         &self,

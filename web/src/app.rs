@@ -10,7 +10,7 @@ use leptos_router::path;
 
 use crate::api::Loader;
 use crate::clock::{self, Zone};
-use crate::pages::{gantt::GanttPage, grid::GridPage, job::JobPage, jobs::JobsPage};
+use crate::pages::{gantt::GanttPage, grid::GridPage, job::JobPage, jobs::JobsPage, tokens::TokensPage};
 use crate::timefmt;
 
 /// The stylesheet, served at `/web/style.css` from the binary so pages keep their look without a site folder.
@@ -70,6 +70,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/grid") view=GridPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
+                    <Route path=path!("/tokens") view=TokensPage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>
@@ -95,6 +96,7 @@ fn Header() -> impl IntoView {
                 <A href=move || with_cluster("/")>"Gantt"</A>
                 <A href=move || with_cluster("/grid")>"Grid"</A>
                 <A href=move || with_cluster("/jobs")>"Jobs"</A>
+                <A href="/tokens">"Tokens"</A>
             </nav>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {

@@ -32,6 +32,8 @@ pub struct Frame<'a> {
 }
 
 const NOW_COLOUR: &str = "#D55E00";
+/// The narrowest outline of the selected job, CSS pixels.
+const SELECTED_MIN_WIDTH: f64 = 7.0;
 
 /// Sizes `canvas` to `width`×`height` CSS pixels at the screen's pixel ratio and returns its context,
 /// scaled so drawing uses CSS pixels.
@@ -122,13 +124,22 @@ pub fn draw_body(context: &CanvasRenderingContext2d, width: f64, frame: &Frame<'
         context.fill();
     }
     if let Some(job) = frame.selected_job {
-        context.set_stroke_style_str("#000");
-        context.set_line_width(2.0);
+        // However thin the bar at this zoom (a minute in a day is under a pixel), the outline is wide
+        // enough to see; a white halo keeps it visible on dark bars.
+        let mut outlines = Vec::new();
         bars(frame.data, frame.index, layout, frame.expansion, &frame.view, frame.now, frame.visible, |bar| {
             if bar.job == job {
-                context.stroke_rect(bar.x - 1.0, bar.y - 1.0, bar.w + 2.0, bar.h + 2.0);
+                let width = bar.w.max(SELECTED_MIN_WIDTH);
+                outlines.push((bar.x + bar.w / 2.0 - width / 2.0 - 1.0, bar.y - 1.0, width + 2.0, bar.h + 2.0));
             }
         });
+        for (colour, line_width) in [("#FFF", 4.0), ("#000", 2.0)] {
+            context.set_stroke_style_str(colour);
+            context.set_line_width(line_width);
+            for &(x, y, w, h) in &outlines {
+                context.stroke_rect(x, y, w, h);
+            }
+        }
     }
     // Gridlines and the now line.
     context.set_stroke_style_str("rgba(0,0,0,0.12)");

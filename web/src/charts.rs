@@ -39,8 +39,7 @@ pub fn viridis(value: f64, max: f64) -> (usize, &'static str) {
     (step, VIRIDIS[step])
 }
 
-/// How the charts are drawn for one viewer: in their zone, over the job's window or a range of it
-/// they zoomed to.
+/// How the charts are drawn for one viewer: in their zone, over the job's window or the range zoomed to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChartView {
     pub zone: Zone,
@@ -79,10 +78,7 @@ impl Span {
             }
         };
         // A zoom narrows the window, never widens it.
-        let (start, end) = match zoom {
-            Some((from, to)) => (from.max(start), to.min(end)),
-            None => (start, end),
-        };
+        let (start, end) = zoom.map_or((start, end), |(from, to)| (from.max(start), to.min(end)));
         (end > start).then_some(Self { start, end, step, zone })
     }
 
@@ -698,13 +694,11 @@ mod tests {
         let part = gpu_timeline(&report(2, &points), "gpu_util", zoom).expect("chart");
         assert!(part.contains(&format!(r#"data-start="{}" data-end="{}""#, T0 + 1200, T0 + 2400)), "{part}");
         // The points standing for (T0+1200, T0+2400]: those at T0+1800 and T0+2400, per line.
-        let line = part.split(r#"class="line""#).nth(1).expect("a line");
-        let d = line.split(r#"d=""#).nth(1).and_then(|rest| rest.split('"').next()).expect("a path");
+        let d = part.split(r#"class="line" "#).nth(1).and_then(|l| l.split('"').nth(3)).expect("a line's path");
         assert_eq!(d.matches(['M', 'L']).count(), 2, "{d}");
-        // A zoom never widens the window.
         let wide = ChartView { zone: Zone::UTC, zoom: Some((T0 - 86_400, T0 + 86_400)) };
         let span = Span::of(&report(2, &points), wide).expect("a span");
-        assert_eq!((span.start, span.end), (T0, T0 + 3600));
+        assert_eq!((span.start, span.end), (T0, T0 + 3600), "a zoom never widens the window");
     }
 
     #[test]

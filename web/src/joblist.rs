@@ -1,4 +1,4 @@
-//! The job list's columns, search, ordering and exports. Export writes exactly the rows and columns
+//! The job list's columns, window test, ordering and exports. Export writes exactly the rows and columns
 //! the table shows, in the order shown; times are RFC 3339 UTC so a spreadsheet or script reads them.
 
 use serde::{Deserialize, Serialize};
@@ -149,27 +149,18 @@ pub fn sort(jobs: &mut [wire::Job], column: Column, descending: bool) {
     jobs.sort_by(|a, b| blank(a).cmp(&blank(b)).then_with(|| if descending { compare(b, a) } else { compare(a, b) }));
 }
 
-/// Keeps jobs whose id, name, user, account or node list contains `search` (case-insensitive).
-pub fn search(jobs: Vec<wire::Job>, search: Option<&str>) -> Vec<wire::Job> {
-    let Some(needle) = search.map(str::to_lowercase).filter(|s| !s.is_empty()) else {
-        return jobs;
-    };
-    jobs.into_iter()
-        .filter(|job| {
-            [&job.job_id, &job.job_name, &job.user, &job.account, &job.node_list]
-                .iter()
-                .any(|field| field.to_lowercase().contains(&needle))
-        })
-        .collect()
-}
-
-/// The rows shown for a loaded page: searched, then ordered.
-pub fn shown(jobs: Vec<wire::Job>, search_text: Option<&str>, order: Option<(Column, bool)>) -> Vec<wire::Job> {
-    let mut jobs = search(jobs, search_text);
+/// The rows shown for a loaded page (the server searched it): ordered.
+pub fn shown(mut jobs: Vec<wire::Job>, order: Option<(Column, bool)>) -> Vec<wire::Job> {
     if let Some((column, descending)) = order {
         sort(&mut jobs, column, descending);
     }
     jobs
+}
+
+/// Whether `job`'s life overlaps `[start, end)` as the listing's window test reads it: submitted
+/// before the end, not ended before the start (running and pending jobs have not ended).
+pub fn overlaps(job: &wire::Job, (start, end): (i64, i64)) -> bool {
+    job.submit.timestamp() < end && job.end.is_none_or(|ended| ended.timestamp() >= start)
 }
 
 fn csv_field(text: &str) -> String {
@@ -232,11 +223,14 @@ mod tests {
     }
 
     #[test]
-    fn search_matches_ids_names_users_and_nodes() {
-        let jobs = vec![job(1, "alice", "train", 1), job(2, "bob", "eval", 1)];
-        assert_eq!(search(jobs.clone(), Some("TRAIN")).len(), 1);
-        assert_eq!(search(jobs.clone(), Some("n1")).len(), 2);
-        assert_eq!(search(jobs, None).len(), 2);
+    fn a_job_overlaps_the_window_it_lived_in() {
+        let mut finished = job(1, "alice", "train", 1);
+        finished.end = Some("2026-11-30T13:00:00Z".parse().expect("a time"));
+        let noon = 1_796_040_000;
+        assert!(overlaps(&finished, (noon - 3600, noon + 1)));
+        assert!(!overlaps(&finished, (noon + 7200, noon + 9000)), "ended before the window");
+        assert!(!overlaps(&finished, (noon - 7200, noon - 3600)), "submitted after the window");
+        assert!(overlaps(&job(2, "bob", "eval", 1), (noon + 86_400, noon + 90_000)), "still running");
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub struct JobQuery {
     pub start: Option<i64>,
     pub end: Option<i64>,
     pub filters: Filters,
+    /// `q=`: a job id, or text in the name, user or account (searched by the server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
     pub limit: Option<u32>,
     pub cursor: Option<String>,
 }
@@ -56,6 +59,9 @@ impl JobQuery {
             pairs.push(("end".into(), end.to_string()));
         }
         pairs.extend(self.filters.pairs().into_iter().map(|(name, value)| (name.to_string(), value)));
+        if let Some(search) = &self.search {
+            pairs.push(("q".into(), search.clone()));
+        }
         if let Some(limit) = self.limit {
             pairs.push(("limit".into(), limit.to_string()));
         }
@@ -109,13 +115,18 @@ pub struct ListQuery {
     pub start: Option<i64>,
     pub end: Option<i64>,
     pub filters: Filters,
-    /// Substring searched in job id, name, user, account and nodes.
+    /// `q=`: a job id, or text in the name, user or account; the server searches, in the window and
+    /// (the page asks a second time) beyond it.
     pub search: Option<String>,
     pub limit: Option<u32>,
 }
 
 /// Rows the job list loads at most.
 pub const LIST_LIMIT: u32 = 1000;
+/// How far back a search reaches beyond the window.
+pub const SEARCH_BACK_DAYS: i64 = 366;
+/// Matches beyond the window shown at most.
+pub const BEYOND_LIMIT: u32 = 200;
 
 /// Parses a time parameter: Unix seconds, RFC 3339, a wall-clock `YYYY-MM-DDTHH:MM[:SS]` (what a
 /// `datetime-local` form field sends) read in `zone`, or a date `YYYY-MM-DD` (its midnight in `zone`).
@@ -243,9 +254,26 @@ impl ListQuery {
             start: Some(self.start.unwrap_or(end - 86_400)),
             end: Some(end),
             filters: self.filters.clone(),
+            search: self.search.clone(),
             limit: Some(self.limit.unwrap_or(LIST_LIMIT)),
             cursor: None,
         }
+    }
+
+    /// With a search: the same search beyond the window, over the [`SEARCH_BACK_DAYS`] before now (and
+    /// before the window, if it lies further back) up to now, at most [`BEYOND_LIMIT`] jobs. The page
+    /// shows those outside the window apart from the window's own.
+    pub fn beyond_query(&self, now: i64) -> Option<JobQuery> {
+        let search = self.search.clone()?;
+        let window = self.api_query(now);
+        let (start, end) = (window.start.unwrap_or(now), window.end.unwrap_or(now));
+        Some(JobQuery {
+            start: Some(start.min(now - SEARCH_BACK_DAYS * 86_400)),
+            end: Some(end.max(now)),
+            search: Some(search),
+            limit: Some(BEYOND_LIMIT),
+            ..window
+        })
     }
 
     /// The query string (without `?`), plus `extra` pairs.
@@ -341,9 +369,14 @@ mod tests {
                 ("start".into(), "-85400".into()),
                 ("end".into(), "1000".into()),
                 ("state".into(), "FAILED,TIMEOUT".into()),
+                ("q".into(), "a b".into()),
                 ("limit".into(), "1000".into()),
             ]
         );
         assert_eq!(query.to_query(&[]), "cluster=sakura&state=FAILED,TIMEOUT&q=a%20b");
+        let beyond = query.beyond_query(1000).expect("a search looks beyond the window");
+        assert_eq!((beyond.start, beyond.end), (Some(1000 - SEARCH_BACK_DAYS * 86_400), Some(1000)));
+        assert_eq!((beyond.search.as_deref(), beyond.limit), (Some("a b"), Some(BEYOND_LIMIT)));
+        assert_eq!(ListQuery::default().beyond_query(1000), None, "no search, nothing beyond");
     }
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::exit_code::ExitCode;
 use super::hostlist::Hostlist;
-use super::ids::JobIdentity;
+use super::ids::{JobIdentity, JobSelector};
 use super::state::{JobState, StateFilter};
 use super::time::TimeLimit;
 use super::tres::{MemRequest, TresMap};
@@ -112,6 +112,66 @@ pub struct JobFilter {
     pub node: Option<String>,
     pub min_gpus: Option<u64>,
     pub max_gpus: Option<u64>,
+    /// A search (`q=`): a job id, or text in the name, user or account.
+    pub search: Option<JobSearch>,
+}
+
+/// What a listing's search (`q=`) looks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobSearch {
+    /// `123` (that job, an array's tasks, a het job's components), `123_4` or `8+1`: exactly that id.
+    Id(JobSelector),
+    /// Any other text: jobs whose name, user or account contains it, ignoring case.
+    Text(String),
+}
+
+/// Longest search text.
+pub const MAX_SEARCH_CHARS: usize = 64;
+
+/// Why a search was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadSearch {
+    #[error("empty search")]
+    Empty,
+    #[error("a search is at most {MAX_SEARCH_CHARS} characters")]
+    TooLong,
+    #[error("a search holds printable ASCII characters only (job ids, names, users, accounts)")]
+    NotPrintable,
+}
+
+impl JobSearch {
+    /// Parses `q=`: trimmed, 1–64 printable ASCII characters (slurmdbd keeps names in latin1, and a
+    /// job id, user or account is ASCII); a job id is matched exactly, anything else as a substring.
+    pub fn parse(text: &str) -> Result<Self, BadSearch> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(BadSearch::Empty);
+        }
+        if text.chars().count() > MAX_SEARCH_CHARS {
+            return Err(BadSearch::TooLong);
+        }
+        if !text.bytes().all(|byte| (0x20..0x7f).contains(&byte)) {
+            return Err(BadSearch::NotPrintable);
+        }
+        Ok(match text.parse::<JobSelector>() {
+            Ok(selector) => Self::Id(selector),
+            Err(_) => Self::Text(text.to_string()),
+        })
+    }
+
+    /// A `LIKE` pattern that finds `text` anywhere, its wildcards escaped with `!`.
+    pub fn like_pattern(text: &str) -> String {
+        let mut pattern = String::with_capacity(text.len() + 2);
+        pattern.push('%');
+        for character in text.chars() {
+            if matches!(character, '!' | '%' | '_') {
+                pattern.push('!');
+            }
+            pattern.push(character);
+        }
+        pattern.push('%');
+        pattern
+    }
 }
 
 impl JobFilter {
@@ -181,5 +241,22 @@ mod tests {
         let now = Utc::now();
         assert!(TimeWindow::new(now, now).is_err());
         assert!(TimeWindow::new(now - chrono::Duration::hours(1), now).is_ok());
+    }
+
+    #[test]
+    fn searches_read_job_ids_exactly_and_other_text_as_a_substring() {
+        assert_eq!(JobSearch::parse(" 1027875 "), Ok(JobSearch::Id(JobSelector::Id(1_027_875))));
+        assert_eq!(
+            JobSearch::parse("123_4"),
+            Ok(JobSearch::Id(JobSelector::ArrayTask { array_job_id: 123, task_id: 4 }))
+        );
+        assert_eq!(JobSearch::parse("u20"), Ok(JobSearch::Text("u20".into())));
+        assert_eq!(JobSearch::parse("  "), Err(BadSearch::Empty));
+        assert_eq!(JobSearch::parse(&"x".repeat(65)), Err(BadSearch::TooLong));
+        assert_eq!(JobSearch::parse("naïve"), Err(BadSearch::NotPrintable));
+        assert_eq!(JobSearch::parse(r"a\tb"), Ok(JobSearch::Text(r"a\tb".into())));
+        assert_eq!(JobSearch::parse("a\tb"), Err(BadSearch::NotPrintable));
+        assert_eq!(JobSearch::parse("a\u{7}b"), Err(BadSearch::NotPrintable));
+        assert_eq!(JobSearch::like_pattern("50%_a!"), "%50!%!_a!!%");
     }
 }

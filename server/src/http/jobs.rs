@@ -9,10 +9,10 @@ use super::params::{Params, QueryPairs, pairs};
 use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE};
 use crate::app::report::{DEFAULT_POINTS, SeriesChoice, in_form};
 use crate::app::{App, Viewer};
-use crate::domain::job::JobFilter;
+use crate::domain::job::{JobFilter, JobSearch};
 
 /// The parameters `GET /api/v1/jobs` takes.
-const LIST_PARAMETERS: [&str; 13] = [
+const LIST_PARAMETERS: [&str; 14] = [
     "cluster",
     "start",
     "end",
@@ -26,6 +26,7 @@ const LIST_PARAMETERS: [&str; 13] = [
     "limit",
     "cursor",
     "blame",
+    "q",
 ];
 
 /// `GET /api/v1/health`: 200 when slurmdbd's database answers, 503 otherwise.
@@ -74,6 +75,7 @@ pub async fn health(State(app): State<App>) -> Result<Json<wire::Health>, ApiErr
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 5000, description = "Page size; default 500."),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
         ("blame" = Option<String>, Query, description = "Comma-separated `infrastructure`, `application`, `unknown`: keeps the page's jobs whose archived report says so (a page may then hold fewer than `limit` jobs)."),
+        ("q" = Option<String>, Query, description = "Search, 1–64 printable ASCII characters: a job id (`123`, with an array's tasks and a het job's components; `123_4`; `8+1`) finds exactly that job; other text finds jobs whose name, user or account contains it, ignoring case. Applies within the window like every filter: widen `start` to search further back."),
     ),
     responses(
         (status = 200, description = "One page of jobs", body = wire::Page<wire::Job>),
@@ -105,6 +107,11 @@ fn jobs_query(app: &App, params: &Params) -> Result<JobsQuery, ApiError> {
         node: params.text("node").map(String::from),
         min_gpus: params.number("min_gpus", 0, u64::from(u32::MAX))?,
         max_gpus: params.number("max_gpus", 0, u64::from(u32::MAX))?,
+        search: params
+            .text("q")
+            .map(JobSearch::parse)
+            .transpose()
+            .map_err(|error| ApiError::invalid("q", format!("{error}")))?,
     };
     let limit = params.number("limit", 1, MAX_PAGE as u64)?.map_or(DEFAULT_PAGE, |limit| limit as usize);
     let cursor = JobsQuery::cursor(params.text("cursor"))?;

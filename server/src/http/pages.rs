@@ -15,7 +15,7 @@ use slurmlens_wire as wire;
 
 use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE, split_list};
 use crate::app::{App, AppError, Viewer};
-use crate::domain::job::JobFilter;
+use crate::domain::job::{JobFilter, JobSearch};
 
 /// The pages' router over `app`, served with `options` (site root, topology).
 pub fn routes(app: &App, options: WebOptions) -> Router {
@@ -88,6 +88,13 @@ fn jobs_query(query: &JobQuery) -> Result<JobsQuery, AppError> {
         accounts: split_list(filters.account.as_deref()),
         partitions: split_list(filters.partition.as_deref()),
         states: JobsQuery::states(&split_list(filters.state.as_deref()))?,
+        search: query
+            .search
+            .as_deref()
+            .filter(|text| !text.trim().is_empty())
+            .map(JobSearch::parse)
+            .transpose()
+            .map_err(|error| AppError::invalid("q", error.to_string()))?,
         ..JobFilter::default()
     };
     let limit = query.limit.map_or(DEFAULT_PAGE, |limit| limit as usize);
@@ -155,6 +162,10 @@ impl PageData for Viewing {
         Box::pin(async move {
             self.app.gpu_values(&self.viewer, cluster, metric, moment(at)?).await.map(Some).map_err(data_error)
         })
+    }
+
+    fn tokens<'a>(&'a self) -> DataFuture<'a, Vec<wire::TokenInfo>> {
+        Box::pin(async move { super::tokens::own_tokens(&self.app, &self.viewer).await.map_err(data_error) })
     }
 
     fn colour_slots<'a>(&'a self, cluster: Option<&'a str>, slots: u32) -> DataFuture<'a, ColourSlots> {

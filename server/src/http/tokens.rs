@@ -1,20 +1,54 @@
 //! `/api/v1/tokens`: personal API tokens a signed-in user makes, lists and revokes for themselves.
-//! Making and revoking need the site's sign-in (the proxy identity): a token cannot make tokens.
+//! Making and revoking need the site's sign-in (the proxy identity): a token cannot make tokens. A
+//! browser's cross-site request is refused, so a page elsewhere cannot make or revoke tokens in the name
+//! of a viewer whose sign-in cookie the proxy would accept.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::{Extension, Json};
 use chrono::{Duration, Utc};
 use slurmlens_wire as wire;
 
 use super::ApiError;
-use crate::app::{App, Identity, Viewer};
+use crate::app::{App, AppError, Identity, Viewer};
 use crate::domain::token::{TokenName, TokenSecret};
 use crate::store::tokens::StoredToken;
 
 const DEFAULT_DAYS: u32 = 90;
 const MAX_BODY_BYTES: usize = 4096;
+
+/// Refuses what a browser says is a cross-site request. Browsers name where a request comes from
+/// (`Sec-Fetch-Site`; older ones only `Origin`); curl and scripts send neither and are let through,
+/// signed in as the proxy says. `Origin` is compared with the host the client asked for
+/// (`X-Forwarded-Host` behind a proxy that rewrites `Host`).
+fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+    let refused =
+        || ApiError::Forbidden("a cross-site request cannot make or revoke tokens; use this site's own pages".into());
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::trim);
+    if let Some(site) = text("sec-fetch-site") {
+        return if matches!(site, "same-origin" | "none") { Ok(()) } else { Err(refused()) };
+    }
+    let Some(origin) = text(header::ORIGIN.as_str()) else {
+        return Ok(());
+    };
+    let authority = origin.split_once("://").map(|(_, authority)| authority);
+    let asked = [text("x-forwarded-host"), text(header::HOST.as_str())];
+    if authority.is_some_and(|authority| asked.iter().flatten().any(|host| host.eq_ignore_ascii_case(authority))) {
+        Ok(())
+    } else {
+        Err(refused())
+    }
+}
+
+/// The viewer's own tokens, newest first, never a secret: the API's list and the tokens page.
+pub(crate) async fn own_tokens(app: &App, viewer: &Viewer) -> Result<Vec<wire::TokenInfo>, AppError> {
+    let identity =
+        viewer.identity().ok_or_else(|| AppError::Unauthorized("sign in through the site to manage tokens".into()))?;
+    let tokens = app.require_store()?.tokens_of(&identity.user).await?;
+    let now = Utc::now();
+    Ok(tokens.into_iter().map(|token| info(token, now)).collect())
+}
 
 fn signed_in(viewer: &Viewer) -> Result<&Identity, ApiError> {
     viewer.identity().ok_or_else(|| ApiError::Unauthorized("sign in through the site to manage tokens".into()))
@@ -43,7 +77,7 @@ fn signed_in_at_the_site(viewer: &Viewer) -> Result<&Identity, ApiError> {
         (status = 201, description = "The token, shown once", body = wire::CreatedToken),
         (status = 400, description = "A bad name or lifetime, or not the documented JSON (`invalid_parameter`)", body = wire::ErrorEnvelope),
         (status = 401, description = "Not signed in (`unauthorized`)", body = wire::ErrorEnvelope),
-        (status = 403, description = "Asked with a token (`forbidden`)", body = wire::ErrorEnvelope),
+        (status = 403, description = "Asked with a token, or a browser's cross-site request (`forbidden`)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
     security(("user_header" = [])),
@@ -51,9 +85,11 @@ fn signed_in_at_the_site(viewer: &Viewer) -> Result<&Identity, ApiError> {
 pub async fn create(
     State(app): State<App>,
     Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<wire::CreatedToken>), ApiError> {
     let identity = signed_in_at_the_site(&viewer)?;
+    same_origin(&headers)?;
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|_| ApiError::invalid("body", format!("the body is larger than {MAX_BODY_BYTES} bytes")))?;
@@ -93,10 +129,7 @@ pub async fn list(
     State(app): State<App>,
     Extension(viewer): Extension<Viewer>,
 ) -> Result<Json<Vec<wire::TokenInfo>>, ApiError> {
-    let identity = signed_in(&viewer)?;
-    let tokens = app.require_store()?.tokens_of(&identity.user).await?;
-    let now = Utc::now();
-    Ok(Json(tokens.into_iter().map(|token| info(token, now)).collect()))
+    Ok(Json(own_tokens(&app, &viewer).await?))
 }
 
 /// `DELETE /api/v1/tokens/{id}`: revokes one of the viewer's tokens (204); another's is a 404.
@@ -112,7 +145,7 @@ pub async fn list(
         (status = 204, description = "Revoked"),
         (status = 400, description = "Not a token id (`invalid_parameter`)", body = wire::ErrorEnvelope),
         (status = 401, description = "Not signed in (`unauthorized`)", body = wire::ErrorEnvelope),
-        (status = 403, description = "Asked with a token (`forbidden`)", body = wire::ErrorEnvelope),
+        (status = 403, description = "Asked with a token, or a browser's cross-site request (`forbidden`)", body = wire::ErrorEnvelope),
         (status = 404, description = "No such token of the viewer's (`not_found`)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
@@ -121,9 +154,11 @@ pub async fn list(
 pub async fn revoke(
     State(app): State<App>,
     Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let identity = signed_in_at_the_site(&viewer)?;
+    same_origin(&headers)?;
     let id: u64 = id.parse().map_err(|_| ApiError::invalid("id", format!("`{id}` is not a token id")))?;
     if app.require_store()?.revoke_token(&identity.user, id, Utc::now()).await? {
         tracing::info!(user = %identity.user, token = id, "token revoked");

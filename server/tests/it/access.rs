@@ -300,3 +300,57 @@ async fn tokens_are_hashed_read_only_revocable_audited_and_rate_limited() {
     let malformed = get(&app, &Who::Token("slt_nothex".into()), &own_job).await;
     assert_eq!(malformed.0, 401);
 }
+
+/// Issue #14 (the tokens page): a browser's cross-site request cannot make or revoke a token in the
+/// name of a viewer the proxy signs in; the site's own page (same origin) and curl (no origin) can.
+#[tokio::test(flavor = "multi_thread")]
+async fn cross_site_requests_cannot_make_or_revoke_tokens() {
+    let _db = database_shared().await;
+    let (app, store) = app_with_store("csrf", 10_000).await;
+    let kept = make_token(&app, "alice", "kept").await;
+    let body = serde_json::json!({"name": "planted", "expires_in_days": 7});
+    let post = |headers: &[(&'static str, String)]| {
+        let mut request =
+            app.client.post(format!("{}/api/v1/tokens", app.base_url)).header("X-Remote-User", "alice").json(&body);
+        for (name, value) in headers {
+            request = request.header(*name, value.clone());
+        }
+        async move { request.send().await.expect("post") }
+    };
+    let cross_site = post(&[("Sec-Fetch-Site", "cross-site".into()), ("Origin", "https://evil.example".into())]).await;
+    assert_eq!(cross_site.status(), 403);
+    let text = cross_site.text().await.expect("body");
+    assert!(text.contains("cross-site"), "{text}");
+    let other_origin = post(&[("Origin", "https://evil.example".into())]).await;
+    assert_eq!(other_origin.status(), 403, "an older browser's foreign Origin is refused too");
+    let null_origin = post(&[("Origin", "null".into())]).await;
+    assert_eq!(null_origin.status(), 403);
+    assert_eq!(store.tokens_of("alice").await.expect("tokens").len(), 1, "nothing was made");
+
+    let revoke = app
+        .client
+        .delete(format!("{}/api/v1/tokens/{}", app.base_url, kept.id))
+        .header("X-Remote-User", "alice")
+        .header("Sec-Fetch-Site", "same-site")
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(revoke.status(), 403, "a sibling site is another site");
+    let listed: Vec<TokenInfo> =
+        ask(&app, &Who::Proxy("alice", ""), reqwest::Method::GET, "/api/v1/tokens").await.json().await.expect("list");
+    assert!(listed.iter().all(|token| token.revoked.is_none()), "nothing was revoked: {listed:?}");
+
+    let same_origin = post(&[("Sec-Fetch-Site", "same-origin".into()), ("Origin", app.base_url.clone())]).await;
+    assert_eq!(same_origin.status(), 201, "the site's own page");
+    let origin_only = post(&[("Origin", app.base_url.clone())]).await;
+    assert_eq!(origin_only.status(), 201, "an older browser on the site's own page");
+    let from_the_page = app
+        .client
+        .delete(format!("{}/api/v1/tokens/{}", app.base_url, kept.id))
+        .header("X-Remote-User", "alice")
+        .header("Sec-Fetch-Site", "same-origin")
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(from_the_page.status(), 204);
+}

@@ -128,3 +128,65 @@ async fn viewers_see_own_and_coordinated_jobs_only() {
     let as_root = all_pages(&app, Some("root"), &query).await;
     assert!(as_root.len() >= as_bob.len() + as_carol.len().min(1), "staff see everything");
 }
+
+/// Issue #14: the job list's search finds a job by id, name, user or account anywhere in the window
+/// asked for (not only in the rows a page loaded), exactly as the viewer's scope allows; bad searches
+/// are refused and name `q`.
+#[tokio::test(flavor = "multi_thread")]
+async fn search_finds_jobs_by_id_name_user_or_account_within_the_scope() {
+    mix();
+    let _db = database_shared().await;
+    let app = spawn_app(test_config(AnonymousAccess::Nobody)).await;
+    let base = window();
+    let gpu2node = mix_job("gpu2node"); // bob's, account physics
+    let by_id = all_pages(&app, Some("root"), &format!("{base}&q={}", gpu2node.job_id)).await;
+    assert_eq!(by_id.iter().map(|job| job.job_id.as_str()).collect::<Vec<_>>(), [gpu2node.job_id.as_str()]);
+
+    // An array's id finds its tasks; a het job's id its components.
+    let array = mix_job("array");
+    let tasks = all_pages(&app, Some("root"), &format!("{base}&q={}", array.job_id)).await;
+    assert!(tasks.len() >= 4, "{tasks:?}");
+    assert!(tasks.iter().all(|job| job.job_id.starts_with(&format!("{}_", array.job_id))), "{tasks:?}");
+    let het = mix_job("het");
+    let parts = all_pages(&app, Some("root"), &format!("{base}&q={}", het.job_id)).await;
+    assert!(parts.len() >= 2 && parts.iter().all(|job| job.job_id.starts_with(&format!("{}+", het.job_id))));
+
+    // Text: names, users and accounts, ignoring case; keyset pages cover the matches once.
+    let named = all_pages(&app, Some("root"), &format!("{base}&q=GPU2NO")).await;
+    assert!(named.iter().any(|job| job.job_id == gpu2node.job_id), "the job name matches");
+    let physics = all_pages(&app, Some("root"), &format!("{base}&q=hysic&limit=5000")).await;
+    let paged = all_pages(&app, Some("root"), &format!("{base}&q=hysic&limit=1")).await;
+    assert!(!physics.is_empty());
+    assert!(physics.iter().all(|job| {
+        [&job.job_name, &job.user, &job.account].iter().any(|field| field.to_lowercase().contains("hysic"))
+    }));
+    assert_eq!(
+        paged.iter().map(|job| &job.job_id).collect::<Vec<_>>(),
+        physics.iter().map(|job| &job.job_id).collect::<Vec<_>>()
+    );
+    let wildcard = all_pages(&app, Some("root"), &format!("{base}&q=%25")).await;
+    assert!(wildcard.is_empty(), "`%` is a character, not a wildcard: {wildcard:?}");
+
+    // The window still applies: a year back finds the job, a window before it does not.
+    let now = Utc::now();
+    let format = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let year = format!("cluster=lab&start={}&q={}", format(now - Duration::days(366)), gpu2node.job_id);
+    assert_eq!(all_pages(&app, Some("root"), &year).await.len(), 1);
+    let before = format!("cluster=lab&start=2020-01-01T00:00:00Z&end=2020-02-01T00:00:00Z&q={}", gpu2node.job_id);
+    assert!(all_pages(&app, Some("root"), &before).await.is_empty());
+
+    // Scope: bob finds his own job, but neither alice's by id nor anyone else's by their name.
+    let alices = mix_job("gpu1node");
+    assert_eq!(all_pages(&app, Some("bob"), &format!("{base}&q={}", gpu2node.job_id)).await.len(), 1);
+    assert!(all_pages(&app, Some("bob"), &format!("{base}&q={}", alices.job_id)).await.is_empty());
+    let as_bob = all_pages(&app, Some("bob"), &format!("{base}&q=alice")).await;
+    assert!(as_bob.iter().all(|job| job.user == "bob"), "{as_bob:?}");
+    assert_eq!(app.get(&format!("/api/v1/jobs?{base}&q=alice")).await.status(), 401);
+
+    for bad in ["%C3%A9t%C3%A9", "a%09b", &"x".repeat(65)] {
+        let response = app.get_as("root", &format!("/api/v1/jobs?{base}&q={bad}")).await;
+        assert_eq!(response.status(), 400, "{bad}");
+        let body: serde_json::Value = response.json().await.expect("error JSON");
+        assert_eq!(body["error"]["parameter"], "q", "{body}");
+    }
+}

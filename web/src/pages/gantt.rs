@@ -1,7 +1,9 @@
 //! `/`: the Gantt of jobs on nodes. The server sends the controls and, for browsers without the wasm
 //! bundle, a static SVG of the window; once hydrated, the page loads compact job data and draws on a
 //! canvas: zoom from an hour to thirty days, pan, fold racks, unfold nodes into GPU lanes, hover for a
-//! summary, click (or Enter) to open a job, auto-refresh while the window reaches now.
+//! summary, click (or Enter) to open a job, auto-refresh while the window reaches now. `job=<id>` (the
+//! job page's "On the Gantt") names a job: the server renders its details above the chart, and the
+//! chart outlines it (however thin at that zoom), selects its row and scrolls it into view.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,7 @@ use crate::gantt::{
     row_jobs,
 };
 use crate::pages::FilterField;
+use crate::pages::gantt_focus::{FocusPanel, scroll_to_row};
 use crate::palette::ColourBy;
 use crate::query::{Filters, GanttQuery, encode};
 
@@ -71,6 +74,28 @@ pub fn GanttPage() -> impl IntoView {
     let body_canvas = NodeRef::<leptos::html::Canvas>::new();
     let navigate = use_navigate();
     let loader = Loader::from_context();
+    // The job `job=` names: outlined and scrolled to once its window's data is drawn.
+    let focus_id: Option<String> =
+        query_map.with_untracked(|map| map.get("job")).map(|id| id.trim().to_string()).filter(|id| !id.is_empty());
+    let focus_pending: StoredValue<Option<String>> = StoredValue::new(focus_id.clone());
+    let focus_note: RwSignal<Option<String>> = RwSignal::new(None);
+    let focus_detail = {
+        let cluster = initial.cluster.clone();
+        let loader = loader.clone();
+        let focus_id = focus_id.clone();
+        Resource::new(
+            || (),
+            move |()| {
+                let future = focus_id.clone().map(|id| loader.job_detail(cluster.clone(), id));
+                async move {
+                    match future {
+                        Some(future) => Some(future.await),
+                        None => None,
+                    }
+                }
+            },
+        )
+    };
 
     let filter_key = Memo::new(move |_| query.with(|q| (q.cluster.clone(), q.filters.clone())));
     let categories =
@@ -208,6 +233,46 @@ pub fn GanttPage() -> impl IntoView {
         }
     });
 
+    // The named job: selected (outlined, its row marked, its details shown as the keyboard's `]`
+    // shows them), in the view, and its first node's row scrolled to the middle of the screen.
+    let focus_on = move |job_id: &str, current: &Loaded, rows: &RowLayout, body: &web_sys::HtmlCanvasElement| {
+        let Some(job) = current.data.jobs.iter().position(|job| job.job_id == job_id) else {
+            let why = if current.data.min_duration > 0 {
+                "it may be too short to draw at this zoom, or outside the filters"
+            } else {
+                "it did not run on these nodes in this window, or the filters leave it out"
+            };
+            focus_note.set(Some(format!("Job {job_id} is not on the chart: {why}.")));
+            return;
+        };
+        let gantt_job = &current.data.jobs[job];
+        let Some(row_index) =
+            gantt_job.nodes.first().and_then(|&node| rows.node_row.get(node as usize).copied().flatten())
+        else {
+            return;
+        };
+        let row = rows.rows[row_index as usize];
+        let v = view_port.get_untracked();
+        let (start, end) = (gantt_job.start as f64, current.data.end_of(gantt_job, current.data.now) as f64);
+        if end < v.start || start > v.end {
+            let span = v.end - v.start;
+            view_port.set(Viewport { start: start - span / 3.0, end: start + span * 2.0 / 3.0, ..v });
+        }
+        selected_row.set(Some(row_index as usize));
+        selected_job.set(Some(job as u32));
+        let x = view_port.get_untracked().x(start).max(LABEL_WIDTH);
+        hover.set(Some((job as u32, x, row.y + row.height)));
+        focus_note.set(Some(format!(
+            "Job {job_id} is outlined in black on {} (its row is marked in blue).",
+            if gantt_job.nodes.len() == 1 {
+                "its node".to_string()
+            } else {
+                format!("its {} nodes", gantt_job.nodes.len())
+            }
+        )));
+        scroll_to_row(body.clone(), row.y + row.height / 2.0, job, 10);
+    };
+
     // Draw whenever anything shown changes.
     let zone = crate::clock::use_zone();
     Effect::new(move |_| {
@@ -293,6 +358,10 @@ pub fn GanttPage() -> impl IntoView {
             display_time(v.start as i64),
             display_time(v.end as i64),
         ));
+        if let Some(job_id) = focus_pending.get_value() {
+            focus_pending.set_value(None);
+            focus_on(&job_id, &current, &rows, &body);
+        }
     });
 
     let rows_now = move || layout_cache.get_value();
@@ -650,6 +719,11 @@ pub fn GanttPage() -> impl IntoView {
                 <span class="status" data-testid="gantt-status" aria-live="polite">{move || status.get()}</span>
             </div>
             <ul class="legend" data-testid="gantt-legend" aria-label="colours">{legend}</ul>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    focus_detail.await.map(|answer| view! { <FocusPanel answer note=focus_note /> })
+                })}
+            </Suspense>
             <p class="hint">"Drag or Shift+wheel pans, Ctrl+wheel zooms. Click a rack or node name to fold or unfold it. Keyboard: focus the chart, ←/→ pan, +/− zoom, ↑/↓ pick a row, Space folds it, [/] step through its jobs, Enter opens one."</p>
             <div class="gantt" node_ref=container>
                 <div class="gantt-fallback" class:hidden=move || ready.get() inner_html=fallback_html></div>

@@ -114,7 +114,8 @@ fn JobDetailView(view: JobView) -> impl IntoView {
             end: Some(end + margin),
             ..GanttQuery::default()
         };
-        format!("/?{}", query.to_query())
+        // `job=` has the Gantt outline the job, scroll to its nodes and show its details.
+        format!("/?{}&{}", query.to_query(), encode(&[("job", job.job_id.clone())]))
     });
     let grid_href = start.map(|start| {
         let middle = end.map_or(start + 60, |end| (start + end) / 2);

@@ -1,12 +1,14 @@
-//! `/jobs`: the job list. Filters and the window go to the API; search and column order apply to the
-//! loaded rows; CSV and JSON export write exactly the rows shown, in the order shown (in the browser
-//! from the rows on screen; without the wasm bundle the same links ask the server for the same rows).
+//! `/jobs`: the job list. Filters, the window and the search go to the API; a search is asked twice,
+//! in the window and beyond it (the matches outside the window are shown apart, and said to be);
+//! column order applies to the loaded rows; CSV and JSON export write exactly the window's rows shown,
+//! in the order shown (in the browser from the rows on screen; without the wasm bundle the same links
+//! ask the server for the same rows).
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use slurmlens_wire as wire;
 
-use crate::api::{Loader, now};
+use crate::api::{DataError, Loader, now};
 use crate::app::Time;
 use crate::joblist::{self, Column, order_of};
 use crate::pages::{FilterField, LoadError};
@@ -19,9 +21,24 @@ pub fn JobsPage() -> impl IntoView {
     let query_map = use_query_map();
     let list = Memo::new(move |_| query_map.with(|map| ListQuery::from_lookup(|name| map.get(name))));
     let order = Memo::new(move |_| query_map.with(|map| order_of(&|name| map.get(name))));
-    let fetch_key = Memo::new(move |_| ListQuery { search: None, ..list.get() });
     let loader = Loader::from_context();
-    let jobs = Resource::new(move || fetch_key.get(), move |query| loader.jobs(query.api_query(now())));
+    let jobs = Resource::new(
+        move || list.get(),
+        move |query| {
+            let now = now();
+            let in_window = loader.jobs(query.api_query(now));
+            // A search also looks beyond the window; that part failing leaves the window's matches.
+            let beyond = query.beyond_query(now).map(|beyond| loader.jobs(beyond));
+            async move {
+                let page = in_window.await?;
+                let beyond = match beyond {
+                    Some(beyond) => Some(beyond.await),
+                    None => None,
+                };
+                Ok::<_, DataError>((page, beyond))
+            }
+        },
+    );
     let shown: StoredValue<Vec<wire::Job>> = StoredValue::new(Vec::new());
     let initial = list.get_untracked();
     let window_end = initial.end.unwrap_or(now());
@@ -58,7 +75,7 @@ pub fn JobsPage() -> impl IntoView {
                 <FilterField label="Account" name="account" value=initial.filters.account.clone() />
                 <FilterField label="Partition" name="partition" value=initial.filters.partition.clone() />
                 <FilterField label="State" name="state" value=initial.filters.state.clone() placeholder="FAILED,TIMEOUT" />
-                <FilterField label="Search" name="q" value=initial.search.clone() placeholder="id, name, node" />
+                <FilterField label="Search" name="q" value=initial.search.clone() placeholder="job id, name, user, account" />
                 <button type="submit" data-testid="jobs-apply">"Apply"</button>
             </form>
             <Transition fallback=|| view! { <p class="status">"Loading…"</p> }>
@@ -67,9 +84,11 @@ pub fn JobsPage() -> impl IntoView {
                     let query = list.get();
                     Suspend::new(async move {
                         match jobs.await {
-                            Ok(page) => {
+                            Ok((page, beyond)) => {
                                 let more = page.next_cursor.is_some();
-                                let rows = joblist::shown(page.items, query.search.as_deref(), order);
+                                let api_window = query.api_query(now());
+                                let window = (api_window.start.unwrap_or(0), api_window.end.unwrap_or(0));
+                                let rows = joblist::shown(page.items, order);
                                 shown.set_value(rows.clone());
                                 let sort_words: Vec<(&str, String)> = order
                                     .map(|(column, descending)| {
@@ -78,15 +97,33 @@ pub fn JobsPage() -> impl IntoView {
                                     .unwrap_or_default();
                                 let csv_href = format!("/web/v1/jobs.csv?{}", query.to_query(&sort_words));
                                 let json_href = format!("/web/v1/jobs.json?{}", query.to_query(&sort_words));
+                                let count = match &query.search {
+                                    Some(search) => format!(
+                                        "{} {} in this window match “{search}”{}",
+                                        rows.len(),
+                                        if rows.len() == 1 { "job" } else { "jobs" },
+                                        if more { " (the newest submissions; narrow the window or the search for more)" } else { "" },
+                                    ),
+                                    None => format!(
+                                        "{} jobs shown{}",
+                                        rows.len(),
+                                        if more { " (the newest submissions; narrow the window for more)" } else { "" },
+                                    ),
+                                };
+                                // A search that found nothing in the window shows no empty table.
+                                let table = (!rows.is_empty() || query.search.is_none())
+                                    .then(|| view! { <JobTable rows query=query.clone() order /> });
+                                let beyond_view = beyond.map(|answer| {
+                                    view! { <Beyond answer window search=query.search.clone().unwrap_or_default() query=query.clone() order /> }
+                                });
                                 view! {
                                     <div class="toolbar">
-                                        <span class="status" data-testid="jobs-count">
-                                            {format!("{} jobs shown{}", rows.len(), if more { " (the newest submissions; narrow the window for more)" } else { "" })}
-                                        </span>
+                                        <span class="status" data-testid="jobs-count">{count}</span>
                                         <a class="button" href=csv_href download="jobs.csv" data-testid="export-csv" on:click=export("csv")>"Export CSV"</a>
                                         <a class="button" href=json_href download="jobs.json" data-testid="export-json" on:click=export("json")>"Export JSON"</a>
                                     </div>
-                                    <JobTable rows query order />
+                                    {table}
+                                    {beyond_view}
                                 }
                                 .into_any()
                             }
@@ -96,6 +133,56 @@ pub fn JobsPage() -> impl IntoView {
                 }}
             </Transition>
         </section>
+    }
+}
+
+/// A search's matches outside the window: how many, from how far, and their table.
+#[component]
+fn Beyond(
+    answer: Result<wire::Page<wire::Job>, DataError>,
+    window: (i64, i64),
+    search: String,
+    query: ListQuery,
+    order: Option<(Column, bool)>,
+) -> impl IntoView {
+    let back = crate::query::SEARCH_BACK_DAYS;
+    match answer {
+        Ok(page) => {
+            let more = page.next_cursor.is_some();
+            let outside: Vec<wire::Job> =
+                page.items.into_iter().filter(|job| !joblist::overlaps(job, window)).collect();
+            let rows = joblist::shown(outside, order);
+            let heading = match rows.len() {
+                0 => format!("No other job matches “{search}” in the {back} days before now"),
+                1 => format!("1 more job matches “{search}” outside this window"),
+                count => {
+                    format!("{count}{} more jobs match “{search}” outside this window", if more { "+" } else { "" })
+                }
+            };
+            let note = if rows.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "Searched the {back} days before now{}; these jobs did not run in the window above, so the export leaves them out.",
+                    if more { ", newest submissions first" } else { "" }
+                )
+            };
+            let table = (!rows.is_empty()).then(|| view! { <JobTable rows query order /> });
+            view! {
+                <section class="beyond" data-testid="jobs-beyond" aria-label="matches outside the window">
+                    <h2 data-testid="jobs-beyond-count">{heading}</h2>
+                    {(!note.is_empty()).then(|| view! { <p class="hint">{note}</p> })}
+                    {table}
+                </section>
+            }
+            .into_any()
+        }
+        Err(error) => view! {
+            <p class="status" data-testid="jobs-beyond-count">
+                {format!("Could not search beyond the window: {}", error.message)}
+            </p>
+        }
+        .into_any(),
     }
 }
 

@@ -1,10 +1,13 @@
-//! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`) and job (`/jobs/<id>`).
+//! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`) and personal API
+//! tokens (`/tokens`).
 
 pub mod gantt;
+pub mod gantt_focus;
 pub mod grid;
 pub mod job;
 pub mod jobs;
 pub mod report;
+pub mod tokens;
 
 use leptos::prelude::*;
 

@@ -16,7 +16,7 @@ use sqlx::{Arguments, MySql, mysql::MySqlArguments};
 use crate::domain::cluster::ClusterName;
 use crate::domain::hostlist::Hostlist;
 use crate::domain::ids::JobSelector;
-use crate::domain::job::{JobCursor, JobFilter, JobRecord, StepRecord, TimeWindow};
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, JobSearch, StepRecord, TimeWindow};
 use crate::domain::scope::ViewerScope;
 use crate::domain::state::{NodeState, StateFilter};
 use crate::domain::tres::{TresCatalog, TresId, TresKind, TresMap};
@@ -314,9 +314,14 @@ impl SlurmDbd {
         batch: usize,
     ) -> Result<Vec<JobRecord>, SlurmDbdError> {
         let mut args = MySqlArguments::default();
-        // archive_purge(time_submit, time_end) serves both the order and the window test.
+        // archive_purge(time_submit, time_end) serves both the order and the window test; a search for
+        // a job id is answered by slurmdbd's id indexes instead (a handful of rows, sorted).
+        let index = match filter.search {
+            Some(JobSearch::Id(_)) => "",
+            _ => " FORCE INDEX (archive_purge)",
+        };
         let mut sql = format!(
-            "SELECT {} FROM {} j FORCE INDEX (archive_purge) \
+            "SELECT {} FROM {} j{index} \
              LEFT JOIN {} a ON a.id_assoc = j.id_assoc \
              LEFT JOIN qos_table q ON q.id = j.id_qos \
              WHERE j.deleted = 0 AND j.time_submit < ? AND (j.time_end >= ? OR j.time_end = 0)",
@@ -327,6 +332,36 @@ impl SlurmDbd {
         bind(&mut args, window_end)?;
         bind(&mut args, window_start)?;
         push_scope(&mut sql, &mut args, scope)?;
+        match &filter.search {
+            None => {}
+            Some(JobSearch::Id(JobSelector::Id(id))) => {
+                // `123` is that job, the tasks of array 123 and the components of het job 123.
+                sql.push_str(" AND (j.id_job = ? OR j.id_array_job = ? OR j.het_job_id = ?)");
+                for _ in 0..3 {
+                    bind(&mut args, *id)?;
+                }
+            }
+            Some(JobSearch::Id(JobSelector::ArrayTask { array_job_id, task_id })) => {
+                sql.push_str(" AND j.id_array_job = ? AND j.id_array_task = ?");
+                bind(&mut args, *array_job_id)?;
+                bind(&mut args, *task_id)?;
+            }
+            Some(JobSearch::Id(JobSelector::HetComponent { het_job_id, offset })) => {
+                sql.push_str(" AND j.het_job_id = ? AND j.het_job_offset = ?");
+                bind(&mut args, *het_job_id)?;
+                bind(&mut args, *offset)?;
+            }
+            Some(JobSearch::Text(text)) => {
+                // slurmdbd's columns are case-insensitive (latin1_swedish_ci); wildcards are escaped.
+                sql.push_str(
+                    " AND (j.job_name LIKE ? ESCAPE '!' OR a.user LIKE ? ESCAPE '!' OR j.account LIKE ? ESCAPE '!')",
+                );
+                let pattern = JobSearch::like_pattern(text);
+                for _ in 0..3 {
+                    bind(&mut args, pattern.clone())?;
+                }
+            }
+        }
         if !filter.users.is_empty() {
             sql.push_str(" AND a.user IN ");
             push_in_list(&mut sql, &mut args, &filter.users)?;
