@@ -297,7 +297,10 @@ impl Live {
         sorted.sort_by_key(|job| (job.t_start, job.id_job));
         let mut records = Vec::new();
         for job in sorted {
-            if self.gpus_of.contains_key(&job.id_job) || job.t_start > now {
+            // A job that started by `since` was placed by an earlier tick, of this run or a previous
+            // one (or by the seeder): what the store holds for it is its placement, even none (its
+            // node had no GPU free then). Placing it again after a restart would write it twice.
+            if self.gpus_of.contains_key(&job.id_job) || job.t_start > now || job.t_start <= since {
                 continue;
             }
             let per_node = (job.gpus_per_node as u16).min(self.settings.gpus_per_node);
