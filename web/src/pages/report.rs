@@ -401,10 +401,10 @@ fn BurstTable(bursts: Vec<wire::NodeBursts>) -> impl IntoView {
                 "100 ms peaks from the node agent next to the 15 s scrape view; threshold {}. \"unknown\" where a node exports counters only: a burst shorter than a scrape cannot be seen in them.",
                 charts::human(threshold, "B/s")
             )}</p>
-            <table class="compact">
+            <div class="table-wrap"><table class="compact">
                 <thead><tr><th scope="col">"Node"</th><th scope="col">"Dir"</th><th scope="col">"Scrape mean"</th><th scope="col">"Scrape peak"</th><th scope="col">"100 ms peak"</th><th scope="col">"Time above"</th></tr></thead>
                 <tbody>{rows}</tbody>
-            </table>
+            </table></div>
         </section>
     }
 }
