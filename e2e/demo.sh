@@ -49,8 +49,6 @@ echo
 echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /jobs/<id>; API under /api/v1; clusters: lab, sakura)"
 # The lab's Slurm plugins post GPU records with this cluster secret (written when they were installed).
 SECRET=$(cat "$LAB/etc/slurmlens-plugin.secret")
-# The archiver makes the digests of the jobs the telemetry covers (48 h), not of 30 days that would say
-# "no data".
 # sakura stays alive next to the server: every 30 s its jobs end, start and arrive (its history's scheduler
 # continued) and every seeded series gets its samples up to now; started again, it catches up (at most an
 # hour of samples). It stops with the server.
@@ -59,6 +57,8 @@ LIVE_PID=$!
 trap 'kill "$LIVE_PID" 2>/dev/null || true; wait "$LIVE_PID" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# The archiver makes the digests of the jobs the telemetry covers (48 h), not of 30 days that would say
+# "no data".
 SLURMLENS_INGEST__SECRETS__LAB=$SECRET SLURMLENS_REPORT__BACKFILL_DAYS=$(( (${SLURMLENS_DEMO_HOURS:-48} + 23) / 24 )) \
 SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_LISTEN=$LISTEN SLURMLENS_ACCESS__ANONYMOUS=staff \
   SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve
