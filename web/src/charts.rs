@@ -334,7 +334,8 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
         escape(unit),
         escape(title),
     );
-    for fraction in [0.0, 0.5, 1.0] {
+    // The zero label sits above its line, clear of the time axis's zone label below it.
+    for (fraction, baseline) in [(0.0, -3.0), (0.5, 4.0), (1.0, 4.0)] {
         let _ = write!(
             out,
             r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" text-anchor="end" fill="#555">{}</text>"##,
@@ -342,7 +343,7 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
             y(max * fraction),
             y(max * fraction),
             LEFT - 4.0,
-            y(max * fraction) + 4.0,
+            y(max * fraction) + baseline,
             escape(&human(max * fraction, unit))
         );
     }
