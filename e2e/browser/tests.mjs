@@ -321,6 +321,16 @@ const now = () => Math.floor(Date.now() / 1000);
 const recent = async (state, gpus) =>
   allJobs(base, `cluster=sakura&start=${now() - 47 * 3600}&end=${now()}&state=${state}&min_gpus=${gpus}`);
 
+/** The demo's training run killed by XID 79 (its node went DOWN): the job, its report and that evidence. */
+async function xid79Run() {
+  for (const job of await recent('NODE_FAIL', 8)) {
+    const r = await report(job.job_id);
+    const xid = r.failure?.evidence.find((e) => e.source === 'xid' && e.detail.startsWith('XID 79'));
+    if (xid) return { job, r, xid };
+  }
+  return null;
+}
+
 /** `YYYY-MM-DD HH:MM` of `epoch` at `offsetMinutes` east of UTC, as the pages write times. */
 const wallClock = (epoch, offsetMinutes) => new Date((epoch + offsetMinutes * 60) * 1000).toISOString().slice(0, 16).replace('T', ' ');
 
@@ -337,11 +347,7 @@ async function chooseZone(page, value) {
 
 test('one_clock_chosen_in_the_header_for_every_time_and_the_servers_html_agrees', async (page) => {
   // A failed multi-GPU job of the last day with its report's evidence and charts.
-  let found = null;
-  for (const job of await recent('NODE_FAIL', 8)) {
-    const r = await report(job.job_id);
-    if (r.failure?.evidence.some((e) => e.source === 'xid')) { found = job; break; }
-  }
+  const found = (await xid79Run())?.job;
   assert(found, 'a NODE_FAIL GPU job with XID evidence in the last two days');
   const url = `${base}/jobs/${found.job_id}?cluster=sakura`;
   const submit = Date.parse(found.submit) / 1000;
@@ -498,12 +504,7 @@ test('a_big_jobs_report_json_is_its_summary_unless_asked_per_gpu', async () => {
 
 test('an_xid_killed_job_is_the_infrastructures_and_its_page_shows_the_evidence_and_charts', async (page) => {
   // The demo plants a training run killed by XID 79 on one of its GPUs (its node went DOWN).
-  let found = null;
-  for (const job of await recent('NODE_FAIL', 8)) {
-    const r = await report(job.job_id);
-    const xid = r.failure?.evidence.find((e) => e.source === 'xid' && e.detail.startsWith('XID 79'));
-    if (xid) { found = { job, r, xid }; break; }
-  }
+  const found = await xid79Run();
   assert(found, 'a NODE_FAIL GPU job of the last two days shows XID 79 in its report');
   assertEqual(found.r.failure.blame, 'infrastructure', 'the XID-79 job is the infrastructure\'s');
   assertEqual(found.xid.strength, 'strong', 'XID 79 is strong evidence');
@@ -772,12 +773,7 @@ test('grid_tells_free_idle_and_unmonitored_gpus_apart_and_names_nodes_legibly', 
 test('grid_reads_xid_as_categories_no_error_a_code_or_not_monitored', async (page) => {
   // Review problem 6: XID was a ten-step gradient and healthy GPUs read "no data". The demo's XID-79
   // run: its node's GPUs read a hardware fault at that moment, the others no error.
-  let found = null;
-  for (const job of await recent('NODE_FAIL', 8)) {
-    const r = await report(job.job_id);
-    const xid = r.failure?.evidence.find((e) => e.source === 'xid' && e.detail.startsWith('XID 79'));
-    if (xid) { found = { job, xid }; break; }
-  }
+  const found = await xid79Run();
   assert(found, 'the demo plants an XID-79 run in the telemetry window');
   // The report places the fault by its buckets; the grid reads the scrapes around a moment: find a moment
   // near the evidence at which the API reads XID 79 on that node.

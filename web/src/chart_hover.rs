@@ -76,10 +76,8 @@ pub mod browser {
     use web_sys::{Element, MouseEvent};
 
     use super::{Plot, nearest, readout, value_at, vertices};
+    use crate::charts::TOP;
     use crate::clock::Zone;
-
-    /// The plot top every chart shares (`charts::TOP`).
-    const TOP: f64 = 8.0;
 
     fn number(element: &Element, name: &str) -> Option<f64> {
         element.get_attribute(name)?.parse().ok()

@@ -19,7 +19,7 @@ const WIDTH: f64 = 960.0;
 /// Left margin for row labels and y-axis values.
 const LEFT: f64 = 110.0;
 const RIGHT: f64 = 12.0;
-const TOP: f64 = 8.0;
+pub(crate) const TOP: f64 = 8.0;
 /// Room under the plot for the time axis.
 const AXIS: f64 = 24.0;
 /// Text size in the charts' coordinates: charts are drawn at most at their 960-unit width, so text of

@@ -202,19 +202,23 @@ pub fn from_cookie_header(header: &str) -> Option<Zone> {
         .and_then(|(_, value)| value.trim_matches('"').parse().ok())
 }
 
+/// The zone a request's `slurmlens_tz` cookie names, if any and valid.
+#[cfg(feature = "ssr")]
+pub fn from_request(parts: &axum::http::request::Parts) -> Option<Zone> {
+    parts
+        .headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .find_map(|value| value.to_str().ok().and_then(from_cookie_header))
+}
+
 /// The zone of this render: on the server, the viewer's cookie, else the site's default; in the
 /// browser, the zone the server rendered in (its `<meta>`), so hydration shows the same text.
 pub fn viewer_zone() -> Zone {
     #[cfg(feature = "ssr")]
     {
-        use leptos::prelude::use_context;
-        let cookie = use_context::<axum::http::request::Parts>().and_then(|parts| {
-            parts
-                .headers
-                .get_all(axum::http::header::COOKIE)
-                .iter()
-                .find_map(|value| value.to_str().ok().and_then(from_cookie_header))
-        });
+        let cookie =
+            leptos::prelude::use_context::<axum::http::request::Parts>().and_then(|parts| from_request(&parts));
         cookie.unwrap_or_else(|| site_zone().0)
     }
     #[cfg(not(feature = "ssr"))]

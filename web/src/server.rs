@@ -151,12 +151,7 @@ struct WebState {
 impl WebState {
     /// The zone the request's viewer reads times in: their cookie, else the site's default.
     fn zone(&self, request: &Parts) -> Zone {
-        request
-            .headers
-            .get_all(header::COOKIE)
-            .iter()
-            .find_map(|value| value.to_str().ok().and_then(clock::from_cookie_header))
-            .unwrap_or(self.site_zone)
+        clock::from_request(request).unwrap_or(self.site_zone)
     }
 }
 
