@@ -415,7 +415,8 @@ test('one_clock_chosen_in_the_header_for_every_time_and_the_servers_html_agrees'
 
 test('report_charts_show_values_on_hover_with_linked_crosshairs_and_zoom_to_a_dragged_range', async (page) => {
   // A multi-GPU job of the last day with its timelines drawn per GPU.
-  const candidates = await recent('COMPLETED', 4);
+  // Short jobs outnumber long ones: only those of an hour or more, with 4-12 GPUs, are tried.
+  const candidates = (await recent('COMPLETED', 4)).filter((j) => j.elapsed_raw >= 3600 && j.alloc_gpus <= 12);
   let job = null;
   let full = null;
   for (const candidate of candidates.slice(0, 40)) {

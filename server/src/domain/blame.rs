@@ -163,6 +163,9 @@ pub fn node_event_strength(reason: &str, down: bool) -> Strength {
 pub const QUIET_RDMA_BYTES_PER_S: f64 = 50e6;
 /// A fault that last showed this long before the job ended is one the job ran through.
 pub const RECOVERED_S: i64 = 600;
+/// Node events this close before a job's start or after its end are read as its own: a drain often
+/// lands minutes after the fault that ended the job.
+pub const NODE_EVENT_MARGIN_S: i64 = 300;
 
 /// What the job exposed to each kind of fault, so the rules weigh a fact by its relevance.
 #[derive(Debug, Clone, Copy, PartialEq)]

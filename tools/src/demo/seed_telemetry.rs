@@ -97,12 +97,9 @@ pub async fn seed_cluster(
         }
     }
     jobs.sort_by_key(|job| (job.time_start, job.identity.id_job));
-    let xid_events: Vec<_> = reader
-        .node_events(window, None)
-        .await?
-        .into_iter()
-        .filter(|event| event.reason.to_ascii_lowercase().contains("xid"))
-        .collect();
+    let node_events = reader.node_events(window, None).await?;
+    let xid_events: Vec<_> =
+        node_events.iter().filter(|event| event.reason.to_ascii_lowercase().contains("xid")).collect();
     // Give each job concrete GPU indices: the lowest slots free on each node when it starts.
     let mut free_at: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     let mut workloads = Vec::new();
@@ -122,12 +119,21 @@ pub async fn seed_cluster(
                 .any(|event| hosts.contains(&event.node) && (event.time_start as i64 - end).abs() < 900);
         // A segfault of a GPU program is often an illegal address: the driver logs XID 31 on the GPU of
         // the faulting rank (srun reports 139 = 128 + SIGSEGV, a batch script the signal itself).
-        // Only GPU-heavy runs (4 GPUs or more) are given one, so that not every segfault has an XID.
+        // Only GPU-heavy runs (4 GPUs or more) are given one, so that not every segfault has an XID, and
+        // only runs whose nodes saw no drain or failure around them: the planted crash is then the
+        // program's beyond doubt (with a node's ECC drain beside it, the report rightly weighs that first).
+        let margin = slurmlens::domain::blame::NODE_EVENT_MARGIN_S;
+        let quiet_nodes = !node_events.iter().any(|event| {
+            hosts.contains(&event.node)
+                && (event.time_start as i64) < end + margin
+                && (event.time_end == 0 || event.time_end as i64 >= start - margin)
+        });
         let app_crash = job.state.base() == JobStateBase::Failed
             && (job.exit_code.signal == 11 || job.exit_code.status == 11)
             && tres.gpus(&job.tres_alloc) >= 4
             && job.time_end > 0
-            && end - 4 > start;
+            && end - 4 > start
+            && quiet_nodes;
         if multi_node && !died_of_xid && job.time_end > 0 {
             multi_node_jobs.push((job.identity.id_job, hosts.to_vec(), start, end));
         }

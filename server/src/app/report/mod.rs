@@ -257,8 +257,8 @@ impl Reporter {
         tors
     }
 
-    /// Drains, downs and failures of the job's nodes from five minutes before it started to five after
-    /// it ended. Unreadable events are logged and left out: the analysis says what it has.
+    /// Drains, downs and failures of the job's nodes from [`blame::NODE_EVENT_MARGIN_S`] before it
+    /// started to as long after it ended. Unreadable events are logged and left out: the analysis says what it has.
     async fn node_event_evidence(
         &self,
         reader: &SlurmDbd,
@@ -266,7 +266,7 @@ impl Reporter {
         start: DateTime<Utc>,
         end: DateTime<Utc>,
     ) -> Vec<Evidence> {
-        let margin = chrono::Duration::minutes(5);
+        let margin = chrono::Duration::seconds(blame::NODE_EVENT_MARGIN_S);
         let Ok(window) = crate::domain::job::TimeWindow::new(start - margin, end + margin) else { return Vec::new() };
         match reader.node_events(window, None).await {
             Ok(events) => events
