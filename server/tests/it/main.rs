@@ -13,6 +13,7 @@ mod otlp;
 mod plugin;
 mod report;
 mod sacct_parity;
+mod security;
 mod signals;
 mod standins;
 mod support;

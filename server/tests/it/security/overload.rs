@@ -1,0 +1,1 @@
+//! See `security/mod.rs`.
