@@ -66,9 +66,9 @@ bash e2e/browser/run.sh
 
 step "docker compose config (only where a Docker client with compose exists)"
 if docker compose version >/dev/null 2>&1; then
-  SLURMLENS_DB_PASSWORD=x SLURMLENS_CLUSTERS=lab SLURMDBD_URL=mysql://r@h/db docker compose -f docker-compose.yml config --quiet
+  SLURMLENS_DB_PASSWORD=x SLURMLENS_PROXY_SECRET=x SLURMLENS_CLUSTERS=lab SLURMDBD_URL=mysql://r@h/db docker compose -f docker-compose.yml config --quiet
 elif command -v docker-compose >/dev/null 2>&1; then
-  SLURMLENS_DB_PASSWORD=x SLURMLENS_CLUSTERS=lab SLURMDBD_URL=mysql://r@h/db docker-compose -f docker-compose.yml config --quiet
+  SLURMLENS_DB_PASSWORD=x SLURMLENS_PROXY_SECRET=x SLURMLENS_CLUSTERS=lab SLURMDBD_URL=mysql://r@h/db docker-compose -f docker-compose.yml config --quiet
 else
   echo "no docker compose client here; skipped"
 fi

@@ -229,10 +229,18 @@ pub struct AccessConfig {
     /// Request header with the user's groups, comma-separated (`X-Forwarded-Groups`); none = ignored.
     #[serde(default)]
     pub groups_header: Option<String>,
-    /// Peers whose identity headers are believed: addresses or networks (`10.0.0.5`, `10.1.0.0/16`).
-    /// From any other peer the headers are dropped and the request is anonymous.
-    #[serde(default = "loopback_only")]
+    /// Peers whose identity headers are believed: addresses or networks (`10.0.0.5`, `10.1.0.0/16`),
+    /// as a list or comma-separated. None by default: on a host where other people run code (a login
+    /// node, an Open OnDemand host) loopback is not the proxy alone. From any other peer the headers are
+    /// dropped and the request is anonymous.
+    #[serde(default, deserialize_with = "nets_or_comma_string")]
     pub trusted_proxies: Vec<ProxyNet>,
+    /// A header the proxy sets to `proxy_secret` on every request it forwards; when set, identity
+    /// headers are believed only with it (compared in constant time), even from a trusted peer.
+    #[serde(default)]
+    pub proxy_secret_header: Option<String>,
+    #[serde(default)]
+    pub proxy_secret: Option<IngestSecret>,
     /// Users who see every job.
     #[serde(default)]
     pub staff_users: Vec<String>,
@@ -249,13 +257,19 @@ pub struct AccessConfig {
 pub struct TokenConfig {
     /// The longest life a token may be given, in days.
     pub max_days: u32,
-    /// Requests per minute one token may make (bursts up to this many); over it: 429 with Retry-After.
+    /// Requests per minute one user may make with tokens, all of them together (bursts up to this
+    /// many); over it: 429 with Retry-After. One peer may send four times as many token requests
+    /// (unknown tokens included) before it gets 429 without a database lookup.
     pub per_minute: u32,
+    /// Live (not revoked, not expired) tokens one user may hold.
+    pub max_live_per_user: u32,
+    /// Days the audit log of token uses is kept.
+    pub audit_days: u32,
 }
 
 impl Default for TokenConfig {
     fn default() -> Self {
-        Self { max_days: 365, per_minute: 600 }
+        Self { max_days: 365, per_minute: 600, max_live_per_user: 20, audit_days: 400 }
     }
 }
 
@@ -292,9 +306,64 @@ impl ProxyNet {
     }
 }
 
-fn loopback_only() -> Vec<ProxyNet> {
-    ["127.0.0.1", "::1"].into_iter().filter_map(|text| ProxyNet::try_from(text.to_string()).ok()).collect()
+/// `scheme://user:password@host…` with the password replaced by `***`; other text as it is.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let masked = if userinfo.contains(':') { format!("{user}:***") } else { user.to_string() };
+            format!("{scheme}://{masked}@{host}{path}")
+        }
+        None => url.to_string(),
+    }
 }
+
+fn nets_or_comma_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<ProxyNet>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrString {
+        List(Vec<String>),
+        Text(String),
+    }
+    let texts = match ListOrString::deserialize(deserializer)? {
+        ListOrString::List(list) => list,
+        ListOrString::Text(text) => text.split(',').map(str::to_string).filter(|t| !t.trim().is_empty()).collect(),
+    };
+    texts.into_iter().map(|text| ProxyNet::try_from(text).map_err(serde::de::Error::custom)).collect()
+}
+
+impl AccessConfig {
+    /// What serde cannot say: settings that contradict each other or that nothing can honour.
+    fn validate(&self) -> Result<(), String> {
+        if self.user_header.is_some() && self.trusted_proxies.is_empty() {
+            return Err("[access] user_header is set but trusted_proxies is empty: name the proxy's address \
+                (e.g. trusted_proxies = [\"127.0.0.1\"] when it runs on this host and nobody else does)"
+                .into());
+        }
+        match (&self.proxy_secret_header, &self.proxy_secret) {
+            (Some(_), None) | (None, Some(_)) => {
+                return Err("[access] proxy_secret_header and proxy_secret go together".into());
+            }
+            (Some(_), Some(secret)) if secret.0.trim().len() < 16 => {
+                return Err("[access] proxy_secret must be at least 16 characters".into());
+            }
+            _ => {}
+        }
+        if !(1..=MAX_TOKEN_DAYS).contains(&self.tokens.max_days) {
+            return Err(format!("[access.tokens] max_days must be between 1 and {MAX_TOKEN_DAYS}"));
+        }
+        if self.tokens.per_minute == 0 || self.tokens.max_live_per_user == 0 || self.tokens.audit_days == 0 {
+            return Err("[access.tokens] per_minute, max_live_per_user and audit_days must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// The longest life a site may allow a token: ten years.
+pub const MAX_TOKEN_DAYS: u32 = 3650;
 
 impl Default for AccessConfig {
     fn default() -> Self {
@@ -302,7 +371,9 @@ impl Default for AccessConfig {
             anonymous: AnonymousAccess::Nobody,
             user_header: None,
             groups_header: None,
-            trusted_proxies: loopback_only(),
+            trusted_proxies: Vec::new(),
+            proxy_secret_header: None,
+            proxy_secret: None,
             staff_users: Vec::new(),
             staff_groups: Vec::new(),
             tokens: TokenConfig::default(),
@@ -369,7 +440,29 @@ impl Config {
             .map(|key| env_key(key.as_str()).into())
             .split(".");
         figment = figment.merge(env);
-        figment.extract().map_err(Box::new)
+        let config: Self = figment.extract().map_err(Box::new)?;
+        config.access.validate().map_err(|message| Box::new(figment::Error::from(message)))?;
+        Ok(config)
+    }
+
+    /// The configuration with the password of every URL masked (`mysql://reader:***@host/db`), for
+    /// `slurmlens config` and anything else that shows it; secrets are already masked by their `Debug`.
+    pub fn redacted(&self) -> Self {
+        let mut config = self.clone();
+        config.slurmdbd.url = redact_url(&config.slurmdbd.url);
+        if let Some(database) = &mut config.database {
+            database.url = redact_url(&database.url);
+        }
+        if let Some(vm) = &mut config.victoriametrics {
+            vm.url = redact_url(&vm.url);
+        }
+        if let Some(logs) = &mut config.victorialogs {
+            logs.url = redact_url(&logs.url);
+        }
+        if let Some(pyroscope) = &mut config.pyroscope {
+            pyroscope.url = redact_url(&pyroscope.url);
+        }
+        config
     }
 }
 
@@ -451,10 +544,47 @@ mod tests {
             assert!(nets.iter().any(|net| net.contains([10, 1, 200, 3].into())));
             assert!(nets.iter().any(|net| net.contains([192, 0, 2, 7].into())));
             assert!(!nets.iter().any(|net| net.contains([127, 0, 0, 1].into())), "the list replaces loopback");
+            jail.set_env("SLURMLENS_ACCESS__TRUSTED_PROXIES", "10.2.0.0/16, 192.0.2.8");
+            let nets = Config::load(None).map_err(|e| e.to_string())?.access.trusted_proxies;
+            assert!(nets.iter().any(|net| net.contains([192, 0, 2, 8].into())), "comma-separated, as env carries it");
             jail.set_env("SLURMLENS_ACCESS__TRUSTED_PROXIES", r#"["proxy.example.org"]"#);
             assert!(Config::load(None).is_err(), "a host name is refused, not resolved");
             Ok(())
         });
+    }
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn nothing_is_trusted_by_default_and_contradictions_fail_at_load() {
+        figment::Jail::expect_with(|jail| {
+            assert!(Config::load(None).map_err(|e| e.to_string())?.access.trusted_proxies.is_empty());
+            jail.set_env("SLURMLENS_ACCESS__USER_HEADER", "X-Remote-User");
+            let refused = Config::load(None).expect_err("a user header that no peer may send").to_string();
+            assert!(refused.contains("trusted_proxies"), "{refused}");
+            jail.set_env("SLURMLENS_ACCESS__TRUSTED_PROXIES", "127.0.0.1");
+            Config::load(None).map_err(|e| e.to_string())?;
+            jail.set_env("SLURMLENS_ACCESS__PROXY_SECRET_HEADER", "X-Proxy-Secret");
+            assert!(Config::load(None).is_err(), "a secret header without its secret");
+            jail.set_env("SLURMLENS_ACCESS__PROXY_SECRET", "short");
+            assert!(Config::load(None).is_err(), "a guessable secret");
+            jail.set_env("SLURMLENS_ACCESS__PROXY_SECRET", "a-long-enough-shared-secret");
+            Config::load(None).map_err(|e| e.to_string())?;
+            jail.set_env("SLURMLENS_ACCESS__TOKENS__MAX_DAYS", "4294967295");
+            assert!(Config::load(None).is_err(), "max_days is bounded");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn urls_lose_their_passwords_when_shown() {
+        assert_eq!(redact_url("mysql://reader:readerpw@db:3306/slurm_acct_db"), "mysql://reader:***@db:3306/slurm_acct_db");
+        assert_eq!(redact_url("http://user:p@ss@vm:8428/x?y=@"), "http://user:***@vm:8428/x?y=@");
+        assert_eq!(redact_url("http://vm:8428"), "http://vm:8428");
+        let mut config = Config::default();
+        config.database = Some(DatabaseConfig { url: "mysql://slurmlens:s3cret@db/slurmlens".into() });
+        let shown = format!("{:#?}", config.redacted());
+        assert!(!shown.contains("readerpw") && !shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("mysql://reader:***@"), "{shown}");
     }
 
     #[test]

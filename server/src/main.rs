@@ -23,7 +23,7 @@ enum Command {
     Serve,
     /// Apply pending migrations of slurmlens's own database.
     Migrate,
-    /// Print the effective configuration (after file and environment) as TOML-like debug output.
+    /// Print the effective configuration (after file and environment), passwords and secrets masked.
     Config,
     /// Print a job's report (GPU use, network, verdicts), like `jobstats JOBID`.
     Report(slurmlens::terminal::ReportArgs),
@@ -54,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => slurmlens::serve::migrate(&config).await,
         Command::Config => {
-            println!("{config:#?}");
+            println!("{:#?}", config.redacted());
             Ok(())
         }
         Command::Report(args) => slurmlens::terminal::run(&config, &args).await,

@@ -119,8 +119,24 @@ pub async fn bind(config: &Config) -> anyhow::Result<TcpListener> {
     TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))
 }
 
+/// Logs every panic as one error event, in the span it happened in (a request's, with its path):
+/// the HTTP layer turns a handler's panic into the 500 envelope and logs nothing more.
+pub fn log_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        let location = info.location().map(ToString::to_string).unwrap_or_default();
+        tracing::error!(%message, %location, "panic");
+    }));
+}
+
 /// Serves the API on `listener` until SIGINT/SIGTERM.
 pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()> {
+    log_panics();
     let state = http_state(config)?;
     // Our schema is forward-only and sqlx serialises concurrent runs, so every replica may apply it.
     if let Some(store) = state.app().store()
@@ -132,12 +148,28 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
         let every = Duration::from_secs(config.report.archive_interval_s);
         tokio::spawn(archive_loop(state.app().clone(), archiver_settings(config), every));
     }
+    if let Some(store) = state.app().store() {
+        tokio::spawn(prune_token_audit(store.clone(), config.access.tokens.audit_days));
+    }
     let address = listener.local_addr().context("reading the bound address")?;
     tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
     println!("slurmlens serving at http://{address}/ (public URL {})", config.public_url);
     // The peer's address decides whether identity headers are believed (`trusted_proxies`).
     let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, service).with_graceful_shutdown(shutdown_signal()).await.context("serving HTTP")
+}
+
+/// Keeps the token audit log to its last `days`, hourly (`[access.tokens] audit_days`).
+async fn prune_token_audit(store: crate::store::Store, days: u32) {
+    loop {
+        let before = chrono::Utc::now() - chrono::Duration::days(i64::from(days));
+        match store.prune_token_uses(before).await {
+            Ok(0) => {}
+            Ok(gone) => tracing::info!(gone, days, "token audit log pruned"),
+            Err(error) => tracing::warn!(%error, "pruning the token audit log failed; trying again in an hour"),
+        }
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
 }
 
 async fn shutdown_signal() {

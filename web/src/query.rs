@@ -130,21 +130,23 @@ pub const BEYOND_LIMIT: u32 = 200;
 
 /// Parses a time parameter: Unix seconds, RFC 3339, a wall-clock `YYYY-MM-DDTHH:MM[:SS]` (what a
 /// `datetime-local` form field sends) read in `zone`, or a date `YYYY-MM-DD` (its midnight in `zone`).
+/// Times outside `[0, LATEST_EPOCH]` are clamped into it, so no window arithmetic can overflow.
 pub fn parse_time(text: &str, zone: Zone) -> Option<i64> {
     let text = text.trim();
     if text.is_empty() {
         return None;
     }
-    if let Ok(epoch) = text.parse::<i64>() {
-        return Some(epoch);
-    }
-    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
-        return Some(time.timestamp());
-    }
-    zone.parse_local(text).or_else(|| {
-        let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
-        zone.parse_local(&format!("{date}T00:00"))
-    })
+    let parsed = if let Ok(epoch) = text.parse::<i64>() {
+        Some(epoch)
+    } else if let Ok(time) = DateTime::parse_from_rfc3339(text) {
+        Some(time.timestamp())
+    } else {
+        zone.parse_local(text).or_else(|| {
+            let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+            zone.parse_local(&format!("{date}T00:00"))
+        })
+    };
+    parsed.map(|epoch| epoch.clamp(0, slurmlens_wire::LATEST_EPOCH))
 }
 
 /// The zone a form's wall-clock times were written in: its `tz` field (the pages' forms carry the
@@ -173,10 +175,13 @@ impl GanttQuery {
 
     /// The window, defaulting to the day before `now`; at most thirty days, at least an hour.
     pub fn window(&self, now: i64) -> (i64, i64) {
+        // `parse_time` keeps both within [0, LATEST_EPOCH]; saturating all the same, for a caller that
+        // set them by hand.
         let end = self.end.unwrap_or(now);
-        let start = self.start.unwrap_or(end - 86_400);
-        let start = start.clamp(end - crate::gantt::MAX_SPAN as i64, end - crate::gantt::MIN_SPAN as i64);
-        (start, end)
+        let start = self.start.unwrap_or(end.saturating_sub(86_400));
+        let earliest = end.saturating_sub(crate::gantt::MAX_SPAN as i64);
+        let latest = end.saturating_sub(crate::gantt::MIN_SPAN as i64).max(earliest);
+        (start.clamp(earliest, latest), end)
     }
 
     /// The query string (without `?`).

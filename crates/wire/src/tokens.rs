@@ -29,11 +29,13 @@ pub struct CreatedToken {
     pub expires: DateTime<Utc>,
 }
 
-/// `GET /api/v1/tokens`: one of the user's tokens, without its secret.
+/// `GET /api/v1/tokens`: one of the user's tokens (staff: anyone's), without its secret.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TokenInfo {
     pub id: u64,
+    /// Whose it is (the viewer, but for staff's `?all=true`).
+    pub user: String,
     pub name: String,
     pub created: DateTime<Utc>,
     pub expires: DateTime<Utc>,

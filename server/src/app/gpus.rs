@@ -251,7 +251,10 @@ async fn latest_reading(
     let query = format!("max({})", lookups.join(" or "));
     let series = match tokio::time::timeout(settings.timeout, vm.query(&query, at)).await {
         Ok(Ok(series)) => series,
-        Ok(Err(error)) => return Err(format!("metrics unavailable: {error}")),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "reading the age of GPU readings failed");
+            return Err(format!("metrics unavailable: {}", error.for_viewer()));
+        }
         Err(_) => return Err("metrics unavailable: VictoriaMetrics did not answer in time".into()),
     };
     let latest = series

@@ -155,6 +155,11 @@ impl App {
         self.inner.clusters.get(&parsed).ok_or_else(unknown)
     }
 
+    /// Whether `identity` is staff: a configured staff user, or a member of a staff group.
+    pub fn is_staff(&self, identity: &Identity) -> bool {
+        is_staff(identity, &self.inner.access)
+    }
+
     /// What `viewer` may see on `reader`'s cluster: staff everything; a user their own jobs and those
     /// of the accounts they coordinate (slurmdbd's `acct_coord_table`). Without an identity: everything
     /// where the site says anonymous is staff (a lab, a demo), otherwise `Unauthorized`.

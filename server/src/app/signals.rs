@@ -181,7 +181,8 @@ impl Signals {
             (Err(error), _) | (_, Err(error)) => {
                 tracing::warn!(%error, job = job.job_id, "job logs unavailable");
                 answer.status = wire::LogsStatus::Unavailable;
-                answer.message = Some(format!("logs unavailable since {}: {error}", Utc::now().format("%H:%M:%S UTC")));
+                answer.message =
+                    Some(format!("logs unavailable since {}: {}", Utc::now().format("%H:%M:%S UTC"), error.for_viewer()));
                 return answer;
             }
         };
@@ -263,7 +264,7 @@ impl Signals {
                 tracing::warn!(%error, job = job.job_id, "job profile unavailable");
                 answer.status = wire::ProfileStatus::Unavailable;
                 answer.message =
-                    Some(format!("profiles unavailable since {}: {error}", Utc::now().format("%H:%M:%S UTC")));
+                    Some(format!("profiles unavailable since {}: {}", Utc::now().format("%H:%M:%S UTC"), error.for_viewer()));
                 return answer;
             }
         };

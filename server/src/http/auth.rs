@@ -4,15 +4,19 @@
 //!
 //! An identity comes from, in this order:
 //! 1. a personal token, `Authorization: Bearer slt_…`: looked up by its SHA-256, refused with 401 when
-//!    unknown, expired or revoked, 403 for anything but reading, 429 past its rate; every use, refused
-//!    ones included, is written to the audit log;
-//! 2. the site's SSO proxy: `user_header` (and `groups_header`), believed only from `trusted_proxies`;
-//!    from any other peer they are dropped and the request is anonymous.
+//!    unknown, expired or revoked, 403 for anything but reading, 429 past its user's rate (all of the
+//!    user's tokens together) or past its peer's (unknown tokens included, before any lookup). Every
+//!    answered use is written to the audit log; refused ones are counted, not written one by one;
+//! 2. the site's SSO proxy: `user_header` (and `groups_header`, only beside it), believed only from
+//!    `trusted_proxies` and, when the site set one, only with the proxy's shared secret. From any other
+//!    peer they are dropped and the request is anonymous; sent twice by a trusted peer, they are a 400.
 //!
 //! Other bearer secrets (the Slurm plugin's per-cluster ingest secret) pass untouched: they read nothing.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Request, State};
@@ -29,18 +33,50 @@ use crate::config::AccessConfig;
 use crate::domain::token::{PREFIX, TokenSecret};
 use crate::store::tokens::TokenUse;
 
-/// Per-token request rate.
-pub(crate) struct TokenLimiter(DefaultKeyedRateLimiter<u64>);
+/// A peer may send this many times its user's rate in token requests, unknown tokens included.
+const PEER_FACTOR: u32 = 4;
+
+/// Token request rates: per user (all their tokens together) and per peer (checked before the lookup,
+/// so a flood of unknown tokens costs no database work), and the refusals counted per token.
+pub(crate) struct TokenLimiter {
+    per_user: DefaultKeyedRateLimiter<String>,
+    per_peer: DefaultKeyedRateLimiter<IpAddr>,
+    refused: Mutex<HashMap<u64, u64>>,
+}
 
 impl TokenLimiter {
     pub(crate) fn new(per_minute: u32) -> Self {
-        let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
-        Self(RateLimiter::keyed(Quota::per_minute(per_minute)))
+        let quota = |n: u32| Quota::per_minute(NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN));
+        Self {
+            per_user: RateLimiter::keyed(quota(per_minute)),
+            per_peer: RateLimiter::keyed(quota(per_minute.saturating_mul(PEER_FACTOR))),
+            refused: Mutex::default(),
+        }
     }
 
-    /// `Err(wait)` when the token is over its rate.
-    fn check(&self, token: u64) -> Result<(), Duration> {
-        self.0.check_key(&token).map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    /// `Err(wait)` when the user is over their rate.
+    fn check_user(&self, user: &str) -> Result<(), Duration> {
+        let now = DefaultClock::default().now();
+        self.per_user.check_key(&user.to_string()).map_err(|not_until| not_until.wait_time_from(now))
+    }
+
+    /// `Err(wait)` when the peer is over its rate.
+    fn check_peer(&self, peer: IpAddr) -> Result<(), Duration> {
+        let now = DefaultClock::default().now();
+        self.per_peer.check_key(&peer.to_canonical()).map_err(|not_until| not_until.wait_time_from(now))
+    }
+
+    /// Counts a refused use of `token`; logs the first and then every power of two.
+    fn count_refusal(&self, token: u64, status: u16) {
+        let count = {
+            let mut refused = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count = refused.entry(token).or_insert(0);
+            *count += 1;
+            *count
+        };
+        if count.is_power_of_two() {
+            tracing::warn!(token, status, refused = count, "token use refused (not written to the audit log)");
+        }
     }
 }
 
@@ -56,27 +92,55 @@ pub(crate) async fn identify(State(state): State<HttpState>, mut request: Reques
     }
     let access = state.app.access();
     let trusted = peer.is_some_and(|peer| access.trusted_proxies.iter().any(|net| net.contains(peer.ip())));
-    match proxy_identity(access, request.headers()) {
-        Some(identity) if trusted => stamp(&mut request, identity),
-        Some(_) => {
-            tracing::warn!(?peer, "identity header from a peer not in trusted_proxies ignored");
-            for name in [&access.user_header, &access.groups_header].into_iter().flatten() {
-                request.headers_mut().remove(name.as_str());
-            }
+    let identity = match proxy_identity(access, request.headers()) {
+        Err(message) if trusted => return ApiError::invalid("headers", message).into_response(),
+        Ok(Some(identity)) if trusted && proxy_secret_matches(access, request.headers()) => Some(identity),
+        Ok(None) => None,
+        _ => {
+            tracing::warn!(?peer, trusted, "identity headers ignored: not from a trusted proxy with its secret");
+            None
         }
-        None => {}
+    };
+    // What the handlers see of the proxy is the decision alone: its headers (and secret) go.
+    for name in [&access.user_header, &access.groups_header, &access.proxy_secret_header].into_iter().flatten() {
+        request.headers_mut().remove(name.as_str());
+    }
+    if let Some(identity) = identity {
+        stamp(&mut request, identity);
     }
     next.run(request).await
 }
 
-/// The user (and groups) the proxy's headers name, whoever sent them.
-fn proxy_identity(access: &AccessConfig, headers: &HeaderMap) -> Option<Identity> {
-    let named = |name: &Option<String>| name.as_deref().and_then(|name| headers.get(name)?.to_str().ok());
-    let user = named(&access.user_header).map(str::trim).filter(|user| !user.is_empty())?;
-    let groups = named(&access.groups_header)
+/// Whether the request carries the proxy's shared secret, once, when the site set one.
+fn proxy_secret_matches(access: &AccessConfig, headers: &HeaderMap) -> bool {
+    let (Some(name), Some(secret)) = (&access.proxy_secret_header, &access.proxy_secret) else { return true };
+    let mut values = headers.get_all(name.as_str()).iter();
+    match (values.next(), values.next()) {
+        (Some(given), None) => super::ingest::same_secret(given.as_bytes(), secret.0.trim().as_bytes()),
+        _ => false,
+    }
+}
+
+/// The user (and groups) the proxy's headers name, whoever sent them: `Ok(None)` without a user
+/// header (a groups header alone names nobody), `Err` when either header comes more than once (a
+/// proxy that appends leaves the client's copy first).
+fn proxy_identity(access: &AccessConfig, headers: &HeaderMap) -> Result<Option<Identity>, String> {
+    let single = |name: &Option<String>| -> Result<Option<&str>, String> {
+        let Some(name) = name.as_deref() else { return Ok(None) };
+        let mut values = headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(value), None) => Ok(value.to_str().ok()),
+            (Some(_), Some(_)) => Err(format!("the {name} header came more than once")),
+        }
+    };
+    let user = single(&access.user_header)?.map(str::trim).filter(|user| !user.is_empty());
+    let groups = single(&access.groups_header)?;
+    let Some(user) = user else { return Ok(None) };
+    let groups = groups
         .map(|text| text.split(',').map(str::trim).filter(|g| !g.is_empty()).map(String::from).collect())
         .unwrap_or_default();
-    Some(Identity { user: user.to_string(), groups, token: None })
+    Ok(Some(Identity { user: user.to_string(), groups, token: None }))
 }
 
 /// `Some` when the request carries a personal token (well-formed or not).
@@ -93,6 +157,13 @@ fn stamp(request: &mut Request, identity: Identity) {
     request.extensions_mut().insert(Viewer::Signed(identity));
 }
 
+fn rate_limited(message: String, wait: Duration) -> Response {
+    let mut response = ApiError::RateLimited(message).into_response();
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+    response
+}
+
 async fn with_token(
     state: &HttpState,
     peer: Option<SocketAddr>,
@@ -100,6 +171,11 @@ async fn with_token(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let per_minute = state.app.access().tokens.per_minute;
+    if let Some(Err(wait)) = peer.map(|peer| state.token_limiter.check_peer(peer.ip())) {
+        let peer_rate = per_minute.saturating_mul(PEER_FACTOR);
+        return rate_limited(format!("over {peer_rate} token requests per minute from this address"), wait);
+    }
     let store = match state.app.require_store() {
         Ok(store) => store,
         Err(error) => return ApiError::from(error).into_response(),
@@ -111,25 +187,23 @@ async fn with_token(
     };
     let now = Utc::now();
     let (method, path) = (request.method().clone(), request.uri().to_string());
-    let response = if token.revoked_at.is_some() {
-        ApiError::Unauthorized("this token was revoked".into()).into_response()
+    let refused = if token.revoked_at.is_some() {
+        Some(ApiError::Unauthorized("this token was revoked".into()).into_response())
     } else if token.expires_at <= now {
-        ApiError::Unauthorized("this token expired".into()).into_response()
+        Some(ApiError::Unauthorized("this token expired".into()).into_response())
     } else if method != Method::GET && method != Method::HEAD {
-        ApiError::Forbidden("tokens are read-only; sign in through the site to change anything".into()).into_response()
-    } else if let Err(wait) = state.token_limiter.check(token.id) {
-        let mut response = ApiError::RateLimited(format!(
-            "over {} requests per minute for this token",
-            state.app.access().tokens.per_minute
-        ))
-        .into_response();
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
-        response
+        Some(ApiError::Forbidden("tokens are read-only; sign in through the site to change anything".into()).into_response())
+    } else if let Err(wait) = state.token_limiter.check_user(&token.user_name) {
+        Some(rate_limited(format!("over {per_minute} requests per minute with this user's tokens"), wait))
     } else {
-        stamp(&mut request, Identity { user: token.user_name.clone(), groups: Vec::new(), token: Some(token.id) });
-        next.run(request).await
+        None
     };
+    if let Some(response) = refused {
+        state.token_limiter.count_refusal(token.id, response.status().as_u16());
+        return response;
+    }
+    stamp(&mut request, Identity { user: token.user_name.clone(), groups: Vec::new(), token: Some(token.id) });
+    let response = next.run(request).await;
     let peer = peer.map(|peer| peer.ip().to_string()).unwrap_or_default();
     let used = TokenUse {
         token_id: token.id,

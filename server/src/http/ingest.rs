@@ -63,7 +63,7 @@ impl IngestSecrets {
 }
 
 /// Compares in time that depends only on the expected secret's length.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+pub(super) fn same_secret(given: &[u8], expected: &[u8]) -> bool {
     let mut difference = given.len() ^ expected.len();
     for (at, byte) in expected.iter().enumerate() {
         difference |= usize::from(byte ^ given.get(at).copied().unwrap_or(0));

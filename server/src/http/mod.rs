@@ -23,6 +23,8 @@ use axum::Router;
 use axum::extract::{FromRef, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use axum::http::{HeaderValue, header};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -106,12 +108,37 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state.clone())
         .merge(pages)
         .layer(middleware::from_fn_with_state(state, auth::identify))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
         .layer(middleware::from_fn(log_server_errors))
+        .layer(always(
+            header::CONTENT_SECURITY_POLICY,
+            "frame-ancestors 'none'; object-src 'none'; base-uri 'self'; form-action 'self'",
+        ))
+        .layer(always(header::X_FRAME_OPTIONS, "DENY"))
+        .layer(always(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(always(header::REFERRER_POLICY, "same-origin"))
         .layer(TraceLayer::new_for_http())
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::GATEWAY_TIMEOUT,
             Duration::from_secs(30),
         ))
+}
+
+/// A header set on every answer that has none of its own. Together: nothing may frame a page
+/// (clickjacking), no type is sniffed, no page address leaves in a Referer to another site. The pages'
+/// script policy (a nonce per response) is in their `<meta>`; browsers enforce both policies.
+fn always(name: axum::http::HeaderName, value: &'static str) -> SetResponseHeaderLayer<HeaderValue> {
+    SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value))
+}
+
+/// A handler's panic as the 500 envelope. The panic itself was logged by the process's panic hook
+/// (`serve::log_panics`), inside the request's span, so the path is on that one line.
+fn panic_response(_payload: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    use axum::response::IntoResponse;
+    let envelope = slurmlens_wire::ErrorEnvelope {
+        error: slurmlens_wire::ErrorBody { code: "internal".into(), message: "internal error".into(), parameter: None },
+    };
+    (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(envelope)).into_response()
 }
 
 /// Logs the cause of every 5xx once, here, rather than where the error was converted.

@@ -49,22 +49,25 @@ impl Params {
             .unwrap_or_default()
     }
 
-    /// RFC 3339 or Unix seconds.
+    /// RFC 3339 or Unix seconds, from 1970 to the end of 9999 ([`slurmlens_wire::LATEST_EPOCH`]).
     pub fn time(&self, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
         let Some(text) = self.text(name) else {
             return Ok(None);
         };
-        if let Ok(parsed) = DateTime::parse_from_rfc3339(text) {
-            return Ok(Some(parsed.with_timezone(&Utc)));
+        let epoch = match DateTime::parse_from_rfc3339(text) {
+            Ok(parsed) => Some(parsed.timestamp()),
+            Err(_) => text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse::<i64>().ok()).flatten(),
+        };
+        let Some(epoch) = epoch else {
+            return Err(ApiError::invalid(
+                name,
+                format!("`{text}` is not a time (RFC 3339 such as 2026-11-29T12:00:00Z, or Unix seconds)"),
+            ));
+        };
+        match DateTime::from_timestamp(epoch, 0) {
+            Some(time) if (0..=slurmlens_wire::LATEST_EPOCH).contains(&epoch) => Ok(Some(time)),
+            _ => Err(ApiError::invalid(name, format!("`{text}` is outside 1970-01-01 to 9999-12-31"))),
         }
-        let epoch = text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse::<i64>().ok()).flatten();
-        if let Some(parsed) = epoch.and_then(|seconds| DateTime::from_timestamp(seconds, 0)) {
-            return Ok(Some(parsed));
-        }
-        Err(ApiError::invalid(
-            name,
-            format!("`{text}` is not a time (RFC 3339 such as 2026-11-29T12:00:00Z, or Unix seconds)"),
-        ))
     }
 
     /// An unsigned integer within `[min, max]`.

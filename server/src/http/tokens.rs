@@ -1,10 +1,11 @@
-//! `/api/v1/tokens`: personal API tokens a signed-in user makes, lists and revokes for themselves.
-//! Making and revoking need the site's sign-in (the proxy identity): a token cannot make tokens. A
+//! `/api/v1/tokens`: personal API tokens a signed-in user makes, lists and revokes for themselves;
+//! staff also list and revoke anyone's (a leaked token, a user who left). Making and revoking need the
+//! site's sign-in (the proxy identity): a token cannot make tokens. Making one needs a JSON body, and a
 //! browser's cross-site request is refused, so a page elsewhere cannot make or revoke tokens in the name
 //! of a viewer whose sign-in cookie the proxy would accept.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::{Extension, Json};
 use chrono::{Duration, Utc};
@@ -17,6 +18,20 @@ use crate::store::tokens::StoredToken;
 
 const DEFAULT_DAYS: u32 = 90;
 const MAX_BODY_BYTES: usize = 4096;
+/// Staff's list of everyone's tokens shows at most this many, newest first.
+const MAX_LISTED: u32 = 5000;
+
+/// Refuses a body that is not declared JSON: an HTML form cannot send `application/json` across sites
+/// without a CORS preflight, which this server never grants.
+fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
+    let declared = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
+    let essence = declared.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("content-type", "send the body as `Content-Type: application/json`"))
+    }
+}
 
 /// Refuses what a browser says is a cross-site request. Browsers name where a request comes from
 /// (`Sec-Fetch-Site`; older ones only `Origin`); curl and scripts send neither and are let through,
@@ -90,6 +105,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<wire::CreatedToken>), ApiError> {
     let identity = signed_in_at_the_site(&viewer)?;
     same_origin(&headers)?;
+    json_body(&headers)?;
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|_| ApiError::invalid("body", format!("the body is larger than {MAX_BODY_BYTES} bytes")))?;
@@ -101,10 +117,16 @@ pub async fn create(
     if !(1..=max_days).contains(&days) {
         return Err(ApiError::invalid("expires_in_days", format!("between 1 and {max_days} days")));
     }
-    let secret = TokenSecret::generate();
+    let store = app.require_store()?;
     let created = Utc::now();
+    let most = app.access().tokens.max_live_per_user;
+    if store.live_tokens_of(&identity.user, created).await? >= u64::from(most) {
+        return Err(ApiError::invalid("tokens", format!("you hold {most} live tokens, the most allowed; revoke one first")));
+    }
+    let secret = TokenSecret::generate();
+    // `days` is at most the configuration's `max_days`, itself bounded at load: this cannot overflow.
     let expires = created + Duration::days(i64::from(days));
-    let id = app.require_store()?.create_token(&identity.user, &name, &secret.hash(), created, expires).await?;
+    let id = store.create_token(&identity.user, &name, &secret.hash(), created, expires).await?;
     tracing::info!(user = %identity.user, token = id, days, "token created");
     let token = secret.reveal().to_string();
     Ok((StatusCode::CREATED, Json(wire::CreatedToken { id, name: name.as_str().to_string(), token, created, expires })))
@@ -116,11 +138,14 @@ pub async fn create(
     path = "/api/v1/tokens",
     tag = "tokens",
     operation_id = "list_tokens",
-    summary = "The viewer's own tokens",
+    summary = "The viewer's own tokens (staff: anyone's)",
     description = "Name, times and state (`live`, `expired`, `revoked`) of each of the viewer's tokens, \
-        newest first; never a token itself.",
+        newest first; never a token itself. Staff signed in through the site may ask `all=true`: every \
+        user's tokens (the newest 5000), each with its `user`.",
+    params(ListTokens),
     responses(
         (status = 200, description = "The tokens", body = Vec<wire::TokenInfo>),
+        (status = 403, description = "`all=true` from anyone but staff signed in at the site (`forbidden`)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
     security(("token" = []), ("user_header" = [])),
@@ -128,18 +153,52 @@ pub async fn create(
 pub async fn list(
     State(app): State<App>,
     Extension(viewer): Extension<Viewer>,
+    Query(asked): Query<ListTokens>,
 ) -> Result<Json<Vec<wire::TokenInfo>>, ApiError> {
-    Ok(Json(own_tokens(&app, &viewer).await?))
+    if !asked.all.unwrap_or(false) {
+        return Ok(Json(own_tokens(&app, &viewer).await?));
+    }
+    staff_at_the_site(&app, &viewer)?;
+    let now = Utc::now();
+    let tokens = app.require_store()?.all_tokens(MAX_LISTED).await?;
+    Ok(Json(tokens.into_iter().map(|token| info(token, now)).collect()))
 }
 
-/// `DELETE /api/v1/tokens/{id}`: revokes one of the viewer's tokens (204); another's is a 404.
+/// `GET /api/v1/tokens`'s query.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListTokens {
+    /// Staff only: every user's tokens, not only the viewer's.
+    all: Option<bool>,
+}
+
+/// Staff signed in through the site's proxy (not with a token).
+fn staff_at_the_site<'a>(app: &App, viewer: &'a Viewer) -> Result<&'a Identity, ApiError> {
+    let identity = signed_in_at_the_site(viewer)?;
+    if app.is_staff(identity) {
+        Ok(identity)
+    } else {
+        Err(ApiError::Forbidden("only staff see or revoke other users' tokens".into()))
+    }
+}
+
+/// Whether `viewer` may act on `token`: its owner, or staff signed in at the site.
+fn may_manage(app: &App, viewer: &Viewer, token: &StoredToken) -> bool {
+    viewer.identity().is_some_and(|identity| {
+        identity.user == token.user_name || (identity.token.is_none() && app.is_staff(identity))
+    })
+}
+
+/// `DELETE /api/v1/tokens/{id}`: revokes one of the viewer's tokens (204), or, for staff signed in at
+/// the site, anyone's; another's is a 404 to everyone else.
 #[utoipa::path(
     delete,
     path = "/api/v1/tokens/{id}",
     tag = "tokens",
     operation_id = "revoke_token",
-    summary = "Revoke one of the viewer's tokens",
-    description = "From then on the token gets 401. Revoking twice keeps the first time.",
+    summary = "Revoke one of the viewer's tokens (staff: anyone's)",
+    description = "From then on the token gets 401. Revoking twice keeps the first time. Staff signed in \
+        through the site may revoke any user's token.",
     params(("id" = u64, Path, description = "The token's id, as `GET /api/v1/tokens` lists it.")),
     responses(
         (status = 204, description = "Revoked"),
@@ -160,11 +219,14 @@ pub async fn revoke(
     let identity = signed_in_at_the_site(&viewer)?;
     same_origin(&headers)?;
     let id: u64 = id.parse().map_err(|_| ApiError::invalid("id", format!("`{id}` is not a token id")))?;
-    if app.require_store()?.revoke_token(&identity.user, id, Utc::now()).await? {
-        tracing::info!(user = %identity.user, token = id, "token revoked");
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!("no token {id}")))
+    let store = app.require_store()?;
+    match store.token(id).await? {
+        Some(token) if may_manage(&app, &viewer, &token) => {
+            store.revoke_token(id, Utc::now()).await?;
+            tracing::info!(by = %identity.user, owner = %token.user_name, token = id, "token revoked");
+            Ok(StatusCode::NO_CONTENT)
+        }
+        _ => Err(ApiError::NotFound(format!("no token {id}"))),
     }
 }
 
@@ -174,8 +236,9 @@ pub async fn revoke(
     path = "/api/v1/tokens/{id}/uses",
     tag = "tokens",
     operation_id = "token_uses",
-    summary = "The audit log of one of the viewer's tokens",
-    description = "Every request made with the token, refusals included, newest first (the last 500).",
+    summary = "The audit log of one of the viewer's tokens (staff: anyone's)",
+    description = "Every request answered with the token, newest first (the last 500). Refusals (revoked, \
+        expired, over the rate) are counted in the server's log, not written one by one.",
     params(("id" = u64, Path, description = "The token's id.")),
     responses(
         (status = 200, description = "The uses", body = Vec<wire::TokenUse>),
@@ -190,10 +253,10 @@ pub async fn uses(
     Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<wire::TokenUse>>, ApiError> {
-    let identity = signed_in(&viewer)?;
+    signed_in(&viewer)?;
     let id: u64 = id.parse().map_err(|_| ApiError::invalid("id", format!("`{id}` is not a token id")))?;
     let store = app.require_store()?;
-    if store.token_of(&identity.user, id).await?.is_none() {
+    if !store.token(id).await?.is_some_and(|token| may_manage(&app, &viewer, &token)) {
         return Err(ApiError::NotFound(format!("no token {id}")));
     }
     let uses = store.token_uses(id, 500).await?;
@@ -210,6 +273,7 @@ fn info(token: StoredToken, now: chrono::DateTime<Utc>) -> wire::TokenInfo {
     };
     wire::TokenInfo {
         id: token.id,
+        user: token.user_name,
         name: token.name,
         created: token.created_at,
         expires: token.expires_at,

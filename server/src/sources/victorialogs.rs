@@ -19,6 +19,17 @@ pub enum LogsError {
     Query(String),
 }
 
+impl LogsError {
+    /// What a viewer is told: which source and what kind of failure, never the detail (an address, a
+    /// query, a body), which goes to the log.
+    pub fn for_viewer(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "VictoriaLogs did not answer",
+            Self::Query(_) => "VictoriaLogs refused the query or sent what could not be read",
+        }
+    }
+}
+
 impl From<reqwest::Error> for LogsError {
     fn from(error: reqwest::Error) -> Self {
         if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }

@@ -18,6 +18,17 @@ pub enum VmError {
     Query(String),
 }
 
+impl VmError {
+    /// What a viewer is told: which source and what kind of failure, never the detail (an address, a
+    /// query, a body), which goes to the log.
+    pub fn for_viewer(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "VictoriaMetrics did not answer",
+            Self::Query(_) => "VictoriaMetrics refused the query or sent what could not be read",
+        }
+    }
+}
+
 impl From<reqwest::Error> for VmError {
     fn from(error: reqwest::Error) -> Self {
         if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }

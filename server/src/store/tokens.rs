@@ -65,25 +65,59 @@ impl Store {
         Ok(sqlx::query_as(&sql).bind(user).fetch_all(&self.pool).await?)
     }
 
-    /// One of `user`'s tokens; `None` for another user's or a missing one.
-    pub async fn token_of(&self, user: &str, id: u64) -> Result<Option<StoredToken>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM api_tokens WHERE id = ? AND user_name = ?");
-        Ok(sqlx::query_as(&sql).bind(id).bind(user).fetch_optional(&self.pool).await?)
+    /// Every user's tokens, newest first (at most `limit`): what staff review.
+    pub async fn all_tokens(&self, limit: u32) -> Result<Vec<StoredToken>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM api_tokens ORDER BY created_at DESC, id DESC LIMIT ?");
+        Ok(sqlx::query_as(&sql).bind(limit).fetch_all(&self.pool).await?)
     }
 
-    /// Revokes one of `user`'s tokens; false when `user` has no such token (another's included).
-    /// Revoking twice keeps the first time.
-    pub async fn revoke_token(&self, user: &str, id: u64, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        if self.token_of(user, id).await?.is_none() {
+    /// The token `id`, whoever's it is.
+    pub async fn token(&self, id: u64) -> Result<Option<StoredToken>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM api_tokens WHERE id = ?");
+        Ok(sqlx::query_as(&sql).bind(id).fetch_optional(&self.pool).await?)
+    }
+
+    /// How many of `user`'s tokens are live at `now` (neither revoked nor expired).
+    pub async fn live_tokens_of(&self, user: &str, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        let (count,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM api_tokens WHERE user_name = ? AND revoked_at IS NULL AND expires_at > ?",
+        )
+        .bind(user)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// Revokes the token `id`, whoever's it is; false when there is none. Revoking twice keeps the
+    /// first time. (Who may revoke which token is the caller's rule.)
+    pub async fn revoke_token(&self, id: u64, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        if self.token(id).await?.is_none() {
             return Ok(false);
         }
-        sqlx::query("UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND user_name = ?")
+        sqlx::query("UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?")
             .bind(at)
             .bind(id)
-            .bind(user)
             .execute(&self.pool)
             .await?;
         Ok(true)
+    }
+
+    /// Deletes the audit log's lines older than `before`, a batch at a time so no statement holds the
+    /// table long; how many went.
+    pub async fn prune_token_uses(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut total = 0;
+        loop {
+            let gone = sqlx::query("DELETE FROM api_token_uses WHERE used_at < ? LIMIT 10000")
+                .bind(before)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            total += gone;
+            if gone < 10_000 {
+                return Ok(total);
+            }
+        }
     }
 
     /// Appends one use to the audit log and stamps the token's last use.

@@ -236,8 +236,11 @@ async fn tokens_are_hashed_read_only_revocable_audited_and_rate_limited() {
     }
     assert!(statuses.contains(&429), "over 5 a minute gets 429: {statuses:?}");
     assert!(retry_after.is_some_and(|seconds| (1..=60).contains(&seconds)), "Retry-After {retry_after:?}");
+    // The rate is the user's, not the token's: a second token of alice's is over it too; bob's is not.
     let other = make_token(&app, "alice", "other").await;
-    assert_eq!(get(&app, &Who::Token(other.token.clone()), &own_job).await.0, 200, "other tokens unaffected");
+    assert_eq!(get(&app, &Who::Token(other.token.clone()), &own_job).await.0, 429, "alice's other token shares her rate");
+    let bobs = make_token(&app, "bob", "bob").await;
+    assert_eq!(get(&app, &Who::Token(bobs.token.clone()), "/api/v1/nodes?cluster=lab").await.0, 200, "bob is unaffected");
 
     // Revoked: 401 from then on; other users cannot revoke it, and listing never shows secrets.
     let by_bob =
@@ -255,22 +258,24 @@ async fn tokens_are_hashed_read_only_revocable_audited_and_rate_limited() {
     let listing = serde_json::to_string(&listed).expect("json");
     assert!(!listing.contains(&token.token[4..]) && !listing.contains(&other.token[4..]));
 
-    // Every use is in the audit log, refusals included.
+    // Every answered use is in the audit log; refusals (read-only, rate, revoked) are counted, not
+    // written one by one, so a flood of them costs the database nothing.
     let uses: Vec<TokenUse> =
         ask(&app, &Who::Proxy("alice", ""), reqwest::Method::GET, &format!("/api/v1/tokens/{}/uses", other.id))
             .await
             .json()
             .await
             .expect("uses");
-    assert_eq!(uses.iter().map(|u| u.status).collect::<Vec<_>>(), [401, 200]);
+    assert_eq!(uses.len(), 0, "only refusals: {uses:?}");
     let uses: Vec<TokenUse> =
         ask(&app, &Who::Proxy("alice", ""), reqwest::Method::GET, &format!("/api/v1/tokens/{}/uses", token.id))
             .await
             .json()
             .await
             .expect("uses");
-    assert_eq!(uses.len(), 3 + statuses.len(), "{uses:?}");
-    assert!(uses.iter().any(|u| u.status == 429) && uses.iter().any(|u| u.status == 403));
+    let answered = 1 + statuses.iter().filter(|&&status| status == 200).count();
+    assert_eq!(uses.len(), answered, "{uses:?}");
+    assert!(uses.iter().all(|u| u.status == 200), "{uses:?}");
     let by_bob =
         ask(&app, &Who::Proxy("bob", ""), reqwest::Method::GET, &format!("/api/v1/tokens/{}/uses", token.id)).await;
     assert_eq!(by_bob.status(), 404, "another user's audit log is not found");
@@ -294,7 +299,7 @@ async fn tokens_are_hashed_read_only_revocable_audited_and_rate_limited() {
             .expect("post");
         assert_eq!(response.status(), 400, "{body}");
     }
-    assert_eq!(store.tokens_of("alice").await.expect("tokens").len(), 2);
+    assert_eq!(store.tokens_of("alice").await.expect("tokens").len(), 2, "bad input made nothing");
     let anonymous = ask(&app, &Who::Anonymous, reqwest::Method::POST, "/api/v1/tokens").await;
     assert_eq!(anonymous.status(), 401);
     let malformed = get(&app, &Who::Token("slt_nothex".into()), &own_job).await;

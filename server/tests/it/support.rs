@@ -144,6 +144,8 @@ pub fn test_config(anonymous: AnonymousAccess) -> Config {
             anonymous,
             user_header: Some("X-Remote-User".into()),
             groups_header: Some("X-Remote-Groups".into()),
+            // The tests' requests come from loopback, standing in for the site's proxy.
+            trusted_proxies: vec!["127.0.0.1".to_string().try_into().expect("an address")],
             staff_users: vec!["root".into()],
             staff_groups: vec!["hpc-staff".into()],
             ..AccessConfig::default()

@@ -670,7 +670,7 @@ pub fn GanttPage() -> impl IntoView {
     let static_url = format!("/web/v1/gantt.svg?{}", initial.to_query());
     let first_query = GanttQuery { start: Some(start), end: Some(end), ..initial.clone() };
     let preload_url = format!("/web/v1/gantt?{}", first_query.to_query());
-    let fallback_html = fallback_image(&static_url);
+    let fallback_html = fallback_image(&static_url, leptos::nonce::use_nonce().map(|nonce| nonce.to_string()));
     let filters = initial.filters.clone();
 
     view! {
@@ -753,13 +753,15 @@ pub fn GanttPage() -> impl IntoView {
 }
 
 /// The static chart for browsers without the wasm bundle: shown by `<noscript>`, or by a short script
-/// when hydration has not happened within a few seconds (the bundle failed to load).
-fn fallback_image(url: &str) -> String {
+/// when hydration has not happened within a few seconds (the bundle failed to load). The script carries
+/// the page's CSP nonce (server-rendered; a nonce is URL-safe base64, nothing to escape).
+fn fallback_image(url: &str, nonce: Option<String>) -> String {
     let url = url.replace('&', "&amp;").replace('"', "&quot;");
+    let nonce = nonce.map(|nonce| format!(" nonce=\"{nonce}\"")).unwrap_or_default();
     format!(
         "<noscript><img src=\"{url}\" alt=\"Gantt chart of jobs on nodes\" class=\"gantt-static\"></noscript>\
          <img data-src=\"{url}\" alt=\"Gantt chart of jobs on nodes\" class=\"gantt-static\" data-testid=\"gantt-static\" hidden>\
-         <script>setTimeout(function(){{if(window.__slurmlensHydrated)return;var i=document.querySelector('img[data-testid=gantt-static]');\
+         <script{nonce}>setTimeout(function(){{if(window.__slurmlensHydrated)return;var i=document.querySelector('img[data-testid=gantt-static]');\
          if(i){{i.src=i.dataset.src;i.hidden=false;}}}},2500)</script>"
     )
 }
@@ -790,7 +792,7 @@ mod tests {
 
     #[test]
     fn the_fallback_escapes_its_url() {
-        let html = fallback_image("/web/v1/gantt.svg?a=1&b=\"x\"");
+        let html = fallback_image("/web/v1/gantt.svg?a=1&b=\"x\"", None);
         assert!(html.contains("a=1&amp;b=&quot;x&quot;"));
         assert!(html.contains("<noscript>"));
     }

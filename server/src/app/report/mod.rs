@@ -180,9 +180,10 @@ impl Reporter {
                         }
                     }
                     Ok(Err(error)) => {
+                        tracing::warn!(%error, job = record.identity.id_job, "report metrics unavailable");
                         report.metrics = wire::MetricsStatus {
                             status: wire::MetricsState::Unavailable,
-                            message: Some(format!("metrics unavailable: {error}")),
+                            message: Some(format!("metrics unavailable: {}", error.for_viewer())),
                             step_s: 0,
                         };
                     }

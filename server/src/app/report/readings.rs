@@ -90,8 +90,9 @@ impl Reporter {
                 answer.values.sort_by(|a, b| (&a.node, a.gpu).cmp(&(&b.node, b.gpu)));
             }
             Ok(Err(error)) => {
+                tracing::warn!(%error, "GPU readings unavailable");
                 answer.status = wire::ValuesState::Unavailable;
-                answer.message = Some(format!("metrics unavailable: {error}"));
+                answer.message = Some(format!("metrics unavailable: {}", error.for_viewer()));
             }
             Err(_) => {
                 answer.status = wire::ValuesState::Unavailable;
@@ -140,7 +141,10 @@ impl Reporter {
             for labels in found
                 .into_iter()
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("metrics unavailable: {e}"))?
+                .map_err(|error| {
+                    tracing::warn!(%error, "looking up GPU series failed");
+                    format!("metrics unavailable: {}", error.for_viewer())
+                })?
                 .into_iter()
                 .flatten()
             {
