@@ -577,11 +577,16 @@ mod tests {
 
     #[test]
     fn urls_lose_their_passwords_when_shown() {
-        assert_eq!(redact_url("mysql://reader:readerpw@db:3306/slurm_acct_db"), "mysql://reader:***@db:3306/slurm_acct_db");
+        assert_eq!(
+            redact_url("mysql://reader:readerpw@db:3306/slurm_acct_db"),
+            "mysql://reader:***@db:3306/slurm_acct_db"
+        );
         assert_eq!(redact_url("http://user:p@ss@vm:8428/x?y=@"), "http://user:***@vm:8428/x?y=@");
         assert_eq!(redact_url("http://vm:8428"), "http://vm:8428");
-        let mut config = Config::default();
-        config.database = Some(DatabaseConfig { url: "mysql://slurmlens:s3cret@db/slurmlens".into() });
+        let config = Config {
+            database: Some(DatabaseConfig { url: "mysql://slurmlens:s3cret@db/slurmlens".into() }),
+            ..Config::default()
+        };
         let shown = format!("{:#?}", config.redacted());
         assert!(!shown.contains("readerpw") && !shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("mysql://reader:***@"), "{shown}");

@@ -181,8 +181,11 @@ impl Signals {
             (Err(error), _) | (_, Err(error)) => {
                 tracing::warn!(%error, job = job.job_id, "job logs unavailable");
                 answer.status = wire::LogsStatus::Unavailable;
-                answer.message =
-                    Some(format!("logs unavailable since {}: {}", Utc::now().format("%H:%M:%S UTC"), error.for_viewer()));
+                answer.message = Some(format!(
+                    "logs unavailable since {}: {}",
+                    Utc::now().format("%H:%M:%S UTC"),
+                    error.for_viewer()
+                ));
                 return answer;
             }
         };
@@ -263,8 +266,11 @@ impl Signals {
             Err(error) => {
                 tracing::warn!(%error, job = job.job_id, "job profile unavailable");
                 answer.status = wire::ProfileStatus::Unavailable;
-                answer.message =
-                    Some(format!("profiles unavailable since {}: {}", Utc::now().format("%H:%M:%S UTC"), error.for_viewer()));
+                answer.message = Some(format!(
+                    "profiles unavailable since {}: {}",
+                    Utc::now().format("%H:%M:%S UTC"),
+                    error.for_viewer()
+                ));
                 return answer;
             }
         };

@@ -192,7 +192,10 @@ async fn with_token(
     } else if token.expires_at <= now {
         Some(ApiError::Unauthorized("this token expired".into()).into_response())
     } else if method != Method::GET && method != Method::HEAD {
-        Some(ApiError::Forbidden("tokens are read-only; sign in through the site to change anything".into()).into_response())
+        Some(
+            ApiError::Forbidden("tokens are read-only; sign in through the site to change anything".into())
+                .into_response(),
+        )
     } else if let Err(wait) = state.token_limiter.check_user(&token.user_name) {
         Some(rate_limited(format!("over {per_minute} requests per minute with this user's tokens"), wait))
     } else {

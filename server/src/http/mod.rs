@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{FromRef, Request};
+use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::http::{HeaderValue, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;

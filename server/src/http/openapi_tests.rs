@@ -109,6 +109,7 @@ fn app() -> axum::Router {
     config.slurmdbd.url = "mysql://reader:readerpw@127.0.0.1:1/slurm_acct_db".into();
     config.slurmdbd.acquire_timeout_ms = 300;
     config.access.user_header = Some("X-Remote-User".into());
+    config.access.trusted_proxies = vec!["127.0.0.1".to_string().try_into().expect("an address")];
     config.access.staff_users = vec![STAFF_USER.into()];
     config.ingest = IngestConfig {
         secrets: [(config.clusters[0].as_str().to_string(), IngestSecret(INGEST_SECRET.into()))].into(),

@@ -5,13 +5,14 @@
 //! of a viewer whose sign-in cookie the proxy would accept.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::{Extension, Json};
 use chrono::{Duration, Utc};
 use slurmlens_wire as wire;
 
 use super::ApiError;
+use super::params::{Params, QueryPairs, pairs};
 use crate::app::{App, AppError, Identity, Viewer};
 use crate::domain::token::{TokenName, TokenSecret};
 use crate::store::tokens::StoredToken;
@@ -121,7 +122,10 @@ pub async fn create(
     let created = Utc::now();
     let most = app.access().tokens.max_live_per_user;
     if store.live_tokens_of(&identity.user, created).await? >= u64::from(most) {
-        return Err(ApiError::invalid("tokens", format!("you hold {most} live tokens, the most allowed; revoke one first")));
+        return Err(ApiError::invalid(
+            "tokens",
+            format!("you hold {most} live tokens, the most allowed; revoke one first"),
+        ));
     }
     let secret = TokenSecret::generate();
     // `days` is at most the configuration's `max_days`, itself bounded at load: this cannot overflow.
@@ -142,7 +146,7 @@ pub async fn create(
     description = "Name, times and state (`live`, `expired`, `revoked`) of each of the viewer's tokens, \
         newest first; never a token itself. Staff signed in through the site may ask `all=true`: every \
         user's tokens (the newest 5000), each with its `user`.",
-    params(ListTokens),
+    params(("all" = Option<bool>, Query, description = "Staff only: every user's tokens, not only the viewer's.")),
     responses(
         (status = 200, description = "The tokens", body = Vec<wire::TokenInfo>),
         (status = 403, description = "`all=true` from anyone but staff signed in at the site (`forbidden`)", body = wire::ErrorEnvelope),
@@ -153,23 +157,21 @@ pub async fn create(
 pub async fn list(
     State(app): State<App>,
     Extension(viewer): Extension<Viewer>,
-    Query(asked): Query<ListTokens>,
+    query: QueryPairs,
 ) -> Result<Json<Vec<wire::TokenInfo>>, ApiError> {
-    if !asked.all.unwrap_or(false) {
+    let params = Params::new(pairs(query)?, &["all"])?;
+    let all = match params.text("all") {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(ApiError::invalid("all", format!("`{other}` is not true or false"))),
+    };
+    if !all {
         return Ok(Json(own_tokens(&app, &viewer).await?));
     }
     staff_at_the_site(&app, &viewer)?;
     let now = Utc::now();
     let tokens = app.require_store()?.all_tokens(MAX_LISTED).await?;
     Ok(Json(tokens.into_iter().map(|token| info(token, now)).collect()))
-}
-
-/// `GET /api/v1/tokens`'s query.
-#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListTokens {
-    /// Staff only: every user's tokens, not only the viewer's.
-    all: Option<bool>,
 }
 
 /// Staff signed in through the site's proxy (not with a token).

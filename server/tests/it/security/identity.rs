@@ -34,7 +34,10 @@ fn load_with_access(access: &str) -> Result<Config, String> {
 async fn get_with(app: &TestApp, path: &str, headers: &[(&str, &str)]) -> u16 {
     let mut map = HeaderMap::new();
     for (name, value) in headers {
-        map.append(HeaderName::from_bytes(name.as_bytes()).expect("name"), HeaderValue::from_str(value).expect("value"));
+        map.append(
+            HeaderName::from_bytes(name.as_bytes()).expect("name"),
+            HeaderValue::from_str(value).expect("value"),
+        );
     }
     let response = app.client.get(format!("{}{path}", app.base_url)).headers(map).send().await.expect("request");
     response.status().as_u16()
@@ -166,11 +169,13 @@ async fn staff_list_and_revoke_anyones_token_and_nobody_else_can() {
         .await
         .expect("tokens");
     assert!(listed.iter().any(|token| token.id == dave.id && token.user == "dave"), "{listed:?}");
-    let by_erin = as_user("erin", reqwest::Method::DELETE, format!("/api/v1/tokens/{}", dave.id)).await.expect("revoke");
+    let by_erin =
+        as_user("erin", reqwest::Method::DELETE, format!("/api/v1/tokens/{}", dave.id)).await.expect("revoke");
     assert_eq!(by_erin.status(), 404);
     let uses = as_user("root", reqwest::Method::GET, format!("/api/v1/tokens/{}/uses", dave.id)).await.expect("uses");
     assert_eq!(uses.status(), 200, "staff read anyone's audit log");
-    let by_staff = as_user("root", reqwest::Method::DELETE, format!("/api/v1/tokens/{}", dave.id)).await.expect("revoke");
+    let by_staff =
+        as_user("root", reqwest::Method::DELETE, format!("/api/v1/tokens/{}", dave.id)).await.expect("revoke");
     assert_eq!(by_staff.status(), 204);
     let after = app
         .client
