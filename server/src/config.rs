@@ -528,7 +528,11 @@ mod tests {
             assert_eq!(config.access.tokens.per_minute, 600);
             assert_eq!(config.slurmdbd.statement_timeout_s.seconds(), 10.0);
             assert_eq!(
-                (config.limits.window_days.get(), config.limits.heavy_per_identity.get(), config.limits.heavy_total.get()),
+                (
+                    config.limits.window_days.get(),
+                    config.limits.heavy_per_identity.get(),
+                    config.limits.heavy_total.get()
+                ),
                 (31, 4, 32)
             );
             assert_eq!((config.http.header_read_timeout_ms.get(), config.http.max_connections.get()), (10_000, 4096));

@@ -206,9 +206,8 @@ pub async fn serve_router(
         };
         let Ok(make) = ServiceExt::<SocketAddr>::ready(&mut make_service).await;
         let Ok(service) = make.call(peer).await;
-        let service = service.map_request(|request: axum::http::Request<hyper::body::Incoming>| {
-            request.map(axum::body::Body::new)
-        });
+        let service = service
+            .map_request(|request: axum::http::Request<hyper::body::Incoming>| request.map(axum::body::Body::new));
         let hyper_service = hyper_util::service::TowerToHyperService::new(service);
         let builder = Arc::clone(&builder);
         let mut closing_seen = closing_seen.clone();

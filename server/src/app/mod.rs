@@ -144,7 +144,9 @@ impl App {
         let asked = (window.end() - window.start()).num_hours() as f64 / 24.0;
         Err(AppError::invalid(
             "start",
-            format!("a window of at most {days} days may be listed; this one is {asked:.1} days: move start or end closer"),
+            format!(
+                "a window of at most {days} days may be listed; this one is {asked:.1} days: move start or end closer"
+            ),
         ))
     }
 

@@ -89,13 +89,9 @@ impl IntoResponse for ApiError {
                 None,
                 Some(cause),
             ),
-            Self::QueryTimeout(cause) => (
-                StatusCode::GATEWAY_TIMEOUT,
-                "query_timeout",
-                QUERY_TIMEOUT_MESSAGE.to_string(),
-                None,
-                Some(cause),
-            ),
+            Self::QueryTimeout(cause) => {
+                (StatusCode::GATEWAY_TIMEOUT, "query_timeout", QUERY_TIMEOUT_MESSAGE.to_string(), None, Some(cause))
+            }
             Self::Overloaded(message) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", message, None, None),
             Self::Internal(cause) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error".to_string(), None, Some(cause))

@@ -416,7 +416,8 @@ impl SlurmDbd {
         let (sql, args) = self.window_sql(scope, window_start, window_end, filter, None, limit + 1)?;
         let (plan,): (String,) =
             sqlx::query_as_with(&format!("ANALYZE FORMAT=JSON {sql}"), args).fetch_one(&self.pool).await?;
-        let plan = serde_json::from_str(&plan).map_err(|error| SlurmDbdError::Schema(format!("ANALYZE's plan: {error}")))?;
+        let plan =
+            serde_json::from_str(&plan).map_err(|error| SlurmDbdError::Schema(format!("ANALYZE's plan: {error}")))?;
         Ok(Some(plan))
     }
 

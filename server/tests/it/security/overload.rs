@@ -177,7 +177,8 @@ async fn filters_slurmdbd_cannot_hold_match_nothing_instead_of_failing() {
                     page["items"].as_array().expect("items").iter().filter_map(|job| job["user"].as_str()).collect();
                 // With `alice` beside it, the list still means alice's jobs (for `user`).
                 assert!(
-                    users.is_empty() || (filter == "user" && path.contains("alice") && users.iter().all(|u| *u == "alice")),
+                    users.is_empty()
+                        || (filter == "user" && path.contains("alice") && users.iter().all(|u| *u == "alice")),
                     "{path}: {users:?}"
                 );
             }
