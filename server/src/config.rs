@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 
 use figment::Figment;
@@ -46,6 +47,14 @@ pub struct Config {
     /// Who may post GPU records from the Slurm plugin.
     #[serde(default)]
     pub ingest: IngestConfig,
+    /// What one viewer may cost: the widest window a non-staff viewer may list, and how many heavy
+    /// requests (listings, reports, the Gantt, the grid, exports) run at once.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// The HTTP listener's own bounds: how long a client may take to send a request's headers, and how
+    /// many connections may be open at once.
+    #[serde(default)]
+    pub http: HttpConfig,
     /// The web pages' built site (`web/build.sh` writes `target/site`); none: pages without their wasm bundle.
     #[serde(default)]
     pub site_root: Option<PathBuf>,
@@ -115,6 +124,93 @@ pub struct SlurmDbdConfig {
     pub url: String,
     pub max_connections: u32,
     pub acquire_timeout_ms: u64,
+    /// The longest any one statement may run on slurmdbd's database (MariaDB's `max_statement_time`,
+    /// set on every connection); past it MariaDB stops the statement and the request says to narrow it.
+    #[serde(default)]
+    pub statement_timeout_s: StatementTimeout,
+}
+
+/// A statement's time limit on slurmdbd's database, in seconds (fractions allowed): from 0.001 to 3600.
+/// MariaDB's `max_statement_time` takes the same number.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct StatementTimeout(f64);
+
+impl StatementTimeout {
+    /// The limit in seconds, as `SET SESSION max_statement_time` takes it.
+    pub fn seconds(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for StatementTimeout {
+    fn default() -> Self {
+        Self(10.0)
+    }
+}
+
+impl TryFrom<f64> for StatementTimeout {
+    type Error = String;
+
+    fn try_from(seconds: f64) -> Result<Self, String> {
+        // MariaDB reads 0 as "no limit", which is exactly what this setting exists to prevent.
+        if seconds.is_finite() && (0.001..=3600.0).contains(&seconds) {
+            Ok(Self(seconds))
+        } else {
+            Err(format!("statement_timeout_s must be from 0.001 to 3600 seconds, not {seconds}"))
+        }
+    }
+}
+
+impl From<StatementTimeout> for f64 {
+    fn from(timeout: StatementTimeout) -> f64 {
+        timeout.0
+    }
+}
+
+/// What one viewer may cost the server and slurmdbd's database.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// The widest window (`end - start`, in days) a viewer who is not staff may list jobs or node
+    /// events over; wider is a 400 that says this limit. Staff are not capped.
+    pub window_days: NonZeroU32,
+    /// Heavy requests (job listings, reports, the Gantt, the grid, exports) one identity may have
+    /// running at once; one more is a 429 with Retry-After.
+    pub heavy_per_identity: NonZeroU32,
+    /// Heavy requests running at once across everyone; one more is a 503 with Retry-After. Keep it
+    /// below `[slurmdbd] max_connections` times a few, so a burst cannot hold every connection.
+    pub heavy_total: NonZeroU32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            window_days: const { NonZeroU32::new(31).unwrap() },
+            heavy_per_identity: const { NonZeroU32::new(4).unwrap() },
+            heavy_total: const { NonZeroU32::new(32).unwrap() },
+        }
+    }
+}
+
+/// The listener's bounds against clients that open connections and send slowly (slowloris).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// How long a client may take to send a request's headers; the same bound applies to a kept-alive
+    /// connection waiting for its next request. Past it the connection is closed.
+    pub header_read_timeout_ms: NonZeroU64,
+    /// Connections open at once; one more is answered 503 and closed at once.
+    pub max_connections: NonZeroU32,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout_ms: const { NonZeroU64::new(10_000).unwrap() },
+            max_connections: const { NonZeroU32::new(4096).unwrap() },
+        }
+    }
 }
 
 /// slurmlens's own MariaDB schema.
@@ -399,6 +495,7 @@ impl Default for Config {
                 url: "mysql://reader:readerpw@127.0.0.1:3306/slurm_acct_db".into(),
                 max_connections: 16,
                 acquire_timeout_ms: 2000,
+                statement_timeout_s: StatementTimeout::default(),
             },
             database: None,
             victoriametrics: None,
@@ -408,6 +505,8 @@ impl Default for Config {
             metrics: SeriesCatalog::default(),
             report: ReportConfig::default(),
             ingest: IngestConfig::default(),
+            limits: LimitsConfig::default(),
+            http: HttpConfig::default(),
             site_root: None,
             topology: None,
             time_zone: slurmlens_web::clock::Zone::UTC,
@@ -520,6 +619,16 @@ mod tests {
             assert_eq!(config.access.staff_groups, ["hpc-staff"]);
             assert!(config.access.trusted_proxies.iter().any(|net| net.contains([127, 0, 0, 1].into())));
             assert_eq!(config.access.tokens.per_minute, 600);
+            assert_eq!(config.slurmdbd.statement_timeout_s.seconds(), 10.0);
+            assert_eq!(
+                (
+                    config.limits.window_days.get(),
+                    config.limits.heavy_per_identity.get(),
+                    config.limits.heavy_total.get()
+                ),
+                (31, 4, 32)
+            );
+            assert_eq!((config.http.header_read_timeout_ms.get(), config.http.max_connections.get()), (10_000, 4096));
             assert_eq!(config.victoriametrics.as_ref().map(|vm| vm.readings_max_age_s), Some(3600));
             assert_eq!(
                 (config.report.backfill_days, config.report.backfill_concurrency, config.report.backfill_pause_ms),
@@ -625,6 +734,31 @@ mod tests {
             jail.set_env("SLURMLENS_PYROSCOPE__PROFILE_TYPE", "cpu");
             jail.set_env("SLURMLENS_PYROSCOPE__CGROUP_LABEL", "cgroup path");
             assert!(Config::load(None).is_err(), "a label that is not a label name");
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+    fn overload_limits_have_defaults_and_refuse_what_would_lift_them() {
+        figment::Jail::expect_with(|jail| {
+            let config = Config::load(None).map_err(|e| e.to_string())?;
+            assert_eq!(config.slurmdbd.statement_timeout_s.seconds(), 10.0);
+            assert_eq!(config.limits.window_days.get(), 31);
+            assert_eq!(config.http.header_read_timeout_ms.get(), 10_000);
+            jail.set_env("SLURMLENS_SLURMDBD__STATEMENT_TIMEOUT_S", "0.25");
+            let config = Config::load(None).map_err(|e| e.to_string())?;
+            assert_eq!(config.slurmdbd.statement_timeout_s.seconds(), 0.25);
+            for lifted in ["0", "-1", "86400"] {
+                jail.set_env("SLURMLENS_SLURMDBD__STATEMENT_TIMEOUT_S", lifted);
+                assert!(Config::load(None).is_err(), "statement_timeout_s = {lifted}");
+            }
+            jail.set_env("SLURMLENS_SLURMDBD__STATEMENT_TIMEOUT_S", "10");
+            for key in ["LIMITS__WINDOW_DAYS", "LIMITS__HEAVY_PER_IDENTITY", "HTTP__MAX_CONNECTIONS"] {
+                jail.set_env(format!("SLURMLENS_{key}"), "0");
+                assert!(Config::load(None).is_err(), "{key} = 0");
+                jail.set_env(format!("SLURMLENS_{key}"), "3");
+            }
             Ok(())
         });
     }

@@ -1,9 +1,12 @@
 //! `slurmlens serve`: builds the application from a [`Config`] and serves it until a signal.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::app::App;
 use crate::app::gpus::ReadingSettings;
@@ -23,6 +26,7 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
         url: config.slurmdbd.url.clone(),
         max_connections: config.slurmdbd.max_connections,
         acquire_timeout: Duration::from_millis(config.slurmdbd.acquire_timeout_ms),
+        statement_timeout_s: config.slurmdbd.statement_timeout_s.seconds(),
     };
     let readers = config
         .clusters
@@ -46,7 +50,7 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
     let signals = Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())
         .map_err(anyhow::Error::msg)
         .context("configuring the VictoriaLogs and Pyroscope clients")?;
-    App::new(readers, config.access.clone(), store, reporter, readings, signals)
+    App::new(readers, config.access.clone(), config.limits.clone(), store, reporter, readings, signals)
         .context("at least one cluster must be configured")
 }
 
@@ -154,9 +158,121 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
     let address = listener.local_addr().context("reading the bound address")?;
     tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
     println!("slurmlens serving at http://{address}/ (public URL {})", config.public_url);
-    // The peer's address decides whether identity headers are believed (`trusted_proxies`).
-    let service = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, service).with_graceful_shutdown(shutdown_signal()).await.context("serving HTTP")
+    serve_router(listener, router(state), ConnectionLimits::from_config(config), shutdown_signal()).await
+}
+
+/// The listener's bounds against slow and numerous clients (`[http]`).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// How long a client may take to send a request's headers, or leave a kept-alive connection idle.
+    pub header_read_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: u32,
+}
+
+impl ConnectionLimits {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            header_read_timeout: Duration::from_millis(config.http.header_read_timeout_ms.get()),
+            max_connections: config.http.max_connections.get(),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.
+///
+/// HTTP/1.1 through hyper with a timer (`axum::serve` runs hyper without one, so it has no header
+/// timeout): a connection that has not sent a whole request head within `header_read_timeout`, or
+/// that waits idle that long for its next request, is closed. Past `max_connections` open
+/// connections a new one is answered 503 and closed at once, so slow clients cannot take every file
+/// descriptor. Each request carries its peer's address (`ConnectInfo`), which decides whether
+/// identity headers are believed (`trusted_proxies`). The tests serve through this function too.
+pub async fn serve_router(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use tower::{Service, ServiceExt};
+
+    let open = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let (closing, closing_seen) = tokio::sync::watch::channel(false);
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    let builder = Arc::new(builder);
+    let busy = busy_response();
+    let mut make_service = router.into_make_service_with_connect_info::<SocketAddr>();
+    tokio::pin!(shutdown);
+    loop {
+        let (socket, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, most likely: wait for some to close rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+            // Never blocks: what the socket's buffer takes is sent, the rest is dropped with it.
+            let _ = socket.try_write(busy.as_bytes());
+            tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many open connections");
+            continue;
+        };
+        let Ok(make) = ServiceExt::<SocketAddr>::ready(&mut make_service).await;
+        let Ok(service) = make.call(peer).await;
+        let service = service
+            .map_request(|request: axum::http::Request<hyper::body::Incoming>| request.map(axum::body::Body::new));
+        let hyper_service = hyper_util::service::TowerToHyperService::new(service);
+        let builder = Arc::clone(&builder);
+        let mut closing_seen = closing_seen.clone();
+        tokio::spawn(async move {
+            let _open = permit;
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(socket), hyper_service);
+            tokio::pin!(connection);
+            let closing = async {
+                // (An error means the server is gone: close too.)
+                let _ = closing_seen.wait_for(|closing| *closing).await;
+            };
+            let ended = tokio::select! {
+                result = connection.as_mut() => Some(result),
+                () = closing => None,
+            };
+            let result = match ended {
+                Some(result) => result,
+                None => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = result {
+                // Header timeouts and clients that hang up end here; neither is the server's fault.
+                tracing::debug!(%peer, %error, "connection ended");
+            }
+        });
+    }
+    drop(listener);
+    let _ = closing.send(true);
+    // Every connection holds one permit until it ends: all of them back means all are done.
+    let _all_closed = open.acquire_many(limits.max_connections).await;
+    Ok(())
+}
+
+/// What a connection over `max_connections` is sent before it is closed: the one error envelope.
+fn busy_response() -> String {
+    let body = serde_json::json!({
+        "error": {"code": "overloaded", "message": "the server has too many open connections; try again shortly"}
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// Keeps the token audit log to its last `days`, hourly (`[access.tokens] audit_days`).

@@ -408,6 +408,7 @@ impl IntoResponse for DataError {
             400 => "invalid_parameter",
             404 => "not_found",
             503 => "source_unavailable",
+            504 => "query_timeout",
             _ => "internal",
         };
         let envelope = wire::ErrorEnvelope {

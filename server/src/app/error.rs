@@ -17,6 +17,10 @@ pub enum AppError {
     /// No such thing, or one the viewer may not see (the two are indistinguishable).
     #[error("{0}")]
     NotFound(String),
+    /// slurmdbd's database stopped a statement at its time limit: the request asked for too much at
+    /// once (a window too wide for its filters). `0` is for the log; the client is told to narrow it.
+    #[error("slurmdbd's statement time limit: {0}")]
+    QueryTimeout(String),
     /// A data source did not answer; `cause` is for the log, never for the client.
     #[error("{service} is unavailable: {cause}")]
     Unavailable { service: &'static str, cause: String },
@@ -37,6 +41,7 @@ impl From<SlurmDbdError> for AppError {
         match error {
             SlurmDbdError::Unavailable(cause) => Self::Unavailable { service: "slurmdbd", cause },
             SlurmDbdError::Schema(cause) => Self::Internal(format!("slurmdbd: {cause}")),
+            SlurmDbdError::StatementTimeout(cause) => Self::QueryTimeout(cause),
         }
     }
 }

@@ -7,7 +7,7 @@ use slurmlens_wire as wire;
 use super::report::LiveJob;
 use super::{App, AppError, Viewer, now_epoch, wire_map};
 
-use crate::domain::job::{JobCursor, JobFilter, JobRecord, TimeWindow};
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, JobSearch, TimeWindow};
 use crate::domain::report::HeldJob;
 use crate::domain::state::{JobStateBase, StateFilter};
 use crate::domain::time::epoch;
@@ -89,6 +89,11 @@ impl App {
     pub async fn list_jobs(&self, viewer: &Viewer, query: &JobsQuery) -> Result<wire::Page<wire::Job>, AppError> {
         let reader = self.cluster(query.cluster.as_deref())?;
         let scope = self.scope(viewer, reader).await?;
+        // A job id is found through slurmdbd's id indexes whatever the window (the job page's search
+        // looks a year back for one); everything else reads the window.
+        if !matches!(query.filter.search, Some(JobSearch::Id(_))) {
+            self.check_window(&scope, query.window)?;
+        }
         let catalog = reader.tres_catalog().await?;
         let (records, next) =
             reader.jobs_in_window(&scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;

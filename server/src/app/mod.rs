@@ -22,10 +22,10 @@ use std::sync::Arc;
 
 pub use error::AppError;
 
-use crate::config::{AccessConfig, AnonymousAccess};
+use crate::config::{AccessConfig, AnonymousAccess, LimitsConfig};
 use crate::domain::cluster::ClusterName;
 use crate::domain::ids::{BadJobId, JobSelector};
-use crate::domain::job::{JobRecord, StepRecord};
+use crate::domain::job::{JobRecord, StepRecord, TimeWindow};
 use crate::domain::scope::ViewerScope;
 use crate::sources::slurmdbd::SlurmDbd;
 use crate::store::Store;
@@ -74,6 +74,7 @@ struct Inner {
     clusters: BTreeMap<ClusterName, SlurmDbd>,
     default_cluster: ClusterName,
     access: AccessConfig,
+    limits: LimitsConfig,
     store: Option<Store>,
     reporter: Reporter,
     readings: ReadingSettings,
@@ -83,10 +84,12 @@ struct Inner {
 impl App {
     /// `readers` must not be empty (`None` otherwise); the first one is the default cluster. `store`
     /// is slurmlens's own database; without one, the features that need it are unavailable and the
-    /// rest works. `readings` is where the grid's GPU readings come from.
+    /// rest works. `readings` is where the grid's GPU readings come from. `limits` bound what one
+    /// viewer may ask at once.
     pub fn new(
         readers: Vec<SlurmDbd>,
         access: AccessConfig,
+        limits: LimitsConfig,
         store: Option<Store>,
         reporter: Reporter,
         readings: ReadingSettings,
@@ -94,7 +97,7 @@ impl App {
     ) -> Option<Self> {
         let default_cluster = readers.first()?.cluster().clone();
         let clusters = readers.into_iter().map(|reader| (reader.cluster().clone(), reader)).collect();
-        let inner = Inner { clusters, default_cluster, access, store, reporter, readings, signals };
+        let inner = Inner { clusters, default_cluster, access, limits, store, reporter, readings, signals };
         Some(Self { inner: Arc::new(inner) })
     }
 
@@ -123,6 +126,28 @@ impl App {
     /// The site's access settings (who is staff, what anonymous viewers may see, tokens).
     pub fn access(&self) -> &AccessConfig {
         &self.inner.access
+    }
+
+    /// What one viewer may cost (`[limits]`).
+    pub fn limits(&self) -> &LimitsConfig {
+        &self.inner.limits
+    }
+
+    /// Refuses a window wider than `[limits] window_days` to a viewer who is not staff: each listing
+    /// of it reads slurmdbd's job table across the whole window, so its width is what it costs.
+    /// Staff are not capped. `start=0` (the whole history) is such a window.
+    pub fn check_window(&self, scope: &ViewerScope, window: TimeWindow) -> Result<(), AppError> {
+        let days = self.inner.limits.window_days.get();
+        if *scope == ViewerScope::Staff || window.end() - window.start() <= chrono::Duration::days(i64::from(days)) {
+            return Ok(());
+        }
+        let asked = (window.end() - window.start()).num_hours() as f64 / 24.0;
+        Err(AppError::invalid(
+            "start",
+            format!(
+                "a window of at most {days} days may be listed; this one is {asked:.1} days: move start or end closer"
+            ),
+        ))
     }
 
     /// slurmlens's own database, if one is configured.

@@ -28,10 +28,11 @@ impl App {
         node: Option<&str>,
     ) -> Result<Vec<wire::NodeEvent>, AppError> {
         let reader = self.cluster(cluster)?;
-        self.scope(viewer, reader).await?;
+        let scope = self.scope(viewer, reader).await?;
         let end = end.unwrap_or_else(Utc::now);
         let start = start.unwrap_or(end - Duration::days(7));
         let window = TimeWindow::new(start, end).map_err(|e| AppError::invalid("start", e.to_string()))?;
+        self.check_window(&scope, window)?;
         let events = reader.node_events(window, node).await?;
         Ok(events.iter().map(wire_map::node_event).collect())
     }

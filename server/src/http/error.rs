@@ -22,11 +22,20 @@ pub enum ApiError {
     RateLimited(String),
     /// 404: no such resource, or one the viewer may not see (the two are indistinguishable).
     NotFound(String),
+    /// 504: slurmdbd's database stopped the request's query at its time limit; the body says to narrow
+    /// the request, the cause is logged.
+    QueryTimeout(String),
+    /// 503: too many heavy requests at once across every viewer; the response carries Retry-After.
+    Overloaded(String),
     /// 503: a data source did not answer; the cause is logged, the body says which source.
     Unavailable { source: &'static str, cause: String },
     /// 500: opaque to the client; the cause is logged.
     Internal(String),
 }
+
+/// What a client whose query ran out of slurmdbd's statement time is told.
+pub const QUERY_TIMEOUT_MESSAGE: &str = "slurmdbd's database stopped this query at its time limit: \
+    narrow the window (start, end) or add filters (user, account, state) and try again";
 
 /// The cause of a 5xx, carried to the logging middleware in the response's extensions.
 #[derive(Debug, Clone)]
@@ -45,6 +54,7 @@ impl From<AppError> for ApiError {
             AppError::Unauthorized(message) => Self::Unauthorized(message),
             AppError::NotFound(message) => Self::NotFound(message),
             AppError::Unavailable { service, cause } => Self::Unavailable { source: service, cause },
+            AppError::QueryTimeout(cause) => Self::QueryTimeout(cause),
             AppError::Internal(cause) => Self::Internal(cause),
         }
     }
@@ -79,6 +89,10 @@ impl IntoResponse for ApiError {
                 None,
                 Some(cause),
             ),
+            Self::QueryTimeout(cause) => {
+                (StatusCode::GATEWAY_TIMEOUT, "query_timeout", QUERY_TIMEOUT_MESSAGE.to_string(), None, Some(cause))
+            }
+            Self::Overloaded(message) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", message, None, None),
             Self::Internal(cause) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error".to_string(), None, Some(cause))
             }

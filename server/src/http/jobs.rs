@@ -79,8 +79,11 @@ pub async fn health(State(app): State<App>) -> Result<Json<wire::Health>, ApiErr
     ),
     responses(
         (status = 200, description = "One page of jobs", body = wire::Page<wire::Job>),
-        (status = 400, description = "A parameter is unknown, repeated or malformed (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
-        (status = 503, description = "slurmdbd's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
+        (status = 400, description = "A parameter is unknown, repeated or malformed, or the window is wider than a viewer who is not staff may list (`[limits] window_days`) (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
+        (status = 429, description = "The token is over its request rate, or this person has `[limits] heavy_per_identity` heavy requests running (`rate_limited`)", body = wire::ErrorEnvelope,
+            headers(("Retry-After" = u32, description = "Seconds until asking again"))),
+        (status = 503, description = "slurmdbd's database does not answer (`source_unavailable`), or the server runs `[limits] heavy_total` heavy requests (`overloaded`, with Retry-After)", body = wire::ErrorEnvelope),
+        (status = 504, description = "slurmdbd's database stopped the query at its time limit: narrow the window (`query_timeout`)", body = wire::ErrorEnvelope),
     ),
     security(("token" = []), ("user_header" = [])),
 )]
@@ -174,7 +177,9 @@ pub async fn show(
         (status = 200, description = "The report", body = wire::JobReport),
         (status = 400, description = "Not a job id, or a bad parameter (`invalid_parameter`)", body = wire::ErrorEnvelope),
         (status = 404, description = "No such job, or one the viewer may not see (`not_found`)", body = wire::ErrorEnvelope),
-        (status = 503, description = "slurmdbd's or slurmlens's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
+        (status = 429, description = "The token is over its request rate, or this person has `[limits] heavy_per_identity` heavy requests running (`rate_limited`)", body = wire::ErrorEnvelope,
+            headers(("Retry-After" = u32, description = "Seconds until asking again"))),
+        (status = 503, description = "slurmdbd's or slurmlens's database does not answer (`source_unavailable`), or the server runs `[limits] heavy_total` heavy requests (`overloaded`, with Retry-After)", body = wire::ErrorEnvelope),
     ),
     security(("token" = []), ("user_header" = [])),
 )]

@@ -6,6 +6,7 @@ mod auth;
 mod error;
 pub mod ingest;
 mod jobs;
+mod limits;
 mod nodes;
 pub mod openapi;
 mod otlp;
@@ -41,13 +42,16 @@ pub struct HttpState {
     ingest: Arc<ingest::IngestSecrets>,
     web: Arc<slurmlens_web::server::WebOptions>,
     token_limiter: Arc<auth::TokenLimiter>,
+    /// Heavy requests running now, per identity and in all (`[limits]`).
+    heavy: Arc<limits::HeavyLimiter>,
 }
 
 impl HttpState {
     /// The edge over `app`, with no ingest secrets and the pages served without a site root.
     pub fn new(app: App) -> Self {
         let token_limiter = Arc::new(auth::TokenLimiter::new(app.access().tokens.per_minute));
-        Self { app, ingest: Arc::default(), web: Arc::default(), token_limiter }
+        let heavy = Arc::new(limits::HeavyLimiter::new(app.limits()));
+        Self { app, ingest: Arc::default(), web: Arc::default(), token_limiter, heavy }
     }
 
     /// Serves the web pages with this site root (the wasm bundle) and rack topology.
@@ -107,6 +111,10 @@ pub fn router(state: HttpState) -> Router {
     api.fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(state.clone())
         .merge(pages)
+        // Overload: heavy requests bounded per identity and in all, refused at once when over
+        // (`limits.rs`). Inside `identify`, whose identity it keys on.
+        .layer(middleware::from_fn_with_state(state.clone(), limits::limit_heavy))
+        // (end of the overload block)
         .layer(middleware::from_fn_with_state(state, auth::identify))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
         .layer(middleware::from_fn(log_server_errors))

@@ -57,7 +57,7 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "The events", body = Vec<wire::NodeEvent>),
-        (status = 400, description = "A parameter is unknown, repeated or malformed (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
+        (status = 400, description = "A parameter is unknown, repeated or malformed, or the window is wider than a viewer who is not staff may list (`[limits] window_days`) (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmdbd's database does not answer (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
     security(("token" = []), ("user_header" = [])),

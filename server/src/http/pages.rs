@@ -55,6 +55,10 @@ fn data_error(error: AppError) -> DataError {
             tracing::error!(service, %cause, "page data unavailable");
             DataError::unavailable(format!("{service} is unavailable right now; try again shortly"))
         }
+        AppError::QueryTimeout(cause) => {
+            tracing::error!(%cause, "page data stopped at slurmdbd's statement time limit");
+            DataError { status: 504, message: super::error::QUERY_TIMEOUT_MESSAGE.into() }
+        }
         AppError::Internal(cause) => {
             tracing::error!(%cause, "page data failed");
             DataError { status: 500, message: "internal error".into() }

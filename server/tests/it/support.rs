@@ -139,6 +139,7 @@ pub fn test_config(anonymous: AnonymousAccess) -> Config {
             url: lab.var("SLURMLENS_SLURMDBD_URL").to_string(),
             max_connections: 4,
             acquire_timeout_ms: 1500,
+            statement_timeout_s: Default::default(),
         },
         access: AccessConfig {
             anonymous,
@@ -158,9 +159,11 @@ pub async fn spawn_app(config: Config) -> TestApp {
     let listener = slurmlens::serve::bind(&config).await.expect("binding port 0");
     let address = listener.local_addr().expect("bound address");
     let state = slurmlens::serve::http_state(&config).expect("app state");
+    let limits = slurmlens::serve::ConnectionLimits::from_config(&config);
+    // Served exactly as `slurmlens serve` serves: the same listener, its timeouts and its cap.
     tokio::spawn(async move {
-        let service = slurmlens::http::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-        axum::serve(listener, service).await.expect("server runs");
+        let router = slurmlens::http::router(state);
+        slurmlens::serve::serve_router(listener, router, limits, std::future::pending()).await.expect("server runs");
     });
     TestApp { base_url: format!("http://{address}"), client: reqwest::Client::new() }
 }

@@ -32,10 +32,24 @@ pub enum SlurmDbdError {
     /// MariaDB answered with something this reader does not understand (schema drift, bad row).
     #[error("slurmdbd's data could not be read: {0}")]
     Schema(String),
+    /// MariaDB stopped the statement at `[slurmdbd] statement_timeout_s` (`max_statement_time`): the
+    /// request asked for more than one statement may cost.
+    #[error("slurmdbd's database stopped a statement at its time limit: {0}")]
+    StatementTimeout(String),
 }
+
+/// MariaDB's `ER_STATEMENT_TIMEOUT`: "Query execution was interrupted (max_statement_time exceeded)".
+const ER_STATEMENT_TIMEOUT: u16 = 1969;
 
 impl From<sqlx::Error> for SlurmDbdError {
     fn from(error: sqlx::Error) -> Self {
+        let number = error
+            .as_database_error()
+            .and_then(|database| database.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+            .map(sqlx::mysql::MySqlDatabaseError::number);
+        if number == Some(ER_STATEMENT_TIMEOUT) {
+            return Self::StatementTimeout(error.to_string());
+        }
         match &error {
             sqlx::Error::Io(_)
             | sqlx::Error::PoolTimedOut
@@ -56,6 +70,8 @@ pub struct SlurmDbdOptions {
     pub max_connections: u32,
     /// How long a request waits for a connection before reporting the source unavailable.
     pub acquire_timeout: Duration,
+    /// The longest one statement may run (MariaDB's `max_statement_time`, in seconds; at least 0.001).
+    pub statement_timeout_s: f64,
 }
 
 /// The reader for one cluster's tables.
@@ -115,13 +131,58 @@ where
     args.add(value).map_err(|e| SlurmDbdError::Schema(e.to_string()))
 }
 
+/// The characters of Windows-1252 (MariaDB's `latin1`) outside `U+0000..=U+00FF`, at 0x80–0x9F.
+const CP1252_ABOVE_LATIN1: [char; 27] = [
+    '€', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', 'Ž', '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š',
+    '›', 'œ', 'ž', 'Ÿ',
+];
+
+/// Whether slurmdbd's `latin1` columns can hold `text` (MariaDB's `latin1` is Windows-1252, with its
+/// five unassigned bytes kept as the C1 controls they are in Unicode). A value they cannot hold matches
+/// no row, and MariaDB refuses to compare it ("Illegal mix of collations"), so it is answered without
+/// asking: `user=山田` lists nothing.
+pub fn latin1_can_hold(text: &str) -> bool {
+    text.chars().all(|c| {
+        matches!(u32::from(c), 0..=0x7F | 0xA0..=0xFF | 0x81 | 0x8D | 0x8F | 0x90 | 0x9D)
+            || CP1252_ABOVE_LATIN1.contains(&c)
+    })
+}
+
+/// `values` without those no slurmdbd row can hold; `None` when a non-empty list loses every value
+/// (the filter can match nothing).
+fn storable(values: &[String]) -> Option<Vec<String>> {
+    let kept: Vec<String> = values.iter().filter(|value| latin1_can_hold(value)).cloned().collect();
+    (values.is_empty() || !kept.is_empty()).then_some(kept)
+}
+
+/// `filter` without the values slurmdbd cannot hold; `None` when it can then match nothing.
+fn storable_filter(filter: &JobFilter) -> Option<JobFilter> {
+    let (users, accounts, partitions) =
+        (storable(&filter.users)?, storable(&filter.accounts)?, storable(&filter.partitions)?);
+    Some(JobFilter { users, accounts, partitions, ..filter.clone() })
+}
+
+/// Appends "`column` is exactly `value`": the first test is the column's own collation, so its index
+/// serves it; the second, in `latin1_bin`, refuses what `latin1_swedish_ci` lets through (`ALICE`
+/// for `alice`, `Å` for `A`). `value` must be one [`latin1_can_hold`].
+fn push_exact(sql: &mut String, args: &mut MySqlArguments, column: &str, value: &str) -> Result<(), SlurmDbdError> {
+    sql.push_str(&format!("({column} = ? AND {column} = CONVERT(? USING latin1) COLLATE latin1_bin)"));
+    bind(args, value.to_string())?;
+    bind(args, value.to_string())
+}
+
 /// Appends the viewer's scope as a condition. `Nobody` is answered before any SQL runs.
 fn push_scope(sql: &mut String, args: &mut MySqlArguments, scope: &ViewerScope) -> Result<(), SlurmDbdError> {
     match scope {
         ViewerScope::Staff | ViewerScope::Nobody => Ok(()),
         ViewerScope::User { name, coordinated_accounts } => {
-            sql.push_str(" AND (a.user = ?");
-            bind(args, name.clone())?;
+            // A name slurmdbd cannot hold owns no job there; the accounts it coordinates still count.
+            sql.push_str(" AND (");
+            if latin1_can_hold(name) {
+                push_exact(sql, args, "a.user", name)?;
+            } else {
+                sql.push_str("FALSE");
+            }
             if !coordinated_accounts.is_empty() {
                 sql.push_str(" OR j.account IN ");
                 push_in_list(sql, args, coordinated_accounts)?;
@@ -137,10 +198,22 @@ impl SlurmDbd {
     pub fn new(options: &SlurmDbdOptions, cluster: ClusterName) -> Result<Self, SlurmDbdError> {
         let connect: MySqlConnectOptions =
             options.url.parse().map_err(|e: sqlx::Error| SlurmDbdError::Schema(format!("bad slurmdbd url: {e}")))?;
+        // Every statement on every connection is bounded by MariaDB itself. That bound also covers a
+        // request that gives up: when the handler's timeout (or a client that hangs up) drops the future,
+        // sqlx cannot cancel the statement in flight, which runs on and holds its connection until
+        // it ends; `max_statement_time` guarantees it ends within the limit.
+        let limit = format!("SET SESSION max_statement_time = {:.6}", options.statement_timeout_s.max(0.001));
         let pool = MySqlPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .test_before_acquire(true)
+            .after_connect(move |connection, _meta| {
+                let limit = limit.clone();
+                Box::pin(async move {
+                    sqlx::Executor::execute(connection, sqlx::raw_sql(&limit)).await?;
+                    Ok(())
+                })
+            })
             .connect_lazy_with(connect.charset("utf8mb4"));
         Ok(Self { pool, cluster })
     }
@@ -169,10 +242,13 @@ impl SlurmDbd {
 
     /// What `user` may see: own jobs plus every account they coordinate, with sub-accounts.
     pub async fn scope_for_user(&self, user: &str) -> Result<ViewerScope, SlurmDbdError> {
-        let direct: Vec<(String,)> = sqlx::query_as("SELECT acct FROM acct_coord_table WHERE user = ? AND deleted = 0")
-            .bind(user)
-            .fetch_all(&self.pool)
-            .await?;
+        if !latin1_can_hold(user) {
+            return Ok(ViewerScope::User { name: user.to_string(), coordinated_accounts: Vec::new() });
+        }
+        let mut sql = "SELECT acct FROM acct_coord_table WHERE deleted = 0 AND ".to_string();
+        let mut args = MySqlArguments::default();
+        push_exact(&mut sql, &mut args, "user", user)?;
+        let direct: Vec<(String,)> = sqlx::query_as_with(&sql, args).fetch_all(&self.pool).await?;
         let mut accounts: BTreeSet<String> = direct.into_iter().map(|(acct,)| acct).collect();
         if !accounts.is_empty() {
             // Account associations form a tree through parent_acct; walk it down from each coordinated account.
@@ -214,6 +290,9 @@ impl SlurmDbd {
         if *scope == ViewerScope::Nobody || limit == 0 {
             return Ok((Vec::new(), None));
         }
+        let Some(filter) = &storable_filter(filter) else {
+            return Ok((Vec::new(), None));
+        };
         let window_start = u64::try_from(window.start().timestamp()).unwrap_or(0);
         let window_end = u64::try_from(window.end().timestamp()).unwrap_or(0);
         // Filters the columns cannot answer exactly are applied after decoding, so batches are
@@ -313,11 +392,53 @@ impl SlurmDbd {
         after: Option<JobCursor>,
         batch: usize,
     ) -> Result<Vec<JobRecord>, SlurmDbdError> {
+        let (sql, args) = self.window_sql(scope, window_start, window_end, filter, after, batch)?;
+        let rows = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
+        rows.iter().map(rows::decode_job).collect()
+    }
+
+    /// What the first page (`limit` jobs) of a listing costs slurmdbd's database, measured: MariaDB
+    /// runs the page's statement under `ANALYZE FORMAT=JSON` and answers its plan, with the rows each
+    /// table really read (`r_rows`, per `r_loops`). For operators and the overload tests; no request
+    /// calls it. `None` when the filter can match nothing (no statement is sent, as the listing sends none).
+    pub async fn analyze_listing(
+        &self,
+        scope: &ViewerScope,
+        window: TimeWindow,
+        filter: &JobFilter,
+        limit: usize,
+    ) -> Result<Option<serde_json::Value>, SlurmDbdError> {
+        let Some(filter) = &storable_filter(filter) else {
+            return Ok(None);
+        };
+        let window_start = u64::try_from(window.start().timestamp()).unwrap_or(0);
+        let window_end = u64::try_from(window.end().timestamp()).unwrap_or(0);
+        let (sql, args) = self.window_sql(scope, window_start, window_end, filter, None, limit + 1)?;
+        let (plan,): (String,) =
+            sqlx::query_as_with(&format!("ANALYZE FORMAT=JSON {sql}"), args).fetch_one(&self.pool).await?;
+        let plan =
+            serde_json::from_str(&plan).map_err(|error| SlurmDbdError::Schema(format!("ANALYZE's plan: {error}")))?;
+        Ok(Some(plan))
+    }
+
+    /// The statement (and its bound values) of one batch of a window listing.
+    fn window_sql(
+        &self,
+        scope: &ViewerScope,
+        window_start: u64,
+        window_end: u64,
+        filter: &JobFilter,
+        after: Option<JobCursor>,
+        batch: usize,
+    ) -> Result<(String, MySqlArguments), SlurmDbdError> {
         let mut args = MySqlArguments::default();
-        // archive_purge(time_submit, time_end) serves both the order and the window test; a search for
-        // a job id is answered by slurmdbd's id indexes instead (a handful of rows, sorted).
-        let index = match filter.search {
-            Some(JobSearch::Id(_)) => "",
+        // For staff, archive_purge(time_submit, time_end) serves both the order and the window test.
+        // A user's scope is left to MariaDB, which reads the user's associations (`udex`) and then
+        // their jobs (`association`): forcing archive_purge there read the whole window for every
+        // page (200,000 rows for a user with 1,200 jobs; H3 in the security review). A search for a
+        // job id is answered by slurmdbd's id indexes (a handful of rows, sorted).
+        let index = match (&filter.search, scope) {
+            (Some(JobSearch::Id(_)), _) | (_, ViewerScope::User { .. }) => "",
             _ => " FORCE INDEX (archive_purge)",
         };
         let mut sql = format!(
@@ -420,8 +541,7 @@ impl SlurmDbd {
         // Exactly the index's order, descending: MariaDB reads the range backwards and stops at LIMIT.
         sql.push_str(" ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC LIMIT ?");
         bind(&mut args, batch as u64)?;
-        let rows = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
-        rows.iter().map(rows::decode_job).collect()
+        Ok((sql, args))
     }
 
     /// One job record with its steps, or `None` when it does not exist or the viewer may not see it.
@@ -497,6 +617,9 @@ impl SlurmDbd {
         let mut args = MySqlArguments::default();
         bind(&mut args, u64::try_from(window.end().timestamp()).unwrap_or(0))?;
         bind(&mut args, u64::try_from(window.start().timestamp()).unwrap_or(0))?;
+        if node.is_some_and(|node| !latin1_can_hold(node)) {
+            return Ok(Vec::new());
+        }
         if let Some(node) = node {
             sql.push_str(" AND node_name = ?");
             bind(&mut args, node.to_string())?;

@@ -1,0 +1,169 @@
+//! Bounds on heavy requests (job listings, reports, the Gantt, the grid, exports and the pages that
+//! render them): at most `[limits] heavy_per_identity` at once per signed-in identity, and at most
+//! `heavy_total` at once in all. One more is answered at once, 429 (that identity) or 503 (everyone),
+//! with Retry-After: nothing waits in a queue, so a burst cannot hold slurmdbd's connections.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::HttpState;
+use super::error::ApiError;
+use crate::app::Viewer;
+use crate::config::LimitsConfig;
+
+/// Seconds a refused client is asked to wait: heavy requests last seconds, not minutes.
+const RETRY_AFTER_S: u32 = 2;
+
+/// Whether `path` reads a window of jobs, a report or a page built from them.
+fn is_heavy(method: &Method, path: &str) -> bool {
+    let job_report = path.strip_prefix("/api/v1/jobs/").is_some_and(|rest| rest.ends_with("/report"));
+    let job_page = path.strip_prefix("/jobs/").is_some_and(|rest| !rest.is_empty() && !rest.contains('/'));
+    (method == Method::GET || method == Method::HEAD)
+        && (job_report
+            || job_page
+            || matches!(
+                path,
+                "/api/v1/jobs"
+                    | "/web/v1/gantt"
+                    | "/web/v1/gantt.svg"
+                    | "/web/v1/grid"
+                    | "/web/v1/jobs.csv"
+                    | "/web/v1/jobs.json"
+                    | "/"
+                    | "/grid"
+                    | "/jobs"
+            ))
+}
+
+/// The heavy requests running now: one count per identity, and a semaphore for all of them.
+pub(crate) struct HeavyLimiter {
+    per_identity: u32,
+    total: Arc<Semaphore>,
+    running: Mutex<HashMap<String, u32>>,
+}
+
+/// Why a heavy request was refused.
+enum Refusal {
+    Identity,
+    Total,
+}
+
+/// One heavy request's place; leaving it (the response is made, or the request was dropped) frees it.
+struct Slot<'a> {
+    limiter: &'a HeavyLimiter,
+    identity: Option<String>,
+    _total: OwnedSemaphorePermit,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let Some(identity) = self.identity.take() else { return };
+        let mut running = self.limiter.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = running.get_mut(&identity) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                // No entry outlives its last request, so the map holds only identities busy now.
+                running.remove(&identity);
+            }
+        }
+    }
+}
+
+impl HeavyLimiter {
+    pub(crate) fn new(limits: &LimitsConfig) -> Self {
+        Self {
+            per_identity: limits.heavy_per_identity.get(),
+            total: Arc::new(Semaphore::new(limits.heavy_total.get() as usize)),
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A place for a heavy request of `identity` (none: anonymous, bounded by the total only).
+    fn enter(&self, identity: Option<String>) -> Result<Slot<'_>, Refusal> {
+        let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(identity) = &identity
+            && running.get(identity).is_some_and(|count| *count >= self.per_identity)
+        {
+            return Err(Refusal::Identity);
+        }
+        let permit = Arc::clone(&self.total).try_acquire_owned().map_err(|_| Refusal::Total)?;
+        if let Some(identity) = &identity {
+            *running.entry(identity.clone()).or_default() += 1;
+        }
+        Ok(Slot { limiter: self, identity, _total: permit })
+    }
+}
+
+/// The middleware, inside `auth::identify` (it keys on the identity that found).
+pub(crate) async fn limit_heavy(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    if !is_heavy(request.method(), request.uri().path()) {
+        return next.run(request).await;
+    }
+    // Anonymous requests are bounded by the total only: where anonymous viewers see anything at all
+    // (a lab, a demo), they share one identity, and elsewhere they are refused before any work.
+    let identity = match request.extensions().get::<Viewer>() {
+        Some(Viewer::Signed(identity)) => Some(identity.user.clone()),
+        _ => None,
+    };
+    let limiter = Arc::clone(&state.heavy);
+    let refusal = match limiter.enter(identity) {
+        Ok(_slot) => return next.run(request).await,
+        Err(refusal) => refusal,
+    };
+    let limits = state.app.limits();
+    let error = match refusal {
+        Refusal::Identity => ApiError::RateLimited(format!(
+            "at most {} heavy requests (job listings, reports, Gantt, grid, exports) may run at once per \
+             person; wait for one to finish",
+            limits.heavy_per_identity
+        )),
+        Refusal::Total => ApiError::Overloaded(format!(
+            "the server is running its most heavy requests at once ({}); try again shortly",
+            limits.heavy_total
+        )),
+    };
+    let mut response = error.into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heavy_routes_are_the_window_readers_and_their_pages() {
+        for path in ["/api/v1/jobs", "/api/v1/jobs/123/report", "/web/v1/gantt", "/web/v1/jobs.csv", "/", "/jobs/8"] {
+            assert!(is_heavy(&Method::GET, path), "{path}");
+        }
+        for path in ["/api/v1/health", "/api/v1/jobs/123", "/api/v1/nodes", "/web/style.css", "/tokens", "/pkg/x.js"] {
+            assert!(!is_heavy(&Method::GET, path), "{path}");
+        }
+        assert!(!is_heavy(&Method::POST, "/api/v1/jobs"));
+    }
+
+    #[test]
+    fn a_slot_is_freed_when_its_request_ends_and_the_identity_forgotten() {
+        let limits = LimitsConfig {
+            heavy_per_identity: 2.try_into().expect("non-zero"),
+            heavy_total: 3.try_into().expect("non-zero"),
+            ..LimitsConfig::default()
+        };
+        let limiter = HeavyLimiter::new(&limits);
+        let first = limiter.enter(Some("alice".into())).ok();
+        let second = limiter.enter(Some("alice".into())).ok();
+        assert!(matches!(limiter.enter(Some("alice".into())), Err(Refusal::Identity)));
+        let bob = limiter.enter(Some("bob".into())).ok();
+        assert!(matches!(limiter.enter(None), Err(Refusal::Total)));
+        drop((first, bob));
+        assert!(limiter.enter(Some("alice".into())).is_ok());
+        drop(second);
+        assert!(limiter.running.lock().expect("not poisoned").is_empty());
+    }
+}
