@@ -115,6 +115,9 @@ pub fn mentioned_uids(message: &str) -> Vec<u32> {
     found
 }
 
+/// A span of time `[from, to]`, both ends included.
+pub type Span = (DateTime<Utc>, DateTime<Utc>);
+
 /// What makes a log line one job's own: it names the job (`mentioned_jobs`, its cgroup `job_<id>`
 /// included), the job's user id, or one of its cgroups' SLUIDs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +147,7 @@ impl JobMarks {
 pub struct OwnLines {
     pub marks: JobMarks,
     /// Per node, the spans `[from, to]` of the window in which the job held it alone.
-    pub alone: BTreeMap<String, Vec<(DateTime<Utc>, DateTime<Utc>)>>,
+    pub alone: BTreeMap<String, Vec<Span>>,
 }
 
 impl OwnLines {
@@ -159,7 +162,7 @@ impl OwnLines {
     }
 
     /// Whether every node was held alone for the whole window: nothing is then left out.
-    pub fn whole(&self, nodes: &[String], window: (DateTime<Utc>, DateTime<Utc>)) -> bool {
+    pub fn whole(&self, nodes: &[String], window: Span) -> bool {
         nodes.iter().all(|node| self.alone.get(node).is_some_and(|spans| spans == &[window]))
     }
 }
@@ -168,12 +171,12 @@ impl OwnLines {
 /// another tenant's job held it, margins included): where the job held the node alone.
 pub fn held_alone(
     nodes: &[String],
-    window: (DateTime<Utc>, DateTime<Utc>),
+    window: Span,
     others: &[(String, DateTime<Utc>, DateTime<Utc>)],
-) -> BTreeMap<String, Vec<(DateTime<Utc>, DateTime<Utc>)>> {
+) -> BTreeMap<String, Vec<Span>> {
     let mut alone = BTreeMap::new();
     for node in nodes {
-        let mut busy: Vec<(DateTime<Utc>, DateTime<Utc>)> = others
+        let mut busy: Vec<Span> = others
             .iter()
             .filter(|(other, from, to)| other == node && *from <= window.1 && *to >= window.0)
             .map(|(_, from, to)| (*from, *to))

@@ -165,8 +165,8 @@ async fn logs_of_a_shared_node_are_the_jobs_own_for_its_user_and_whole_for_staff
     // Its user: the job's own lines, not the other tenant's job's line nor the canary.
     let (seen, body) = json_as::<JobLogs>(&app, &mine.user, &path).await;
     assert_eq!(seen.status, slurmlens_wire::LogsStatus::Ok, "{:?}", seen.message);
-    assert!(seen.limited_to_job, "the answer says the lines were limited: {body:.600}");
     assert_eq!(messages(&seen), [own_line.as_str(), uid_line.as_str()], "job {id} shared {node} with {other}");
+    assert!(seen.limited_to_job, "the answer says the lines were limited: {body:.600}");
     assert!(!body.contains(&canary) && !body.contains(&format!("JOB {other}")), "{body}");
     let sent = stand_in.received().into_iter().map(|r| r.params["query"].clone()).collect::<Vec<_>>();
     assert!(sent.iter().all(|query| query.contains(&format!("\"job_{id}\""))), "narrowed at the source: {sent:?}");
