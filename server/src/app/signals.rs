@@ -133,6 +133,11 @@ impl Signals {
         Ok(Self { logs, profiles })
     }
 
+    /// Whether a log source is configured.
+    pub fn has_logs(&self) -> bool {
+        self.logs.is_some()
+    }
+
     /// The most lines a logs request may ask for (`limit`'s bound).
     pub fn max_lines(&self) -> u32 {
         self.logs.as_ref().map_or(1000, |source| source.max_lines)
@@ -338,8 +343,10 @@ impl App {
     ) -> Result<wire::JobLogs, AppError> {
         let (reader, record, job) = self.signal_scope(viewer, cluster, job_id, request.node.as_deref()).await?;
         let scope = self.scope(viewer, reader).await?;
+        // Which nodes the job held alone costs a read of the window's jobs: only when there are logs.
         let own = match scope {
             ViewerScope::Staff => None,
+            _ if !self.signals().has_logs() => None,
             _ => self.own_lines(reader, &scope, &record, &job).await?,
         };
         Ok(self.signals().job_logs(&job, &request, own.as_ref()).await)
