@@ -26,7 +26,7 @@ pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
-    NodeBursts, NodeNetworkReport, ReportTotals, SpreadSeries, Verdict, XidEvent,
+    NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, Verdict, XidEvent,
 };
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};
 pub use tokens::{CreatedToken, NewToken, TokenInfo, TokenUse};

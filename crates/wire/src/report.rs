@@ -32,6 +32,11 @@ pub struct JobReport {
     #[serde(default)]
     pub series_form: SeriesForm,
     pub gpus: Vec<GpuReport>,
+    /// For a viewer who is not staff, each node the job shared without any record of which GPUs were
+    /// its own (`node_only`): one band across all the node's GPUs, the job's and other tenants', in
+    /// place of those GPUs (which `gpus` then leaves out). Staff get the GPUs themselves instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_node_bands: Vec<SharedNodeBand>,
     /// In the `spread` form: per metric, the spread across the job's GPUs at each point.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_spread: Vec<SpreadSeries>,
@@ -151,6 +156,20 @@ pub struct GpuReport {
     pub series: Vec<MetricSeries>,
     /// XID errors seen on this GPU during the window.
     pub xid_events: Vec<XidEvent>,
+}
+
+/// A node the job shared with other tenants' jobs, without a record of its own GPUs there: its GPUs
+/// as one band, never one by one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SharedNodeBand {
+    pub node: String,
+    /// GPUs of the node the band is made of (the job held some of them).
+    pub gpus: u32,
+    /// Per metric, over the node's GPUs: the mean of their means and the highest peak.
+    pub summary: Vec<MetricSummary>,
+    /// Per metric: `[epoch seconds, lowest, mean, highest]` across the node's GPUs.
+    pub spread: Vec<SpreadSeries>,
 }
 
 /// Mean and peak of one metric.

@@ -32,6 +32,11 @@ pub struct JobLogs {
     pub lines: Vec<LogLine>,
     /// True when VictoriaLogs had more lines than `limit`: the latest `limit` are shown.
     pub truncated: bool,
+    /// True when the lines were limited to the job's own: the viewer is not staff and another tenant's
+    /// job shared one of its nodes, so there (and then) only lines naming the job, its user or its
+    /// cgroup are shown. On a node the job held alone every line is.
+    #[serde(default)]
+    pub limited_to_job: bool,
 }
 
 /// One log entry.

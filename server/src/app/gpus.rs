@@ -11,17 +11,19 @@ use slurmlens_wire as wire;
 use super::report::GpuScope;
 use super::{App, AppError, Viewer};
 use crate::domain::blame;
-use crate::domain::gpu::GpuRef;
+use crate::domain::cluster::ClusterName;
+use crate::domain::gpu::{GpuAllocation, GpuRef};
 use crate::domain::promql::{Matcher, MetricName, Selector};
 use crate::domain::series::SeriesCatalog;
 use crate::sources::victoriametrics::VictoriaMetrics;
 use slurmlens_slurm::gpus::exact_gpus_per_node;
 
-use crate::domain::job::TimeWindow;
+use crate::domain::job::{JobRecord, RunWindow, TimeWindow};
 use crate::domain::report::HeldJob;
 use crate::domain::scope::ViewerScope;
 use crate::domain::tres::TresCatalog;
 use crate::sources::slurmdbd::SlurmDbd;
+use crate::store::{Store, StoreError};
 
 /// The metric the grid colours by when none is asked for.
 pub const DEFAULT_METRIC: &str = "gpu_util";
@@ -40,13 +42,35 @@ pub struct ReadingSettings {
     pub timeout: std::time::Duration,
 }
 
+/// The GPU records of the run `record` describes (none before it starts): a record of an earlier job
+/// under the same id is not its own.
+pub(super) async fn run_gpu_records(
+    store: &Store,
+    cluster: &ClusterName,
+    record: &JobRecord,
+) -> Result<Vec<GpuAllocation>, StoreError> {
+    match record.run() {
+        Some(run) => store.gpu_allocations(cluster, record.identity.id_job, &run).await,
+        None => Ok(Vec::new()),
+    }
+}
+
 impl App {
-    /// The GPUs the plugin recorded for each of `job_ids`; without records (or the store), none, and
-    /// the callers count only nodes held whole.
-    pub(super) async fn recorded_gpus(&self, reader: &SlurmDbd, job_ids: &[u32]) -> BTreeMap<u32, Vec<GpuRef>> {
+    /// The GPUs the plugin recorded for each of `jobs` in its current run; without records (or the
+    /// store), none, and the callers count only nodes held whole.
+    pub(super) async fn recorded_gpus<'a>(
+        &self,
+        reader: &SlurmDbd,
+        jobs: impl IntoIterator<Item = &'a JobRecord>,
+    ) -> BTreeMap<u32, Vec<GpuRef>> {
         let mut recorded: BTreeMap<u32, Vec<GpuRef>> = BTreeMap::new();
+        let runs: Vec<(u32, RunWindow)> =
+            jobs.into_iter().filter_map(|job| Some((job.identity.id_job, job.run()?))).collect();
+        if runs.is_empty() {
+            return recorded;
+        }
         if let Some(store) = self.store() {
-            match store.gpu_indices_among(reader.cluster(), job_ids).await {
+            match store.gpu_indices_among(reader.cluster(), &runs).await {
                 Ok(held) => {
                     for (job_id, node, index) in held {
                         recorded.entry(job_id).or_default().push(GpuRef { node, index });
@@ -139,8 +163,12 @@ impl App {
         let reader = self.cluster(cluster)?;
         let scope = self.scope(viewer, reader).await?;
         let catalog = reader.tres_catalog().await?;
-        let running: Vec<u32> =
-            reader.running_at(&scope, moment(at)?, &catalog).await?.iter().map(|job| job.identity.id_job).collect();
+        let running: Vec<(u32, RunWindow)> = reader
+            .running_at(&scope, moment(at)?, &catalog)
+            .await?
+            .iter()
+            .filter_map(|job| Some((job.identity.id_job, job.run()?)))
+            .collect();
         let held = self.require_store()?.gpu_indices_among(reader.cluster(), &running).await?;
         Ok(held.into_iter().map(|(job_id, node, gpu)| wire::HeldGpu { job_id, node, gpu }).collect())
     }
@@ -176,8 +204,7 @@ impl App {
         at: DateTime<Utc>,
     ) -> Result<Vec<HeldJob>, AppError> {
         let running = reader.running_at(scope, moment(at)?, catalog).await?;
-        let job_ids: Vec<u32> = running.iter().map(|job| job.identity.id_job).collect();
-        let mut recorded = self.recorded_gpus(reader, &job_ids).await;
+        let mut recorded = self.recorded_gpus(reader, &running).await;
         Ok(running
             .iter()
             .map(|job| {

@@ -257,7 +257,7 @@ impl App {
     ) -> Result<wire::JobGpus, AppError> {
         let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         let job_id_raw = record.identity.id_job;
-        let allocations = self.require_store()?.gpu_allocations(reader.cluster(), job_id_raw).await?;
+        let allocations = super::gpus::run_gpu_records(self.require_store()?, reader.cluster(), &record).await?;
         Ok(wire::JobGpus {
             cluster: reader.cluster().to_string(),
             job_id: job_id_raw,

@@ -9,6 +9,7 @@ use super::{App, AppError, Viewer, now_epoch, wire_map};
 
 use crate::domain::job::{JobCursor, JobFilter, JobRecord, JobSearch, TimeWindow};
 use crate::domain::report::HeldJob;
+use crate::domain::scope::ViewerScope;
 use crate::domain::state::{JobStateBase, StateFilter};
 use crate::domain::time::epoch;
 use crate::domain::tres::TresCatalog;
@@ -145,8 +146,7 @@ impl App {
         if running.is_empty() || !self.reporter().has_metrics_source() {
             return;
         }
-        let job_ids: Vec<u32> = running.iter().map(|record| record.identity.id_job).collect();
-        let mut recorded = self.recorded_gpus(reader, &job_ids).await;
+        let mut recorded = self.recorded_gpus(reader, running.iter().copied()).await;
         let jobs: Vec<LiveJob> = running
             .iter()
             .filter_map(|record| {
@@ -185,7 +185,8 @@ impl App {
         Ok(wire_map::job_detail(&record, &steps, &catalog, reader.cluster().as_str(), now_epoch()))
     }
 
-    /// The job's report with `points` per timeline: live while it runs, archived once it ended.
+    /// The job's report with `points` per timeline: live while it runs, archived once it ended; for a
+    /// viewer who is not staff, a shared node's GPUs as one band ([`super::report::for_tenant`]).
     pub async fn job_report(
         &self,
         viewer: &Viewer,
@@ -195,7 +196,12 @@ impl App {
     ) -> Result<wire::JobReport, AppError> {
         let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         let catalog = reader.tres_catalog().await?;
-        Ok(self.reporter().report_for(reader, &record, &catalog, points).await?)
+        let report = self.reporter().report_for(reader, &record, &catalog, points).await?;
+        // Staff see a shared node's GPUs one by one; anyone else as one band (issue #15, M1).
+        Ok(match self.scope(viewer, reader).await? {
+            ViewerScope::Staff => report,
+            _ => super::report::for_tenant(report),
+        })
     }
 
     /// Where the job's traced GPU time went (empty without trace summaries).
@@ -206,6 +212,7 @@ impl App {
         job_id: &str,
     ) -> Result<wire::JobTraces, AppError> {
         let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
-        Ok(super::traces::job_traces(self.require_store()?, reader.cluster(), record.identity.id_job).await?)
+        let store = self.require_store()?;
+        Ok(super::traces::job_traces(store, reader.cluster(), record.identity.id_job, record.run()).await?)
     }
 }

@@ -7,17 +7,24 @@ use slurmlens_wire as wire;
 
 use super::{App, AppError, Viewer};
 use crate::config::{PyroscopeConfig, VictoriaLogsConfig};
-use crate::domain::logs::{self, LogEntry};
+use crate::domain::job::{JobFilter, JobRecord, TimeWindow};
+use crate::domain::logs::{self, JobMarks, LogEntry, OwnLines};
 use crate::domain::logsql::{ContainsText, JobLogQuery};
 use crate::domain::profile::{self, ProfileSelector, ProfileType};
 use crate::domain::promql::LabelName;
+use crate::domain::scope::ViewerScope;
 use crate::domain::trace::{CgroupJobKey, SlurmCgroup};
 use crate::sources::pyroscope::Pyroscope;
+use crate::sources::slurmdbd::SlurmDbd;
 use crate::sources::victorialogs::VictoriaLogs;
 
 /// Margin around the job's window: slurmd's prolog lines come just before the start, the epilog's
 /// and the kernel's just after the end.
 const WINDOW_MARGIN_S: i64 = 60;
+
+/// Most jobs read from slurmdbd to find which of a job's nodes it held alone; past that, every node
+/// counts as shared (the viewer then reads only lines naming the job).
+const MAX_NEIGHBOURS: usize = 20_000;
 
 /// Most functions listed by self and by total.
 pub const MAX_TOP: u64 = 100;
@@ -52,6 +59,8 @@ struct ProfileSource {
 #[derive(Debug, Clone)]
 pub struct JobScope {
     pub job_id: u32,
+    /// Its user's id.
+    pub uid: u32,
     pub nodes: Vec<String>,
     /// None while it has not started.
     pub start: Option<DateTime<Utc>>,
@@ -64,7 +73,7 @@ pub struct JobScope {
 impl JobScope {
     /// `[start - margin, end + margin]` once it ended, `[start - margin, now]` while it runs; None
     /// before it starts.
-    fn window(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    pub fn window(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
         let start = self.start?;
         let margin = Duration::seconds(WINDOW_MARGIN_S);
         let end = match self.end {
@@ -124,13 +133,18 @@ impl Signals {
         Ok(Self { logs, profiles })
     }
 
+    /// Whether a log source is configured.
+    pub fn has_logs(&self) -> bool {
+        self.logs.is_some()
+    }
+
     /// The most lines a logs request may ask for (`limit`'s bound).
     pub fn max_lines(&self) -> u32 {
         self.logs.as_ref().map_or(1000, |source| source.max_lines)
     }
 
-    /// The job's log lines and its important ones.
-    pub async fn job_logs(&self, job: &JobScope, request: &LogsRequest) -> wire::JobLogs {
+    /// The job's log lines and its important ones; with `own`, only those the viewer may read.
+    pub async fn job_logs(&self, job: &JobScope, request: &LogsRequest, own: Option<&OwnLines>) -> wire::JobLogs {
         let mut answer = wire::JobLogs {
             status: wire::LogsStatus::Ok,
             message: None,
@@ -141,6 +155,7 @@ impl Signals {
             important: Vec::new(),
             lines: Vec::new(),
             truncated: false,
+            limited_to_job: own.is_some(),
         };
         let Some(source) = &self.logs else {
             answer.status = wire::LogsStatus::NotConfigured;
@@ -167,6 +182,7 @@ impl Signals {
             nodes: &nodes,
             site_filter: source.filter.as_deref(),
             contains: request.contains.as_ref(),
+            own,
         };
         let (lines_query, important_query) = (query.lines(), query.important());
         answer.query = Some(lines_query.clone());
@@ -191,7 +207,10 @@ impl Signals {
         };
         // Classified from both answers: the important query finds them past the limit, the window's
         // lines catch what its words miss.
-        let both: Vec<LogEntry> = important.entries.iter().chain(&lines.entries).cloned().collect();
+        // The query narrowed to the viewer's lines; each line read is checked against the same rule.
+        let readable = |entry: &LogEntry| own.is_none_or(|own| own.admits(entry));
+        let both: Vec<LogEntry> =
+            important.entries.iter().chain(&lines.entries).filter(|entry| readable(entry)).cloned().collect();
         answer.important = logs::important(&both, job.job_id)
             .into_iter()
             .map(|(entry, classified)| wire::ImportantLogLine {
@@ -206,6 +225,7 @@ impl Signals {
         answer.lines = lines
             .entries
             .into_iter()
+            .filter(readable)
             .map(|entry| wire::LogLine { time: entry.time, node: entry.node, message: entry.message })
             .collect();
         answer
@@ -328,8 +348,15 @@ impl App {
         job_id: &str,
         request: LogsRequest,
     ) -> Result<wire::JobLogs, AppError> {
-        let job = self.signal_scope(viewer, cluster, job_id, request.node.as_deref()).await?;
-        Ok(self.signals().job_logs(&job, &request).await)
+        let (reader, record, job) = self.signal_scope(viewer, cluster, job_id, request.node.as_deref()).await?;
+        let scope = self.scope(viewer, reader).await?;
+        // Which nodes the job held alone costs a read of the window's jobs: only when there are logs.
+        let own = match scope {
+            ViewerScope::Staff => None,
+            _ if !self.signals().has_logs() => None,
+            _ => self.own_lines(reader, &scope, &record, &job).await?,
+        };
+        Ok(self.signals().job_logs(&job, &request, own.as_ref()).await)
     }
 
     /// Where the job's processes spent CPU, for a viewer who may see the job.
@@ -340,7 +367,7 @@ impl App {
         job_id: &str,
         request: ProfileRequest,
     ) -> Result<wire::JobProfile, AppError> {
-        let job = self.signal_scope(viewer, cluster, job_id, request.node.as_deref()).await?;
+        let (_, _, job) = self.signal_scope(viewer, cluster, job_id, request.node.as_deref()).await?;
         Ok(self.signals().job_profile(&job, &request).await)
     }
 
@@ -352,7 +379,7 @@ impl App {
         cluster: Option<&str>,
         job_id: &str,
         node: Option<&str>,
-    ) -> Result<JobScope, AppError> {
+    ) -> Result<(&SlurmDbd, JobRecord, JobScope), AppError> {
         let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         let nodes = record.nodes.hosts().to_vec();
         if let Some(node) = node
@@ -365,7 +392,7 @@ impl App {
         // the cgroup paths the plugin recorded name it. Without our store (or records) the id suffices.
         let mut sluids = Vec::new();
         if let Some(store) = self.store() {
-            match store.gpu_allocations(reader.cluster(), record.identity.id_job).await {
+            match super::gpus::run_gpu_records(store, reader.cluster(), &record).await {
                 Ok(records) => {
                     for path in records.iter().filter_map(|r| r.cgroup_path.as_deref()) {
                         if let Ok(SlurmCgroup { job: CgroupJobKey::Sluid(sluid), .. }) = path.parse::<SlurmCgroup>()
@@ -378,13 +405,67 @@ impl App {
                 Err(error) => tracing::warn!(%error, "GPU records unavailable; profiles matched by job id only"),
             }
         }
-        Ok(JobScope {
+        let job = JobScope {
             job_id: record.identity.id_job,
+            uid: record.uid,
             nodes,
             start: crate::domain::time::epoch(record.time_start),
             end: crate::domain::time::epoch(record.time_end),
             sluids,
-        })
+        };
+        Ok((reader, record, job))
+    }
+
+    /// The lines of `job` a viewer who is not staff may read (issue #15, H2): every line of a node for
+    /// the time the job held it alone, else only lines naming the job, its user or its cgroup. slurmdbd
+    /// tells which jobs the viewer may not see shared a node and when; nothing of them leaves here but
+    /// those spans. `None` when the job held every node alone for its whole window (or has not started).
+    async fn own_lines(
+        &self,
+        reader: &SlurmDbd,
+        scope: &ViewerScope,
+        record: &JobRecord,
+        job: &JobScope,
+    ) -> Result<Option<OwnLines>, AppError> {
+        let now = Utc::now();
+        let Some(window) = job.window(now) else { return Ok(None) };
+        let marks = JobMarks { job_id: job.job_id, uid: job.uid, sluids: job.sluids.clone() };
+        let Ok(span) = TimeWindow::new(window.0, window.1) else {
+            return Ok(Some(OwnLines { marks, alone: Default::default() }));
+        };
+        let catalog = reader.tres_catalog().await?;
+        let margin = Duration::seconds(WINDOW_MARGIN_S);
+        let mut others = Vec::new();
+        let (mut cursor, mut scanned) = (None, 0);
+        loop {
+            let (jobs, next) =
+                reader.jobs_in_window(&ViewerScope::Staff, span, &JobFilter::default(), &catalog, cursor, 5000).await?;
+            scanned += jobs.len();
+            for other in jobs {
+                let Some(started) = crate::domain::time::epoch(other.time_start) else { continue };
+                if other.db_index == record.db_index || scope.can_see(&other.user, &other.account) {
+                    continue;
+                }
+                let ended = crate::domain::time::epoch(other.time_end).unwrap_or(now);
+                for host in other.nodes.hosts().iter().filter(|host| job.nodes.contains(host)) {
+                    others.push((host.clone(), started - margin, ended + margin));
+                }
+            }
+            match next {
+                Some(next) if scanned < MAX_NEIGHBOURS => cursor = Some(next),
+                Some(_) => {
+                    tracing::warn!(
+                        job = job.job_id,
+                        scanned,
+                        "too many neighbours to tell; every node counts as shared"
+                    );
+                    return Ok(Some(OwnLines { marks, alone: Default::default() }));
+                }
+                None => break,
+            }
+        }
+        let own = OwnLines { marks, alone: logs::held_alone(&job.nodes, window, &others) };
+        Ok((!own.whole(&job.nodes, window)).then_some(own))
     }
 }
 

@@ -7,12 +7,22 @@ use slurmlens_wire as wire;
 
 use crate::domain::bottleneck::{self, ActivityTotals, TimeShares};
 use crate::domain::cluster::ClusterName;
-use crate::store::traces::NamedTotals;
+use crate::domain::job::RunWindow;
+use crate::store::traces::{JobTraceTotals, NamedTotals};
 use crate::store::{Store, StoreError};
 
-/// The breakdown of one job's trace summaries (all shares zero and no verdict when none were sent).
-pub async fn job_traces(store: &Store, cluster: &ClusterName, job_id: u32) -> Result<wire::JobTraces, StoreError> {
-    let totals = store.job_trace_totals(cluster, job_id).await?;
+/// The breakdown of one run's trace summaries (all shares zero and no verdict when none were sent, or
+/// when the job has not started: `run` is `None`).
+pub async fn job_traces(
+    store: &Store,
+    cluster: &ClusterName,
+    job_id: u32,
+    run: Option<RunWindow>,
+) -> Result<wire::JobTraces, StoreError> {
+    let totals = match run {
+        Some(run) => store.job_trace_totals(cluster, job_id, &run).await?,
+        None => JobTraceTotals::default(),
+    };
     let mut job_total = ActivityTotals::default();
     let gpus = totals
         .gpus

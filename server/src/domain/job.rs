@@ -56,6 +56,45 @@ impl JobRecord {
     pub fn running_at(&self, at: u64) -> bool {
         self.time_start > 0 && self.time_start <= at && (self.time_end == 0 || self.time_end > at)
     }
+
+    /// The run this record describes, as our side tables keyed by job id alone are read; `None`
+    /// before it starts (nothing recorded can be its own yet).
+    pub fn run(&self) -> Option<RunWindow> {
+        let start = super::time::epoch(self.time_start)?;
+        let end = super::time::epoch(self.time_end).map(|end| end.max(start));
+        Some(RunWindow { start, end })
+    }
+}
+
+/// Seconds of margin around a run: the prolog's record comes just after the start, the epilog's just
+/// after the end, and nodes' clocks differ a little from slurmdbd's.
+pub const RUN_MARGIN_S: i64 = 60;
+
+/// One run of a job: its start to its end (open while it runs). GPU records and trace summaries are
+/// keyed by job id alone, so they are read only within it: after a job-id wrap-around (`MaxJobId`, a
+/// reset state) or a requeue, a record of an earlier job under the same id falls outside (issue #15, M9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunWindow {
+    pub start: DateTime<Utc>,
+    /// `None` while it runs.
+    pub end: Option<DateTime<Utc>>,
+}
+
+impl RunWindow {
+    /// The earliest moment a record of this run may carry.
+    pub fn from(&self) -> DateTime<Utc> {
+        self.start - chrono::Duration::seconds(RUN_MARGIN_S)
+    }
+
+    /// The latest moment a record of this run may carry (`None`: open, the run goes on).
+    pub fn until(&self) -> Option<DateTime<Utc>> {
+        self.end.map(|end| end + chrono::Duration::seconds(RUN_MARGIN_S))
+    }
+
+    /// Whether a record seen from `first` to `last` overlaps this run.
+    pub fn overlaps(&self, first: DateTime<Utc>, last: DateTime<Utc>) -> bool {
+        last >= self.from() && self.until().is_none_or(|until| first <= until)
+    }
 }
 
 /// One row of `<cluster>_step_table`, decoded.
@@ -234,6 +273,19 @@ mod tests {
         for bad in ["", "1", "1.", ".1", "a.b", "-1.2", "1.2", "1.2.3.4", "1..3"] {
             assert_eq!(JobCursor::decode(bad), Err(BadCursor), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_run_holds_its_own_records_and_not_an_earlier_jobs() {
+        let at = |s: i64| DateTime::from_timestamp(1_795_000_000 + s, 0).expect("time");
+        let run = RunWindow { start: at(0), end: Some(at(3600)) };
+        assert!(run.overlaps(at(5), at(3600)), "its own record");
+        assert!(run.overlaps(at(-30), at(-30)), "a prolog a little early");
+        assert!(!run.overlaps(at(-7 * 86_400), at(-7 * 86_400 + 3600)), "a week-old job under the same id");
+        assert!(!run.overlaps(at(3700), at(4000)), "a later run");
+        let running = RunWindow { start: at(0), end: None };
+        assert!(running.overlaps(at(10 * 86_400), at(10 * 86_400)));
+        assert!(!running.overlaps(at(-600), at(-300)), "an earlier run of a requeued job");
     }
 
     #[test]

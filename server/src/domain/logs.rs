@@ -2,6 +2,8 @@
 //! timeouts, OOM kills, links going down, and Slurm's daemons speaking about this job (exactly this
 //! id: 1234 is not 12345). Pure text rules, applied to lines already scoped to the job's nodes and window.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 
 /// A log entry as read from the log store.
@@ -85,6 +87,120 @@ pub fn mentioned_jobs(message: &str) -> Vec<u32> {
         }
     }
     found
+}
+
+/// The user ids a line names: `uid=1001`, `UID:1001`, `uid 1001`, `uid_1001` (a cgroup path's
+/// `/slurm/uid_1001/`), also as the tail of `euid=`/`auid=` (case-insensitive; the whole digit run).
+pub fn mentioned_uids(message: &str) -> Vec<u32> {
+    const PREFIXES: &[&str] = &["uid=", "uid:", "uid ", "uid_"];
+    let lower = message.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut found = Vec::new();
+    let mut index = 0;
+    while index < bytes.len() {
+        if !bytes[index].is_ascii_digit() {
+            index += 1;
+            continue;
+        }
+        let start = index;
+        while index < bytes.len() && bytes[index].is_ascii_digit() {
+            index += 1;
+        }
+        if PREFIXES.iter().any(|prefix| lower[..start].ends_with(prefix))
+            && let Ok(uid) = lower[start..index].parse::<u32>()
+        {
+            found.push(uid);
+        }
+    }
+    found
+}
+
+/// A span of time `[from, to]`, both ends included.
+pub type Span = (DateTime<Utc>, DateTime<Utc>);
+
+/// What makes a log line one job's own: it names the job (`mentioned_jobs`, its cgroup `job_<id>`
+/// included), the job's user id, or one of its cgroups' SLUIDs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobMarks {
+    pub job_id: u32,
+    pub uid: u32,
+    /// SLUIDs of its cgroups (Slurm ≥ 26.05), from the plugin's records.
+    pub sluids: Vec<String>,
+}
+
+impl JobMarks {
+    /// Whether `message` names this job, its user or its cgroup.
+    pub fn named_in(&self, message: &str) -> bool {
+        mentioned_jobs(message).contains(&self.job_id)
+            || mentioned_uids(message).contains(&self.uid)
+            || self
+                .sluids
+                .iter()
+                .any(|sluid| message.split(|c: char| !c.is_ascii_alphanumeric()).any(|word| word == sluid.as_str()))
+    }
+}
+
+/// The lines of a job's nodes a viewer who is not staff may read (issue #15, H2): on a node and for the
+/// time the job held it alone (no job the viewer may not see was there), every line; elsewhere only
+/// lines that name the job, its user or its cgroup. Other tenants' lines on a shared node stay theirs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnLines {
+    pub marks: JobMarks,
+    /// Per node, the spans `[from, to]` of the window in which the job held it alone.
+    pub alone: BTreeMap<String, Vec<Span>>,
+}
+
+impl OwnLines {
+    /// Whether the viewer may read `entry`.
+    pub fn admits(&self, entry: &LogEntry) -> bool {
+        let alone = entry
+            .node
+            .as_ref()
+            .and_then(|node| self.alone.get(node))
+            .is_some_and(|spans| spans.iter().any(|(from, to)| *from <= entry.time && entry.time <= *to));
+        alone || self.marks.named_in(&entry.message)
+    }
+
+    /// Whether every node was held alone for the whole window: nothing is then left out.
+    pub fn whole(&self, nodes: &[String], window: Span) -> bool {
+        nodes.iter().all(|node| self.alone.get(node).is_some_and(|spans| spans == &[window]))
+    }
+}
+
+/// Per node of `nodes`, the spans of `window` not covered by any of `others` (a node and the span
+/// another tenant's job held it, margins included): where the job held the node alone.
+pub fn held_alone(
+    nodes: &[String],
+    window: Span,
+    others: &[(String, DateTime<Utc>, DateTime<Utc>)],
+) -> BTreeMap<String, Vec<Span>> {
+    let mut alone = BTreeMap::new();
+    for node in nodes {
+        let mut busy: Vec<Span> = others
+            .iter()
+            .filter(|(other, from, to)| other == node && *from <= window.1 && *to >= window.0)
+            .map(|(_, from, to)| (*from, *to))
+            .collect();
+        busy.sort();
+        let mut spans = Vec::new();
+        let mut cursor = window.0;
+        for (from, to) in busy {
+            if from > cursor {
+                spans.push((cursor, from.min(window.1)));
+            }
+            cursor = cursor.max(to);
+            if cursor >= window.1 {
+                break;
+            }
+        }
+        if cursor < window.1 {
+            spans.push((cursor, window.1));
+        }
+        if !spans.is_empty() {
+            alone.insert(node.clone(), spans);
+        }
+    }
+    alone
 }
 
 /// After `[<digits>`: `.<step>]` with a step of 1–5 digits or a named step, as slurmstepd prefixes its
@@ -261,6 +377,42 @@ mod tests {
         assert!(mentioned_jobs("kernel: [1234567.890123] NVRM").is_empty(), "a kernel stamp is no step");
         assert_eq!(mentioned_jobs("slurmstepd: [1234.batch] done"), [1234]);
         assert!(mentioned_jobs("pid=1234 at 12:34").is_empty());
+    }
+
+    #[test]
+    fn finds_user_ids_in_slurm_kernel_and_cgroup_shapes() {
+        assert_eq!(mentioned_uids("launch task StepId=1234.0 request from UID:1001 GID:1001"), [1001]);
+        assert_eq!(mentioned_uids("oom_memcg=/slurm/uid_1001/job_1234,task=python,pid=48213,uid=1002"), [1001, 1002]);
+        assert_eq!(mentioned_uids("audit: auid=1003 ses=4"), [1003]);
+        assert!(mentioned_uids("pid=1001 gid=1001 guid1001").is_empty());
+    }
+
+    #[test]
+    fn own_lines_are_those_naming_the_job_its_user_or_cgroup_or_of_a_node_held_alone() {
+        let at = |s: i64| DateTime::from_timestamp(1_764_576_000 + s, 0).expect("time");
+        let window = (at(0), at(1000));
+        let others = vec![("n1".to_string(), at(200), at(400)), ("n1".to_string(), at(350), at(600))];
+        let alone = held_alone(&["n1".into(), "n2".into()], window, &others);
+        assert_eq!(alone["n1"], [(at(0), at(200)), (at(600), at(1000))]);
+        assert_eq!(alone["n2"], [window]);
+        let covered = held_alone(&["n3".into()], window, &[("n3".into(), at(-10), at(2000))]);
+        assert!(covered.is_empty(), "a node shared for the whole window is never held alone");
+        let own = OwnLines { marks: JobMarks { job_id: JOB, uid: 1001, sluids: vec!["s5K1KKYAYG5D00".into()] }, alone };
+        assert!(!own.whole(&["n1".into(), "n2".into()], window));
+        assert!(own.whole(&["n2".into()], window));
+        let entry = |s: i64, node: &str, message: &str| LogEntry {
+            time: at(s),
+            node: Some(node.into()),
+            message: message.into(),
+        };
+        assert!(own.admits(&entry(300, "n1", "slurmstepd: [1234.batch] done")));
+        assert!(own.admits(&entry(300, "n1", "oom_memcg=/slurm/uid_1001/job_77")), "its user's");
+        assert!(own.admits(&entry(300, "n1", "cgroup /system.slice/n1_slurmstepd.scope/s5K1KKYAYG5D00/")));
+        assert!(!own.admits(&entry(300, "n1", "slurmstepd: [999.batch] done")), "another tenant's job");
+        assert!(!own.admits(&entry(300, "n1", "logger: canary")), "a line of no job, while shared");
+        assert!(own.admits(&entry(100, "n1", "logger: canary")), "a line of no job, while held alone");
+        assert!(own.admits(&entry(300, "n2", "kernel: ib0: link down")));
+        assert!(!own.admits(&LogEntry { time: at(300), node: None, message: "no node".into() }));
     }
 
     #[test]

@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
+use super::logs::OwnLines;
+
 /// Longest free-text filter accepted (characters).
 pub const MAX_CONTAINS: usize = 200;
 
@@ -156,6 +158,9 @@ pub struct JobLogQuery<'a> {
     /// The site's own LogsQL filter from the configuration (trusted; wrapped in parentheses).
     pub site_filter: Option<&'a str>,
     pub contains: Option<&'a ContainsText>,
+    /// For a viewer who is not staff: only the job's own lines (see [`OwnLines`]). The query narrows
+    /// to them; the server checks every line it reads against the same rule.
+    pub own: Option<&'a OwnLines>,
 }
 
 fn time(at: DateTime<Utc>) -> String {
@@ -179,7 +184,31 @@ impl JobLogQuery<'_> {
         if let Some(contains) = self.contains {
             parts.push(quote(contains.as_str()));
         }
+        if let Some(own) = self.own {
+            parts.push(self.own_filter(own));
+        }
         parts.join(" ")
+    }
+
+    /// `("1234" OR "job_1234" OR "1001" OR "uid_1001" OR (host:="n2" (_time:[…] OR …)))`: the words the
+    /// job's marks are made of (LogsQL matches whole words: `1234` is not `12345`), or a node and span
+    /// it held alone.
+    fn own_filter(&self, own: &OwnLines) -> String {
+        let marks = &own.marks;
+        let words = [
+            marks.job_id.to_string(),
+            format!("job_{}", marks.job_id),
+            marks.uid.to_string(),
+            format!("uid_{}", marks.uid),
+        ];
+        let mut any: Vec<String> = words.iter().chain(&marks.sluids).map(|word| quote(word)).collect();
+        for node in self.nodes {
+            let Some(spans) = own.alone.get(node) else { continue };
+            let times: Vec<String> =
+                spans.iter().map(|(from, to)| format!("_time:[{}, {}]", time(*from), time(*to))).collect();
+            any.push(format!("({}:={} ({}))", self.node_field, quote(node), times.join(" OR ")));
+        }
+        format!("({})", any.join(" OR "))
     }
 
     /// Every line of the window.
@@ -267,6 +296,7 @@ mod tests {
             nodes: &nodes,
             site_filter: Some("_stream:{job=\"syslog\"}"),
             contains: Some(&contains),
+            own: None,
         };
         assert_eq!(
             query.lines(),
@@ -281,5 +311,30 @@ mod tests {
         let dashed: FieldName = "node-name".parse().expect("field");
         let quoted = JobLogQuery { node_field: &dashed, ..single };
         assert!(quoted.lines().ends_with(r#" "node-name":="n\"3""#));
+    }
+
+    #[test]
+    fn a_viewers_job_query_narrows_to_its_own_words_and_the_nodes_it_held_alone() {
+        use crate::domain::logs::{JobMarks, OwnLines};
+        let field: FieldName = "host".parse().expect("field");
+        let nodes = vec!["n1".to_string(), "n2".to_string()];
+        let own = OwnLines {
+            marks: JobMarks { job_id: 1234, uid: 1001, sluids: vec!["s5K1KKYAYG5D00".into()] },
+            alone: [("n2".to_string(), vec![(at("2026-12-01T08:00:00Z"), at("2026-12-01T08:30:00Z"))])].into(),
+        };
+        let query = JobLogQuery {
+            start: at("2026-12-01T08:00:00Z"),
+            end: at("2026-12-01T09:30:00Z"),
+            node_field: &field,
+            nodes: &nodes,
+            site_filter: None,
+            contains: None,
+            own: Some(&own),
+        };
+        assert_eq!(
+            query.lines(),
+            r#"_time:[2026-12-01T08:00:00Z, 2026-12-01T09:30:00Z] host:in("n1", "n2") ("1234" OR "job_1234" OR "1001" OR "uid_1001" OR "s5K1KKYAYG5D00" OR (host:="n2" (_time:[2026-12-01T08:00:00Z, 2026-12-01T08:30:00Z])))"#
+        );
+        assert!(query.important().starts_with(&query.lines()));
     }
 }

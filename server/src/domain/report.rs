@@ -76,6 +76,21 @@ pub fn attribute(nodes: &[String], gpus_per_node: Option<u64>, evidence: &Attrib
     attributed
 }
 
+impl AttributionRule {
+    /// Whether a viewer who is not staff may see a GPU's own figures under this rule (issue #15, M1):
+    /// not when only the node is known (`NodeOnly`), where any GPU listed may be another tenant's;
+    /// such a node's GPUs reach them only as one band across all of them. The same rule as
+    /// [`viewer_gpus`] for the grid's readings.
+    pub fn shown_per_gpu_to_tenants(self) -> bool {
+        self != Self::NodeOnly
+    }
+}
+
+/// Whether `text` names `node` as a word (`gpu002` in `gpu002 GPU 3`, not in `gpu0021`).
+pub fn names_node(text: &str, node: &str) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || "-_.".contains(c))).any(|word| word.trim_end_matches('.') == node)
+}
+
 /// A job the viewer may see, as far as its GPUs go.
 #[derive(Debug, Clone, Default)]
 pub struct HeldJob {
@@ -198,6 +213,17 @@ mod tests {
         assert_eq!(partial.len(), 4);
         assert!(partial.iter().all(|a| a.rule == AttributionRule::NodeOnly && a.uncertain));
         assert!(attribute(&nodes, Some(0), &evidence).is_empty(), "a CPU-only job has no GPUs");
+    }
+
+    #[test]
+    fn tenants_see_per_gpu_figures_except_where_only_the_node_is_known() {
+        assert!(AttributionRule::PluginRecord.shown_per_gpu_to_tenants());
+        assert!(AttributionRule::WholeNode.shown_per_gpu_to_tenants());
+        assert!(!AttributionRule::NodeOnly.shown_per_gpu_to_tenants());
+        assert!(names_node("gpu002 GPUs 0-7: mean utilisation at most 1.0 %", "gpu002"));
+        assert!(names_node("gpu073: XID 79 on 8 GPUs", "gpu073"));
+        assert!(names_node("outlier: gpu017.", "gpu017"));
+        assert!(!names_node("gpu0021 GPU 3", "gpu002"));
     }
 
     #[test]

@@ -96,6 +96,18 @@ fn per_node(gpus: &[(&GpuFacts, f64)]) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// Every kind [`verdicts`] gives: findings read from the GPUs' own figures.
+pub const GPU_VERDICT_KINDS: &[&str] = &[
+    "idle_gpus",
+    "outlier_node",
+    "low_tensor_activity",
+    "good",
+    "memory_nearly_full",
+    "unbalanced_gpus",
+    "xid_errors",
+    "program_gpu_faults",
+];
+
 /// The verdicts for a job's GPUs, each with its evidence, most severe first.
 pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
     let mut findings = Vec::new();

@@ -9,6 +9,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
 use crate::domain::cluster::ClusterName;
 use crate::domain::gpu::{GpuAllocation, GpuRef};
+use crate::domain::job::RunWindow;
 
 pub mod lease;
 pub mod reports;
@@ -152,8 +153,14 @@ impl Store {
         Ok(result.rows_affected())
     }
 
-    /// Every GPU record of one job, ordered by node and index.
-    pub async fn gpu_allocations(&self, cluster: &ClusterName, job_id: u32) -> Result<Vec<GpuAllocation>, StoreError> {
+    /// Every GPU record of one run of a job (seen within `run`, so an earlier job under the same id is
+    /// not read), ordered by node and index.
+    pub async fn gpu_allocations(
+        &self,
+        cluster: &ClusterName,
+        job_id: u32,
+        run: &RunWindow,
+    ) -> Result<Vec<GpuAllocation>, StoreError> {
         type Row = (
             u32,
             String,
@@ -167,10 +174,15 @@ impl Store {
         );
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT job_id, step, node, gpu_index, gpu_uuid, cgroup_path, first_seen, last_seen, ended_at \
-             FROM gpu_allocations WHERE cluster = ? AND job_id = ? ORDER BY node, gpu_index, step",
+             FROM gpu_allocations WHERE cluster = ? AND job_id = ? \
+               AND last_seen >= ? AND (? IS NULL OR first_seen <= ?) \
+             ORDER BY node, gpu_index, step",
         )
         .bind(cluster.as_str())
         .bind(job_id)
+        .bind(run.from())
+        .bind(run.until())
+        .bind(run.until())
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -188,22 +200,24 @@ impl Store {
             .collect())
     }
 
-    /// The GPU indices recorded for any of these jobs: (job id, node, index), each once.
+    /// The GPU indices recorded for any of these runs (job id and run, as [`Self::gpu_allocations`]
+    /// bounds them): (job id, node, index), each once.
     pub async fn gpu_indices_among(
         &self,
         cluster: &ClusterName,
-        job_ids: &[u32],
+        runs: &[(u32, RunWindow)],
     ) -> Result<Vec<(u32, String, u16)>, StoreError> {
         let mut found = Vec::new();
-        for chunk in job_ids.chunks(1000) {
-            let placeholders = vec!["?"; chunk.len()].join(", ");
+        for chunk in runs.chunks(500) {
+            let each = "(job_id = ? AND last_seen >= ? AND (? IS NULL OR first_seen <= ?))";
+            let any = vec![each; chunk.len()].join(" OR ");
             let sql = format!(
                 "SELECT DISTINCT job_id, node, gpu_index FROM gpu_allocations \
-                 WHERE cluster = ? AND job_id IN ({placeholders}) ORDER BY job_id, node, gpu_index"
+                 WHERE cluster = ? AND ({any}) ORDER BY job_id, node, gpu_index"
             );
             let mut query = sqlx::query_as::<_, (u32, String, u16)>(&sql).bind(cluster.as_str());
-            for job_id in chunk {
-                query = query.bind(job_id);
+            for (job_id, run) in chunk {
+                query = query.bind(job_id).bind(run.from()).bind(run.until()).bind(run.until());
             }
             found.extend(query.fetch_all(&self.pool).await?);
         }

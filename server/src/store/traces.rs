@@ -7,10 +7,15 @@ use super::{Store, StoreError, is_deadlock};
 use crate::domain::bottleneck::ActivityTotals;
 use crate::domain::cluster::ClusterName;
 use crate::domain::gpu::GpuRef;
+use crate::domain::job::RunWindow;
 use crate::domain::trace::{TraceCategory, TraceSummary};
 
 /// Rows per INSERT statement: 500 × 13 placeholders stays far below MariaDB's 65,535.
 pub const ROWS_PER_STATEMENT: usize = 500;
+
+/// The rows of one run: intervals starting within it (bound: the run's earliest and latest moments,
+/// the latest twice, NULL while it runs).
+const IN_RUN: &str = "AND interval_start >= ? AND (? IS NULL OR interval_start <= ?)";
 
 /// A name's key: the first 16 bytes of its SHA-256, computed by MariaDB so that no hash crate is needed.
 const NAME_HASH: &str = "UNHEX(LEFT(SHA2(?, 256), 32))";
@@ -124,18 +129,27 @@ impl Store {
         Ok(result.rows_affected())
     }
 
-    /// Per-GPU activity sums and the top kernels and collectives of one job.
-    pub async fn job_trace_totals(&self, cluster: &ClusterName, job_id: u32) -> Result<JobTraceTotals, StoreError> {
+    /// Per-GPU activity sums and the top kernels and collectives of one run of a job: intervals that
+    /// start within `run` only, so an earlier job under the same id is not read.
+    pub async fn job_trace_totals(
+        &self,
+        cluster: &ClusterName,
+        job_id: u32,
+        run: &RunWindow,
+    ) -> Result<JobTraceTotals, StoreError> {
         let mut totals = JobTraceTotals::default();
         // Several processes (and categories) share a GPU's interval: count each interval once.
-        let spans: Vec<(String, u16, u64)> = sqlx::query_as(
+        let spans: Vec<(String, u16, u64)> = sqlx::query_as(&format!(
             "SELECT node, gpu, CAST(SUM(span) AS UNSIGNED) FROM ( \
                SELECT node, gpu, interval_start, MAX(interval_s) AS span FROM trace_summaries \
-               WHERE cluster = ? AND job_id = ? GROUP BY node, gpu, interval_start) AS spans \
+               WHERE cluster = ? AND job_id = ? {IN_RUN} GROUP BY node, gpu, interval_start) AS spans \
              GROUP BY node, gpu",
-        )
+        ))
         .bind(cluster.as_str())
         .bind(job_id)
+        .bind(run.from())
+        .bind(run.until())
+        .bind(run.until())
         .fetch_all(&self.pool)
         .await?;
         for (node, gpu, span_s) in spans {
@@ -147,13 +161,16 @@ impl Store {
                CAST(SUM(IF(category = 'memcpy' AND name_hash = {NAME_HASH}, count, 0)) AS UNSIGNED), \
                CAST(SUM(IF(category = 'memcpy' AND name_hash = {NAME_HASH}, total_ns, 0)) AS UNSIGNED), \
                CAST(SUM(IF(category = 'memcpy' AND name_hash = {NAME_HASH}, bytes, 0)) AS UNSIGNED) \
-             FROM trace_summaries WHERE cluster = ? AND job_id = ? GROUP BY node, gpu, category"
+             FROM trace_summaries WHERE cluster = ? AND job_id = ? {IN_RUN} GROUP BY node, gpu, category"
         ))
         .bind("HtoD")
         .bind("HtoD")
         .bind("HtoD")
         .bind(cluster.as_str())
         .bind(job_id)
+        .bind(run.from())
+        .bind(run.until())
+        .bind(run.until())
         .fetch_all(&self.pool)
         .await?;
         for (node, gpu, category, total_ns, htod_count, htod_ns, htod_bytes) in by_category {
@@ -171,8 +188,8 @@ impl Store {
                 Ok(TraceCategory::CudaApi) | Err(_) => {}
             }
         }
-        totals.top_kernels = self.top_names(cluster, job_id, TraceCategory::Kernel, 10).await?;
-        totals.top_collectives = self.top_names(cluster, job_id, TraceCategory::Nccl, 10).await?;
+        totals.top_kernels = self.top_names(cluster, job_id, run, TraceCategory::Kernel, 10).await?;
+        totals.top_collectives = self.top_names(cluster, job_id, run, TraceCategory::Nccl, 10).await?;
         Ok(totals)
     }
 
@@ -180,19 +197,23 @@ impl Store {
         &self,
         cluster: &ClusterName,
         job_id: u32,
+        run: &RunWindow,
         category: TraceCategory,
         limit: u32,
     ) -> Result<Vec<NamedTotals>, StoreError> {
-        let rows: Vec<(String, u64, u64, u64, u64)> = sqlx::query_as(
+        let rows: Vec<(String, u64, u64, u64, u64)> = sqlx::query_as(&format!(
             "SELECT n.name, t.count, t.total_ns, t.max_ns, t.bytes FROM ( \
                SELECT name_hash, CAST(SUM(count) AS UNSIGNED) AS count, CAST(SUM(total_ns) AS UNSIGNED) AS total_ns, \
                       MAX(max_ns) AS max_ns, CAST(SUM(bytes) AS UNSIGNED) AS bytes \
-               FROM trace_summaries WHERE cluster = ? AND job_id = ? AND category = ? \
+               FROM trace_summaries WHERE cluster = ? AND job_id = ? {IN_RUN} AND category = ? \
                GROUP BY name_hash ORDER BY total_ns DESC LIMIT ?) AS t \
              JOIN trace_names n ON n.name_hash = t.name_hash ORDER BY t.total_ns DESC, n.name",
-        )
+        ))
         .bind(cluster.as_str())
         .bind(job_id)
+        .bind(run.from())
+        .bind(run.until())
+        .bind(run.until())
         .bind(category.as_str())
         .bind(limit)
         .fetch_all(&self.pool)

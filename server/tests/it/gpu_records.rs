@@ -31,7 +31,8 @@ async fn a_start_delivered_after_the_jobs_end_is_closed_and_a_requeued_run_stays
     store.upsert_gpu_allocations(&cluster, &[start(77, "n2", 1, t0 + Duration::seconds(3))]).await.expect("late n2");
     // The job is requeued and starts again on n3 after its end.
     store.upsert_gpu_allocations(&cluster, &[start(77, "n3", 2, ended + Duration::minutes(5))]).await.expect("requeue");
-    let records = store.gpu_allocations(&cluster, 77).await.expect("records");
+    let run = slurmlens::domain::job::RunWindow { start: t0, end: None };
+    let records = store.gpu_allocations(&cluster, 77, &run).await.expect("records");
     let end_of = |node: &str| records.iter().find(|r| r.gpu.node == node).and_then(|r| r.ended_at);
     assert_eq!(end_of("n1"), Some(ended));
     assert_eq!(end_of("n2"), Some(ended), "the late start belongs to the run that ended");

@@ -58,10 +58,12 @@ struct Records {
     gpu_allocations: Vec<GpuAllocationRecord>,
 }
 
-fn records(job_id: u32) -> Records {
+/// The records of job `job_id`, dated around `base` (its start: records are read within its run).
+fn records(job_id: u32, base: DateTime<Utc>) -> Records {
+    let after = |ms: i64| base + chrono::Duration::milliseconds(ms);
     let trace =
         |gpu: u16, category: &str, name: &str, count: u64, total_ns: u64, max_ns: u64, bytes: u64| TraceRecord {
-            interval_start: time("2026-01-02T03:04:00Z"),
+            interval_start: base,
             interval_s: 10,
             gpu,
             pid: 4242,
@@ -88,13 +90,13 @@ fn records(job_id: u32) -> Records {
         trace(0, "kernel", "k", 1, 10, 20, 0),
     ];
     let n2 = vec![trace(1, "kernel", "ampere_sgemm_128x64_nn", 50, 1_000_000_000, 25_000_000, 0)];
-    let gpu_record = |node: &str, event, at: &str, gpus: Vec<AllocatedGpu>| GpuAllocationRecord {
+    let gpu_record = |node: &str, event, at: DateTime<Utc>, gpus: Vec<AllocatedGpu>| GpuAllocationRecord {
         cluster: "lab".into(),
         node: node.into(),
         job_id,
         step: "job".into(),
         event,
-        at: time(at),
+        at,
         gpus,
         cgroup_path: Some(format!("/slurm/uid_1001/job_{job_id}")),
     };
@@ -108,23 +110,13 @@ fn records(job_id: u32) -> Records {
             gpu_record(
                 "n1",
                 GpuAllocationEvent::Start,
-                "2026-01-02T03:03:50.250Z",
+                after(-9_750),
                 vec![AllocatedGpu { index: 0, uuid: Some(uuid.into()) }, AllocatedGpu { index: 1, uuid: None }],
             ),
-            gpu_record(
-                "n2",
-                GpuAllocationEvent::Start,
-                "2026-01-02T03:03:51Z",
-                vec![AllocatedGpu { index: 1, uuid: None }],
-            ),
+            gpu_record("n2", GpuAllocationEvent::Start, after(-9_000), vec![AllocatedGpu { index: 1, uuid: None }]),
             // The end closes every row of the job stored by then, so it comes from the node whose
             // records are sent last (the SDK test sends one request per node, in node order).
-            gpu_record(
-                "n2",
-                GpuAllocationEvent::End,
-                "2026-01-02T03:09:00.125Z",
-                vec![AllocatedGpu { index: 1, uuid: None }],
-            ),
+            gpu_record("n2", GpuAllocationEvent::End, after(5_125), vec![AllocatedGpu { index: 1, uuid: None }]),
         ],
     }
 }
@@ -238,9 +230,10 @@ fn otlp_request(records: &Records) -> ExportLogsServiceRequest {
             ..Default::default()
         });
     }
+    let plain_at = records.traces[0].records[0].interval_start + chrono::Duration::seconds(5);
     if let Some(records) = by_node.values_mut().next() {
         records.push(LogRecord {
-            time_unix_nano: nanos(time("2026-01-02T03:04:05Z")),
+            time_unix_nano: nanos(plain_at),
             body: Some(AnyValue { value: Some(Value::StringValue("slurmd: plain log line".into())) }),
             ..Default::default()
         });
@@ -298,7 +291,7 @@ async fn views(app: &TestApp, job_id: u32) -> (JobTraces, JobGpus) {
 async fn otlp_logs_land_exactly_like_the_json_batches_and_a_replay_stores_nothing() {
     let _db = database_shared().await;
     let job_id = crate::support::finished_lab_job().await;
-    let records = records(job_id);
+    let records = records(job_id, crate::support::lab_job_start(job_id).await);
     let (json_app, json_pool) = app_with_database("otlp_baseline").await;
     send_json_batches(&json_app, &records).await;
     let baseline = stored(&json_pool).await;
@@ -341,7 +334,7 @@ async fn otlp_logs_land_exactly_like_the_json_batches_and_a_replay_stores_nothin
 async fn otlp_logs_without_the_secret_or_with_a_bad_body_store_nothing() {
     let _db = database_shared().await;
     let (app, pool) = app_with_database("otlp_refused").await;
-    let body = otlp_request(&records(7)).encode_to_vec();
+    let body = otlp_request(&records(7, time("2026-01-02T03:04:00Z"))).encode_to_vec();
     for secret in [None, Some("not-the-secret-0123456789")] {
         let response = post_otlp(&app, "application/x-protobuf", false, body.clone(), secret).await;
         assert_eq!(response.status(), 401, "{secret:?}");
@@ -431,7 +424,7 @@ async fn send_with_js_sdk(
 async fn otlp_export_from_the_opentelemetry_js_sdk_lands_exactly_like_the_json_batch() {
     let _db = database_shared().await;
     let job_id = crate::support::finished_lab_job().await;
-    let records = records(job_id);
+    let records = records(job_id, crate::support::lab_job_start(job_id).await);
     let (json_app, json_pool) = app_with_database("otlp_sdk_baseline").await;
     send_json_batches(&json_app, &records).await;
     let baseline = stored(&json_pool).await;

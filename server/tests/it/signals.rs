@@ -417,12 +417,14 @@ async fn a_cgroup_named_by_sluid_in_the_plugins_record_is_matched_too() {
     let _db = database_shared().await;
     let job_id = two_node_job().await;
     let plain = spawn_app(test_config(AnonymousAccess::Staff)).await;
-    let nodes = nodes_of(&detail(&plain, job_id).await);
+    let job = detail(&plain, job_id).await;
+    let nodes = nodes_of(&job);
     // Slurm ≥ 26.05 names the job's cgroup by SLUID; the plugin recorded that path with the GPUs.
     let database = crate::support::fresh_database("signals_sluid").await;
     let store = slurmlens::store::Store::new(&database, Duration::from_secs(5)).expect("store");
     let sluid = "s5K1KKYAYG5D00";
-    let now = Utc::now();
+    // Recorded at the job's start: records are read within the job's run.
+    let now = job.job.start.expect("started");
     let record = slurmlens::domain::gpu::GpuAllocation {
         job_id,
         step: "job".into(),

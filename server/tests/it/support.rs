@@ -278,3 +278,17 @@ pub async fn finished_lab_job() -> u32 {
         None => crate::support::mix_job("gpu2node").job_id.parse().expect("numeric job id"),
     }
 }
+
+/// When the lab's job `job_id` started, from slurmdbd.
+pub async fn lab_job_start(job_id: u32) -> chrono::DateTime<chrono::Utc> {
+    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd");
+    let start: u64 = sqlx::query_scalar(
+        "SELECT time_start FROM lab_job_table WHERE id_job = ? AND time_start > 0 ORDER BY job_db_inx DESC LIMIT 1",
+    )
+    .bind(job_id)
+    .fetch_one(&pool)
+    .await
+    .expect("the job's start");
+    pool.close().await;
+    chrono::DateTime::from_timestamp(start as i64, 0).expect("a time")
+}

@@ -159,9 +159,9 @@ async fn nsys_csv_import_shows_up_in_the_breakdown() {
         25.0,2500000000,250,10000000.0,10000000.0,9000000,11000000,100.0,\"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)\"\n\
         5.0,500000000,50,10000000.0,10000000.0,9000000,11000000,100.0,\"ncclDevKernel_AllReduce_Sum_f32_TREE_LL(ncclDevKernelArgsStorage<4096>)\"\n\
         1.0,oops,1,1.0,1.0,1,1,0.0,broken\n";
-    let path = format!(
-        "/api/v1/traces/nsys?cluster=lab&job_id={job_id}&node=n1&gpu=1&start=2026-01-02T03:00:00Z&duration_s=20"
-    );
+    // Within the job's run: a job's traces are read within it.
+    let start = crate::support::lab_job_start(job_id).await.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let path = format!("/api/v1/traces/nsys?cluster=lab&job_id={job_id}&node=n1&gpu=1&start={start}&duration_s=20");
     let response = post(&app, &path, kernels.to_string(), Some(&bearer)).await;
     assert_eq!(response.status(), 200);
     let receipt: TraceReceipt = response.json().await.expect("receipt");
@@ -195,10 +195,13 @@ async fn breakdown_of_a_communication_bound_job_says_communication_bound() {
     let bearer = format!("Bearer {SECRET}");
     let second = 1_000_000_000u64;
     // Two GPUs, six 10 s intervals each: 2.5 s of GEMMs, 6 s in AllReduce/AllGather per interval.
+    // Within the job's run: a job's traces are read within it.
+    let job_start = crate::support::lab_job_start(job_id).await;
     let mut records = Vec::new();
     for gpu in 0..2u16 {
         for interval in 0..6 {
-            let start = format!("2026-01-02T03:{:02}:{:02}Z", interval / 6, (interval % 6) * 10);
+            let start = (job_start + chrono::Duration::seconds(interval * 10))
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             for (category, name, count, total_ns) in [
                 ("kernel", "ampere_sgemm_128x64_nn", 100, 25 * second / 10),
                 ("nccl", "AllReduce", 20, 5 * second),

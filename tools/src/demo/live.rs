@@ -14,6 +14,7 @@ use sqlx::MySqlPool;
 
 use slurmlens::domain::cluster::ClusterName;
 use slurmlens::domain::gpu::{GpuAllocation, GpuRef};
+use slurmlens::domain::job::RunWindow;
 use slurmlens::sources::victoriametrics::VictoriaMetrics;
 use slurmlens::store::Store;
 
@@ -287,7 +288,15 @@ impl Live {
     /// free on each node when the job starts, recorded as the plugin would. Ends the records of jobs that
     /// ended in `(since, now]`. Returns the records written and the jobs ended.
     async fn place_gpus(&mut self, jobs: &[LiveJob], since: i64, now: i64) -> anyhow::Result<(usize, usize)> {
-        let unknown: Vec<u32> = jobs.iter().map(|job| job.id_job).filter(|id| !self.gpus_of.contains_key(id)).collect();
+        // The store reads a job's records within its run: from its start on (it may still run).
+        let unknown: Vec<(u32, RunWindow)> = jobs
+            .iter()
+            .filter(|job| !self.gpus_of.contains_key(&job.id_job))
+            .filter_map(|job| {
+                let start = DateTime::from_timestamp(job.t_start, 0).filter(|_| job.t_start > 0)?;
+                Some((job.id_job, RunWindow { start, end: None }))
+            })
+            .collect();
         if let Some(store) = &self.store {
             for (job_id, node, index) in store.gpu_indices_among(&self.settings.cluster, &unknown).await? {
                 self.gpus_of.entry(job_id).or_default().push((node, index));

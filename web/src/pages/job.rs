@@ -337,6 +337,9 @@ fn LogsSection(logs: Option<wire::JobLogs>) -> impl IntoView {
                 Some(line) => view! { <p class="muted" data-testid="logs-status">{line}</p> }.into_any(),
                 None => view! {
                     <p class="muted">{summary}{message.map(|m| format!(" · {m}"))}</p>
+                    {logs.limited_to_job.then(|| view! {
+                        <p class="muted" data-testid="logs-limited">"Another job shared a node: there, only lines naming this job, its user or its cgroup are shown."</p>
+                    })}
                     {(!logs.important.is_empty()).then(|| view! {
                         <table class="compact" data-testid="logs-important">
                             <thead><tr><th scope="col">"When"</th><th scope="col">"Node"</th><th scope="col">"What"</th><th scope="col">"Line"</th></tr></thead>

@@ -57,7 +57,7 @@ pub fn in_form(mut report: wire::JobReport, choice: SeriesChoice) -> wire::JobRe
 
 /// Per metric (in the order the GPUs or nodes list them), the lowest, mean and highest across them at
 /// each point.
-fn spread<'a>(members: impl Iterator<Item = &'a [wire::MetricSeries]>) -> Vec<wire::SpreadSeries> {
+pub(super) fn spread<'a>(members: impl Iterator<Item = &'a [wire::MetricSeries]>) -> Vec<wire::SpreadSeries> {
     struct Acc {
         unit: String,
         count: u32,

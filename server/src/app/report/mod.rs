@@ -13,6 +13,7 @@ mod gather;
 mod live;
 mod plan;
 mod readings;
+mod tenancy;
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ pub use form::{SPREAD_ABOVE_GPUS, SeriesChoice, in_form};
 pub use live::{LiveJob, LiveMeans};
 pub use plan::ReportQueries;
 pub use readings::GpuScope;
+pub use tenancy::for_tenant;
 
 use super::{now_epoch, wire_map};
 use crate::domain::blame::{self, Ending, Evidence};
@@ -138,7 +140,7 @@ impl Reporter {
             return report;
         };
         let recorded = match &self.store {
-            Some(store) => match store.gpu_allocations(reader.cluster(), record.identity.id_job).await {
+            Some(store) => match super::gpus::run_gpu_records(store, reader.cluster(), record).await {
                 Ok(records) => records.into_iter().map(|record| (record.gpu, record.uuid)).collect(),
                 Err(error) => {
                     tracing::warn!(%error, "GPU records unavailable; attributing without them");
@@ -216,13 +218,14 @@ impl Reporter {
         totals: &wire::ReportTotals,
     ) -> Option<wire::JobTraces> {
         let store = self.store.as_ref()?;
-        let mut traces = match super::traces::job_traces(store, reader.cluster(), record.identity.id_job).await {
-            Ok(traces) => traces,
-            Err(error) => {
-                tracing::warn!(%error, "trace summaries unavailable; reporting without them");
-                return None;
-            }
-        };
+        let mut traces =
+            match super::traces::job_traces(store, reader.cluster(), record.identity.id_job, record.run()).await {
+                Ok(traces) => traces,
+                Err(error) => {
+                    tracing::warn!(%error, "trace summaries unavailable; reporting without them");
+                    return None;
+                }
+            };
         if traces.total.traced_s <= 0.0 {
             return None;
         }
@@ -359,6 +362,7 @@ fn unassembled(
         metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
         series_form: wire::SeriesForm::PerGpu,
         gpus: Vec::new(),
+        shared_node_bands: Vec::new(),
         gpu_spread: Vec::new(),
         nodes: Vec::new(),
         node_spread: Vec::new(),
