@@ -70,6 +70,18 @@ impl Store {
         MIGRATOR.run(&self.pool).await.map_err(|e| StoreError::Query(e.to_string()))
     }
 
+    /// Deletes everything this store holds about `cluster`'s jobs (GPU records, report digests and tries,
+    /// trace summaries): for a demo cluster whose history was replaced, whose job ids now name other
+    /// jobs. Never called by the server.
+    pub async fn forget_cluster_jobs(&self, cluster: &ClusterName) -> Result<u64, StoreError> {
+        let mut gone = 0;
+        for table in ["gpu_allocations", "job_reports", "report_attempts", "trace_summaries"] {
+            let sql = format!("DELETE FROM {table} WHERE cluster = ?");
+            gone += sqlx::query(&sql).bind(cluster.as_str()).execute(&self.pool).await?.rows_affected();
+        }
+        Ok(gone)
+    }
+
     /// Records GPU allocations; replaying the same record changes nothing but `last_seen`/`ended_at`.
     /// Retries a deadlock twice: two deliveries of one job's records (a node's spool and its live post,
     /// or two OTLP exports) lock the same rows.

@@ -195,6 +195,11 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             let params = seed.shape.params(&seed.cluster, Utc::now());
             let stats = super::history::generate(&pool, &params).await?;
             println!("{stats}");
+            // The job ids now name other jobs: what our store knew of the old ones would be read as theirs.
+            if let Some(store) = slurmlens::serve::app(config)?.store() {
+                let gone = store.forget_cluster_jobs(&seed.cluster.parse()?).await?;
+                println!("forgot {gone} rows of our store about the old history's jobs");
+            }
             Ok(())
         }
     }
