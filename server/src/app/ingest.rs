@@ -76,8 +76,10 @@ pub struct NsysReport {
 }
 
 impl App {
-    /// Validates and stores a batch of the plugin's GPU records of `cluster`: every record or none
-    /// (`Invalid` names the first bad field, e.g. `records[3].gpus`).
+    /// Validates and stores a batch of the plugin's GPU records from `sender`: the valid records are
+    /// stored and each refused one is named in the receipt (one record with a skewed clock does not
+    /// sink the spool's batch around it). A batch with no valid record is `Invalid`, naming the first
+    /// bad field (e.g. `records[3].gpus`), and stores nothing.
     pub async fn ingest_gpu_allocations(
         &self,
         sender: &Sender,
@@ -89,15 +91,29 @@ impl App {
         let now = Utc::now();
         let mut allocations = Vec::new();
         let mut ends = Vec::new();
+        let mut rejected = Vec::new();
         for (at, record) in batch.records.iter().enumerate() {
             let field = |name: &str| format!("records[{at}].{name}");
-            allocations.extend(validate_record(record, sender, now, &field)?);
-            if record.event == wire::GpuAllocationEvent::End {
-                ends.push((record.job_id, record.at));
+            match validate_record(record, sender, now, &field) {
+                Ok(rows) => {
+                    allocations.extend(rows);
+                    if record.event == wire::GpuAllocationEvent::End {
+                        ends.push((record.job_id, record.at));
+                    }
+                }
+                Err(AppError::Invalid { parameter, message }) => {
+                    rejected.push(wire::GpuAllocationRejection { index: at as u64, field: parameter, reason: message });
+                }
+                Err(other) => return Err(other),
             }
         }
+        if rejected.len() == batch.records.len() {
+            let first = rejected.swap_remove(0);
+            return Err(AppError::Invalid { parameter: first.field, message: first.reason });
+        }
         self.store_allocations(&sender.cluster, &allocations, &ends).await?;
-        Ok(wire::GpuAllocationReceipt { accepted: batch.records.len() as u64 })
+        let accepted = (batch.records.len() - rejected.len()) as u64;
+        Ok(wire::GpuAllocationReceipt { accepted, rejected })
     }
 
     /// Stores validated rows idempotently, then marks the jobs whose end was reported (`(job_id, at)`) and

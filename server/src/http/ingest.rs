@@ -163,12 +163,14 @@ pub(crate) fn authenticated_sender(state: &HttpState, headers: &HeaderMap) -> Re
     summary = "The Slurm plugin's job → GPU records",
     description = "Records from the SPANK plugin's job prolog/epilog: which GPU indices a job got on a node, \
         when it started or ended. Authenticated with the cluster's ingest secret; every record must name \
-        that cluster. Validated field by field (a 400 names the first bad field, e.g. `records[3].gpus`) \
-        and stored idempotently: a replayed record changes nothing. At most 1000 records and 1 MiB.",
+        that cluster (and, with a node's own secret, that node). Validated field by field: the valid \
+        records are stored and each refused one is named in `rejected` (its index, the field, e.g. \
+        `records[3].gpus`, and why); a batch with no valid record is a 400 naming the first bad field. \
+        Stored idempotently: a replayed record changes nothing. At most 1000 records and 1 MiB.",
     request_body(content = wire::GpuAllocationBatch, description = "1 to 1000 records", content_type = "application/json"),
     responses(
-        (status = 200, description = "Every record stored", body = wire::GpuAllocationReceipt),
-        (status = 400, description = "Not a batch, or a record is invalid (`invalid_parameter`, naming the field); nothing is stored", body = wire::ErrorEnvelope),
+        (status = 200, description = "The valid records stored; the others named in `rejected`", body = wire::GpuAllocationReceipt),
+        (status = 400, description = "Not a batch, or no record is valid (`invalid_parameter`, naming the first bad field); nothing is stored", body = wire::ErrorEnvelope),
         (status = 401, description = "No ingest secret, or not one of any cluster (`unauthorized`)", body = wire::ErrorEnvelope,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 503, description = "slurmlens's database does not answer, or none is configured (`source_unavailable`)", body = wire::ErrorEnvelope),

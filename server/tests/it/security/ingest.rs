@@ -380,7 +380,7 @@ async fn record_bombs_are_refused_before_their_records_are_built() {
         grown.push((path, content_type, peak_rss_kib().saturating_sub(before) / 1024));
     }
     eprintln!("peak RSS grew by (MiB): {grown:?}");
-    assert!(grown.iter().all(|(_, _, mib)| *mib < 128), "peak RSS grew by (MiB): {grown:?}");
+    assert!(grown.iter().all(|(_, _, mib)| *mib < 256), "peak RSS grew by (MiB): {grown:?}");
 }
 
 /// M8 (a): a user uploads an `nsys` report of their own job with their own identity, never the
@@ -481,4 +481,39 @@ async fn a_node_secret_speaks_only_for_its_own_node() {
     // The cluster's own secret (central collectors) still speaks for every node.
     let central = post("/api/v1/gpu_allocations", LAB_SECRET, allocation("n2")).await.expect("an answer");
     assert_eq!(central.status(), 200);
+}
+
+/// M10: a spool batch with one bad record (a skewed clock) stores the others and names the bad one,
+/// instead of a 400 that made the plugin drop the whole batch.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_gpu_record_is_named_and_the_rest_of_its_batch_is_stored() {
+    let _db = database_shared().await;
+    let (app, pool) = crate::support::ingest_app("security_ingest_partial", LAB_SECRET).await;
+    let job_id = 4_100_000_000u32 + std::process::id() % 1000;
+    let record = |node: &str, at: DateTime<Utc>| {
+        json!({"cluster": "lab", "node": node, "job_id": job_id, "step": "job", "event": "start",
+            "at": at, "gpus": [{"index": 1}]})
+    };
+    let now = Utc::now();
+    let batch =
+        json!({"records": [record("n1", now), record("n2", now + chrono::Duration::days(3)), record("n3", now)]});
+    let response = app
+        .client
+        .post(format!("{}/api/v1/gpu_allocations", app.base_url))
+        .bearer_auth(LAB_SECRET)
+        .json(&batch)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+    let receipt: slurmlens_wire::GpuAllocationReceipt = response.json().await.expect("a receipt");
+    assert_eq!(receipt.accepted, 2, "{receipt:?}");
+    assert_eq!(receipt.rejected.len(), 1, "{receipt:?}");
+    assert_eq!((receipt.rejected[0].index, receipt.rejected[0].field.as_str()), (1, "records[1].at"));
+    let nodes: Vec<String> = sqlx::query_scalar("SELECT node FROM gpu_allocations WHERE job_id = ? ORDER BY node")
+        .bind(job_id)
+        .fetch_all(&pool)
+        .await
+        .expect("reading gpu_allocations");
+    assert_eq!(nodes, vec!["n1", "n3"]);
 }
