@@ -73,6 +73,11 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct IngestConfig {
     pub secrets: BTreeMap<String, IngestSecret>,
+    /// Clusters whose nodes each hold a secret of their own instead of the cluster's: the node name,
+    /// `:`, and the hex HMAC-SHA256 of the node name keyed with the cluster's secret
+    /// (`printf %s gpu001 | openssl dgst -sha256 -hmac "$SECRET"`). A node's secret is accepted only
+    /// for records of that node; the cluster's secret then stays on the server and central collectors.
+    pub node_secrets: Vec<String>,
 }
 
 /// A shared secret; `Debug` (and so `slurmlens config`) never prints it.
@@ -103,6 +108,9 @@ pub struct ReportConfig {
     pub backfill_concurrency: u32,
     /// The archiver's pause after each report, so it leaves VictoriaMetrics and slurmdbd headroom.
     pub backfill_pause_ms: u64,
+    /// A running job's report is made once and served again to the viewers who ask within this many
+    /// seconds (0 = only to those who asked while it was being made). At most 600.
+    pub live_cache_s: u64,
 }
 
 impl Default for ReportConfig {
@@ -113,6 +121,7 @@ impl Default for ReportConfig {
             backfill_days: 31,
             backfill_concurrency: 2,
             backfill_pause_ms: 100,
+            live_cache_s: 30,
         }
     }
 }

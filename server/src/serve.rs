@@ -90,6 +90,7 @@ pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporte
         metrics_timeout: metrics_timeout(config),
         archive_delay: Duration::from_secs(config.report.archive_delay_s),
         topology: topology(config)?,
+        live_cache: Duration::from_secs(config.report.live_cache_s),
     };
     Ok(Reporter::new(vm, store, settings))
 }

@@ -56,4 +56,19 @@ pub struct AllocatedGpu {
 pub struct GpuAllocationReceipt {
     /// Records stored (a replayed record is stored again, changing nothing).
     pub accepted: u64,
+    /// The records refused, each with the field at fault and why; the others were stored. Absent when
+    /// every record was stored. (A batch with no valid record at all is a 400 instead.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<GpuAllocationRejection>,
+}
+
+/// One refused record of a [`GpuAllocationBatch`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GpuAllocationRejection {
+    /// Its index in `records`.
+    pub index: u64,
+    /// The field at fault, e.g. `records[3].at`.
+    pub field: String,
+    pub reason: String,
 }

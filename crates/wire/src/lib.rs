@@ -21,7 +21,10 @@ mod traces;
 mod vocabulary;
 
 pub use errors::{ErrorBody, ErrorEnvelope, Page};
-pub use ingest::{AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord};
+pub use ingest::{
+    AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord,
+    GpuAllocationRejection,
+};
 pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use report::{

@@ -36,6 +36,32 @@ pub struct RefusalWords<'a> {
     pub trace_reason: &'a (dyn Fn(&str) -> String + Sync),
 }
 
+/// Who sent an ingest request: the cluster whose secret it carried and, where the site gives each node
+/// its own secret (`[ingest] node_secrets`), the node that secret belongs to. A node's secret speaks
+/// only for records of that node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    pub cluster: ClusterName,
+    pub node: Option<String>,
+}
+
+impl Sender {
+    /// A sender with the cluster's own secret: any node of the cluster.
+    pub fn cluster_wide(cluster: ClusterName) -> Self {
+        Self { cluster, node: None }
+    }
+
+    /// `Err` with the reason when `node` is not one this sender may speak for.
+    fn may_send_for(&self, node: &str) -> Result<(), String> {
+        match &self.node {
+            Some(own) if own != node => Err(format!(
+                "`{node}` is not the node this secret belongs to (`{own}`): a node sends only its own records"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// One `nsys stats --format csv` report of one job, as the request describes it.
 #[derive(Debug, Clone)]
 pub struct NsysReport {
@@ -50,11 +76,13 @@ pub struct NsysReport {
 }
 
 impl App {
-    /// Validates and stores a batch of the plugin's GPU records of `cluster`: every record or none
-    /// (`Invalid` names the first bad field, e.g. `records[3].gpus`).
+    /// Validates and stores a batch of the plugin's GPU records from `sender`: the valid records are
+    /// stored and each refused one is named in the receipt (one record with a skewed clock does not
+    /// sink the spool's batch around it). A batch with no valid record is `Invalid`, naming the first
+    /// bad field (e.g. `records[3].gpus`), and stores nothing.
     pub async fn ingest_gpu_allocations(
         &self,
-        cluster: &ClusterName,
+        sender: &Sender,
         batch: &wire::GpuAllocationBatch,
     ) -> Result<wire::GpuAllocationReceipt, AppError> {
         if batch.records.is_empty() || batch.records.len() > MAX_RECORDS {
@@ -63,15 +91,29 @@ impl App {
         let now = Utc::now();
         let mut allocations = Vec::new();
         let mut ends = Vec::new();
+        let mut rejected = Vec::new();
         for (at, record) in batch.records.iter().enumerate() {
             let field = |name: &str| format!("records[{at}].{name}");
-            allocations.extend(validate_record(record, cluster, now, &field)?);
-            if record.event == wire::GpuAllocationEvent::End {
-                ends.push((record.job_id, record.at));
+            match validate_record(record, sender, now, &field) {
+                Ok(rows) => {
+                    allocations.extend(rows);
+                    if record.event == wire::GpuAllocationEvent::End {
+                        ends.push((record.job_id, record.at));
+                    }
+                }
+                Err(AppError::Invalid { parameter, message }) => {
+                    rejected.push(wire::GpuAllocationRejection { index: at as u64, field: parameter, reason: message });
+                }
+                Err(other) => return Err(other),
             }
         }
-        self.store_allocations(cluster, &allocations, &ends).await?;
-        Ok(wire::GpuAllocationReceipt { accepted: batch.records.len() as u64 })
+        if rejected.len() == batch.records.len() {
+            let first = rejected.swap_remove(0);
+            return Err(AppError::Invalid { parameter: first.field, message: first.reason });
+        }
+        self.store_allocations(&sender.cluster, &allocations, &ends).await?;
+        let accepted = (batch.records.len() - rejected.len()) as u64;
+        Ok(wire::GpuAllocationReceipt { accepted, rejected })
     }
 
     /// Stores validated rows idempotently, then marks the jobs whose end was reported (`(job_id, at)`) and
@@ -86,9 +128,16 @@ impl App {
         if !allocations.is_empty() {
             store.upsert_gpu_allocations(cluster, allocations).await?;
         }
+        // Every node of a job posts its end, and a spool replay repeats them: one per job is enough
+        // (the latest), and the report's archive is scheduled once per job.
+        let mut latest: BTreeMap<u32, DateTime<Utc>> = BTreeMap::new();
         for (job_id, at) in ends {
-            store.end_job(cluster, *job_id, *at).await?;
-            super::report::schedule_archive(self.clone(), cluster.clone(), *job_id);
+            let entry = latest.entry(*job_id).or_insert(*at);
+            *entry = (*entry).max(*at);
+        }
+        for (job_id, at) in latest {
+            store.end_job(cluster, job_id, at).await?;
+            super::report::schedule_archive(self.clone(), cluster.clone(), job_id);
         }
         Ok(())
     }
@@ -97,7 +146,7 @@ impl App {
     /// the valid ones are stored, each refused one is answered with its place and reason.
     pub async fn ingest_mapped<P: Copy + Default + Ord>(
         &self,
-        cluster: &ClusterName,
+        sender: &Sender,
         records: MappedRecords<P>,
         words: &RefusalWords<'_>,
     ) -> Result<Vec<(P, String)>, AppError> {
@@ -106,7 +155,7 @@ impl App {
         let mut allocations = Vec::new();
         let mut ends = Vec::new();
         for (place, record) in &records.gpu_allocations {
-            match validate_record(record, cluster, now, words.allocation_field) {
+            match validate_record(record, sender, now, words.allocation_field) {
                 Ok(rows) => {
                     allocations.extend(rows);
                     if record.event == wire::GpuAllocationEvent::End {
@@ -119,10 +168,15 @@ impl App {
                 Err(other) => return Err(other),
             }
         }
+        let cluster = &sender.cluster;
         if !allocations.is_empty() || !ends.is_empty() {
             self.store_allocations(cluster, &allocations, &ends).await?;
         }
         for (node, traces) in records.traces {
+            if let Err(reason) = sender.may_send_for(&node) {
+                refused.extend(traces.iter().map(|(place, _)| (*place, (words.trace_reason)(&reason))));
+                continue;
+            }
             let (places, traces): (Vec<P>, Vec<Result<wire::TraceRecord, String>>) =
                 traces.into_iter().map(|(place, record)| (place, Ok(record))).unzip();
             let (summaries, refusals) = validate_records(traces, now);
@@ -142,11 +196,12 @@ impl App {
     /// the valid ones in one transaction, the others named in the receipt.
     pub async fn ingest_traces(
         &self,
-        cluster: &ClusterName,
+        sender: &Sender,
         (claimed_cluster, node): (&str, &str),
         records: Vec<Result<wire::TraceRecord, String>>,
     ) -> Result<wire::TraceReceipt, AppError> {
-        check_cluster_and_node(cluster, claimed_cluster, node)?;
+        check_cluster_and_node(sender, claimed_cluster, node)?;
+        let cluster = &sender.cluster;
         if records.is_empty() || records.len() > MAX_TRACE_RECORDS {
             return Err(AppError::invalid("records", format!("send 1 to {MAX_TRACE_RECORDS} records")));
         }
@@ -232,6 +287,32 @@ impl App {
         self.store_summaries(cluster, node, merged.into_values().collect(), rejected).await
     }
 
+    /// Stores an `nsys stats` report a signed-in person uploads for a job they may see (their own, one
+    /// of an account they coordinate, any for staff), on one of the job's nodes: the path for users,
+    /// who never hold the cluster's ingest secret. `report.job_id` is replaced by the job's own.
+    pub async fn ingest_viewer_nsys(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        job_id: &str,
+        mut report: NsysReport,
+        csv: &[u8],
+    ) -> Result<wire::TraceReceipt, AppError> {
+        if viewer.identity().is_none() {
+            return Err(AppError::Unauthorized("sign in through the site to upload a report of your job".into()));
+        }
+        let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
+        if !record.nodes.hosts().contains(&report.node) {
+            return Err(AppError::invalid(
+                "node",
+                format!("`{}` is not a node of job {job_id} ({})", report.node, record.nodes.hosts().join(",")),
+            ));
+        }
+        report.job_id = record.identity.id_job;
+        let cluster = reader.cluster().clone();
+        self.ingest_nsys(&cluster, &report, csv).await
+    }
+
     /// The job's start and, once it ended, its elapsed seconds, as slurmdbd recorded them. The ingest
     /// secret speaks for the whole cluster, so the lookup is not limited to a viewer.
     async fn job_span(&self, cluster: &ClusterName, job_id: u32) -> Result<(DateTime<Utc>, Option<u32>), AppError> {
@@ -282,16 +363,18 @@ impl App {
 /// `field` names (the JSON batch says `records[3].gpus`; the OTLP logs path names the attribute).
 pub fn validate_record(
     record: &wire::GpuAllocationRecord,
-    cluster: &ClusterName,
+    sender: &Sender,
     now: DateTime<Utc>,
     field: &dyn Fn(&str) -> String,
 ) -> Result<Vec<GpuAllocation>, AppError> {
+    let cluster = &sender.cluster;
     if record.cluster != cluster.as_str() {
         return Err(AppError::invalid(
             &field("cluster"),
             format!("`{}` is not the cluster this secret belongs to (`{cluster}`)", record.cluster),
         ));
     }
+    sender.may_send_for(&record.node).map_err(|reason| AppError::invalid(&field("node"), reason))?;
     let mut allocations = Vec::with_capacity(record.gpus.len());
     parse_allocations(record, now, field, &mut allocations)?;
     Ok(allocations)
@@ -391,8 +474,9 @@ pub fn validate_records(
 }
 
 /// The cluster a request claims must be the one its ingest secret belongs to, and its node a Slurm node
-/// name.
-pub fn check_cluster_and_node(cluster: &ClusterName, claimed: &str, node: &str) -> Result<(), AppError> {
+/// name (the secret's own node, for a node's secret).
+pub fn check_cluster_and_node(sender: &Sender, claimed: &str, node: &str) -> Result<(), AppError> {
+    let cluster = &sender.cluster;
     if claimed != cluster.as_str() {
         return Err(AppError::invalid(
             "cluster",
@@ -402,7 +486,7 @@ pub fn check_cluster_and_node(cluster: &ClusterName, claimed: &str, node: &str) 
     if !is_node_name(node) {
         return Err(AppError::invalid("node", format!("`{node}` is not a Slurm node name")));
     }
-    Ok(())
+    sender.may_send_for(node).map_err(|reason| AppError::invalid("node", reason))
 }
 
 /// Slurm node names as sites write them: letters, digits, `-`, `_`, `.`; a letter or digit first.

@@ -3,6 +3,7 @@
 //! [`Viewer`](crate::app::Viewer), and returns the answer as JSON; nothing else.
 
 mod auth;
+mod body_count;
 mod error;
 pub mod ingest;
 mod jobs;
@@ -90,6 +91,7 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ingest::post_gpu_allocations))
         .routes(routes!(traces::post_traces))
         .routes(routes!(traces::post_nsys))
+        .routes(routes!(traces::post_job_nsys))
         .routes(routes!(traces::job_traces))
         .routes(routes!(signals::job_logs))
         .routes(routes!(signals::job_profile))

@@ -41,6 +41,7 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("POST", "/api/v1/otlp/v1/logs"),
     ("POST", "/api/v1/traces"),
     ("POST", "/api/v1/traces/nsys"),
+    ("POST", "/api/v1/jobs/{job_id}/traces/nsys"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];
@@ -113,6 +114,7 @@ fn app() -> axum::Router {
     config.access.staff_users = vec![STAFF_USER.into()];
     config.ingest = IngestConfig {
         secrets: [(config.clusters[0].as_str().to_string(), IngestSecret(INGEST_SECRET.into()))].into(),
+        node_secrets: Vec::new(),
     };
     super::router(crate::serve::http_state(&config).expect("the test configuration is valid"))
 }

@@ -15,19 +15,23 @@ use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, 
 use prost::Message;
 use slurmlens_wire as wire;
 
-use super::HttpState;
 use super::error::ApiError;
-use super::ingest::authenticated_cluster;
+use super::ingest::authenticated_sender;
 use super::otlp_map::{self, Position};
+use super::{HttpState, body_count};
 use crate::app::App;
-use crate::app::ingest::{MAX_TRACE_RECORDS, MappedRecords, RefusalWords};
-use crate::domain::cluster::ClusterName;
+use crate::app::ingest::{MAX_TRACE_RECORDS, MappedRecords, RefusalWords, Sender};
 
-/// Largest body accepted, before and after gzip: the trace endpoint's limit.
+/// Largest body accepted as sent: the trace endpoint's limit.
 pub const MAX_OTLP_BODY_BYTES: usize = super::traces::MAX_TRACE_BODY_BYTES;
 /// Most log records in one request: the trace endpoint's limit (set the Collector's batch processor
 /// `send_batch_max_size` at or below it).
 pub const MAX_OTLP_LOG_RECORDS: usize = MAX_TRACE_RECORDS;
+/// Bytes one log record may take on average once inflated: a trace summary with a long C++ kernel
+/// name and its attributes.
+const INFLATED_BYTES_PER_RECORD: usize = 1_600;
+/// Largest body accepted after gzip: what the record limit needs, not what a gzip bomb offers.
+pub const MAX_INFLATED_BYTES: usize = MAX_OTLP_LOG_RECORDS * INFLATED_BYTES_PER_RECORD;
 /// Refusals spelled out in `errorMessage`; the count covers them all.
 const REASONS_SHOWN: usize = 20;
 
@@ -76,6 +80,17 @@ pub fn decode_logs(headers: &HeaderMap, body: &[u8]) -> Result<(Encoding, Export
             ));
         }
     };
+    // Counted on the wire first: millions of empty records are refused before any is built.
+    let counted = match encoding {
+        Encoding::Protobuf => body_count::protobuf_log_records(body, MAX_OTLP_LOG_RECORDS),
+        Encoding::Json => body_count::json_elements(body, body_count::OTLP_JSON_LOG_RECORDS, MAX_OTLP_LOG_RECORDS),
+    };
+    if counted.is_err() {
+        return Err(ApiError::invalid(
+            "body",
+            format!("more than {MAX_OTLP_LOG_RECORDS} log records: send at most {MAX_OTLP_LOG_RECORDS} per request"),
+        ));
+    }
     let request = match encoding {
         Encoding::Protobuf => ExportLogsServiceRequest::decode(body)
             .map_err(|e| ApiError::invalid("body", format!("not an OTLP ExportLogsServiceRequest in protobuf: {e}")))?,
@@ -95,15 +110,18 @@ pub fn decode_logs(headers: &HeaderMap, body: &[u8]) -> Result<(Encoding, Export
     Ok((encoding, request))
 }
 
-/// Inflates a gzip body, refusing one that inflates beyond the body limit.
+/// Inflates a gzip body, refusing one that inflates beyond [`MAX_INFLATED_BYTES`].
 fn gunzip(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let mut inflated = Vec::new();
     GzDecoder::new(body)
-        .take(MAX_OTLP_BODY_BYTES as u64 + 1)
+        .take(MAX_INFLATED_BYTES as u64 + 1)
         .read_to_end(&mut inflated)
         .map_err(|e| ApiError::invalid("body", format!("`Content-Encoding: gzip`, but not gzip: {e}")))?;
-    if inflated.len() > MAX_OTLP_BODY_BYTES {
-        return Err(ApiError::invalid("body", format!("the body inflates to more than {MAX_OTLP_BODY_BYTES} bytes")));
+    if inflated.len() > MAX_INFLATED_BYTES {
+        return Err(ApiError::invalid(
+            "body",
+            format!("the body inflates to more than {MAX_INFLATED_BYTES} bytes: send at most {MAX_INFLATED_BYTES}"),
+        ));
     }
     Ok(inflated)
 }
@@ -205,8 +223,8 @@ impl LogsOutcome {
     security(("ingest_secret" = [])),
 )]
 pub async fn post_logs(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
-    let cluster = match authenticated_cluster(&state, &headers) {
-        Ok(cluster) => cluster,
+    let sender = match authenticated_sender(&state, &headers) {
+        Ok(sender) => sender,
         Err(response) => return *response,
     };
     let bytes = match axum::body::to_bytes(body, MAX_OTLP_BODY_BYTES).await {
@@ -216,22 +234,20 @@ pub async fn post_logs(State(state): State<HttpState>, headers: HeaderMap, body:
                 .into_response();
         }
     };
-    let (encoding, request) = match decode_logs(&headers, &bytes) {
+    let decoded = body_count::off_runtime(move || decode_logs(&headers, &bytes)).await;
+    let (encoding, request) = match decoded {
         Ok(decoded) => decoded,
         Err(error) => return error.into_response(),
     };
-    match ingest_logs(state.app(), &cluster, &request).await {
+    match ingest_logs(state.app(), &sender, &request).await {
         Ok(outcome) => outcome.into_response(encoding),
         Err(error) => error.into_response(),
     }
 }
 
 /// Maps the request's records and hands them to the JSON endpoints' validation and storage.
-async fn ingest_logs(
-    app: &App,
-    cluster: &ClusterName,
-    request: &ExportLogsServiceRequest,
-) -> Result<LogsOutcome, ApiError> {
+async fn ingest_logs(app: &App, sender: &Sender, request: &ExportLogsServiceRequest) -> Result<LogsOutcome, ApiError> {
+    let cluster = &sender.cluster;
     let records = otlp_map::count_log_records(request);
     if records > MAX_OTLP_LOG_RECORDS {
         return Err(ApiError::invalid(
@@ -243,7 +259,7 @@ async fn ingest_logs(
     let mut outcome = LogsOutcome { rejected: mapped.rejected, ignored: mapped.ignored };
     let records = MappedRecords { gpu_allocations: mapped.gpu_allocations, traces: mapped.traces };
     let words = RefusalWords { allocation_field: &otlp_map::allocation_field, trace_reason: &otlp_map::trace_reason };
-    outcome.rejected.extend(app.ingest_mapped(cluster, records, &words).await?);
+    outcome.rejected.extend(app.ingest_mapped(sender, records, &words).await?);
     outcome.rejected.sort_by_key(|(position, _)| *position);
     Ok(outcome)
 }

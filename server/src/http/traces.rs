@@ -20,7 +20,7 @@ use super::HttpState;
 use super::error::ApiError;
 use super::ingest::answer_authenticated;
 use super::params::{Params, QueryPairs, pairs};
-use crate::app::ingest::{NsysReport, check_cluster_and_node};
+use crate::app::ingest::{MAX_TRACE_RECORDS, NsysReport, check_cluster_and_node};
 use crate::app::{App, Viewer};
 use crate::domain::trace::{MAX_GPU_INDEX, MAX_INTERVAL_S};
 
@@ -29,11 +29,13 @@ pub const MAX_TRACE_BODY_BYTES: usize = 16 << 20;
 
 /// The envelope of a batch whose records did not all decode: each is decoded on its own so that one
 /// bad record does not sink the others.
+/// Each record stays the text it came as (no tree of values is built), decoded on its own below.
 #[derive(serde::Deserialize)]
-struct RawBatch {
+struct RawBatch<'a> {
     cluster: String,
     node: String,
-    records: Vec<serde_json::Value>,
+    #[serde(borrow)]
+    records: Vec<&'a serde_json::value::RawValue>,
 }
 
 async fn read_body(body: Body) -> Result<axum::body::Bytes, ApiError> {
@@ -65,17 +67,24 @@ async fn read_body(body: Body) -> Result<axum::body::Bytes, ApiError> {
     security(("ingest_secret" = [])),
 )]
 pub async fn post_traces(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
-    answer_authenticated(&state, &headers, async |cluster| {
+    answer_authenticated(&state, &headers, async |sender| {
         let bytes = read_body(body).await?;
-        let batch = decode_batch(&bytes)?;
-        Ok(state.app().ingest_traces(&cluster, (&batch.cluster, &batch.node), batch.records).await?)
+        let batch = super::body_count::off_runtime(move || decode_batch(&bytes)).await?;
+        Ok(state.app().ingest_traces(&sender, (&batch.cluster, &batch.node), batch.records).await?)
     })
     .await
 }
 
-/// A batch's cluster, node and records. The common case decodes in one pass; a batch with an
-/// undecodable record is decoded again, record by record, to name each bad one.
+/// A batch's cluster, node and records. The records are counted on the wire first (a body of
+/// millions of `{}` is refused before any is built); the common case then decodes in one pass; a batch
+/// with an undecodable record is decoded again, record by record, to name each bad one.
 fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
+    if super::body_count::json_elements(bytes, &[&["records"]], MAX_TRACE_RECORDS).is_err() {
+        return Err(ApiError::invalid(
+            "records",
+            format!("more than {MAX_TRACE_RECORDS} records: send at most {MAX_TRACE_RECORDS} per request"),
+        ));
+    }
     if let Ok(batch) = serde_json::from_slice::<wire::TraceBatch>(bytes) {
         let records = batch.records.into_iter().map(Ok).collect();
         return Ok(DecodedBatch { cluster: batch.cluster, node: batch.node, records });
@@ -90,7 +99,7 @@ fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
     let records = batch
         .records
         .into_iter()
-        .map(|value| serde_json::from_value(value).map_err(|e| format!("not a trace record: {e}")))
+        .map(|raw| serde_json::from_str(raw.get()).map_err(|e| format!("not a trace record: {e}")))
         .collect();
     Ok(DecodedBatch { cluster: batch.cluster, node: batch.node, records })
 }
@@ -135,12 +144,12 @@ struct DecodedBatch {
     security(("ingest_secret" = [])),
 )]
 pub async fn post_nsys(State(state): State<HttpState>, headers: HeaderMap, query: QueryPairs, body: Body) -> Response {
-    answer_authenticated(&state, &headers, async |cluster| {
+    answer_authenticated(&state, &headers, async |sender| {
         let params = Params::new(pairs(query)?, &["cluster", "job_id", "node", "gpu", "pid", "start", "duration_s"])?;
         let node = params.text("node").ok_or_else(|| ApiError::invalid("node", "send node="))?;
-        check_cluster_and_node(&cluster, params.text("cluster").unwrap_or_default(), node)?;
+        check_cluster_and_node(&sender, params.text("cluster").unwrap_or_default(), node)?;
         let report = nsys_report(&params, node)?;
-        Ok(state.app().ingest_nsys(&cluster, &report, &read_body(body).await?).await?)
+        Ok(state.app().ingest_nsys(&sender.cluster, &report, &read_body(body).await?).await?)
     })
     .await
 }
@@ -150,6 +159,11 @@ fn nsys_report(params: &Params, node: &str) -> Result<NsysReport, ApiError> {
     let job_id = params
         .number("job_id", 1, u64::from(u32::MAX))?
         .ok_or_else(|| ApiError::invalid("job_id", "send job_id="))? as u32;
+    nsys_span(params, node, job_id)
+}
+
+/// The node, GPU, process and span of an nsys report, from its query string.
+fn nsys_span(params: &Params, node: &str, job_id: u32) -> Result<NsysReport, ApiError> {
     Ok(NsysReport {
         node: node.to_string(),
         job_id,
@@ -158,6 +172,56 @@ fn nsys_report(params: &Params, node: &str) -> Result<NsysReport, ApiError> {
         start: params.time("start")?,
         duration_s: params.number("duration_s", 1, u64::from(MAX_INTERVAL_S))?.map(|d| d as u32),
     })
+}
+
+/// `POST /api/v1/jobs/{job_id}/traces/nsys?cluster=&node=[&gpu=&pid=&start=&duration_s=]`: an nsys report
+/// a signed-in person uploads for a job they may see; the body as for `POST /api/v1/traces/nsys`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{job_id}/traces/nsys",
+    tag = "jobs",
+    operation_id = "post_job_nsys",
+    summary = "Upload an `nsys stats` summary report of your job",
+    description = "The body is the CSV of one `nsys stats --format csv` report (`cuda_api_sum`, \
+        `cuda_gpu_kern_sum`, `cuda_gpu_mem_time_sum`, `nvtx_sum`), stored as one interval of `duration_s` \
+        seconds from `start` (default: the job's start and, for an ended job, its elapsed time) on `node`, \
+        which must be one of the job's nodes. For people: signed in through the site (personal tokens are \
+        read-only), into a job they may see (their own, their accounts' as coordinator, any as staff); a \
+        job they may not see is a 404, like a missing one. The cluster's ingest secret is not needed and \
+        must not be handed to users.",
+    params(
+        ("job_id" = String, Path, description = "`123`, `123_4` (array task) or `8+1` (het component)."),
+        ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
+        ("node" = String, Query, description = "The node the report was taken on: one of the job's nodes."),
+        ("gpu" = Option<u16>, Query, description = "Slurm's GPU index on the node; default 0."),
+        ("pid" = Option<u32>, Query, description = "The profiled process; default 0."),
+        ("start" = Option<String>, Query, description = "Start of the profiled span, RFC 3339 or Unix seconds; default: the job's start."),
+        ("duration_s" = Option<u32>, Query, minimum = 1, description = "Length of the profiled span in seconds; default: the ended job's elapsed time."),
+    ),
+    request_body(content = String, description = "`nsys stats --format csv` output", content_type = "text/csv"),
+    responses(
+        (status = 200, description = "The valid rows stored; the others named", body = wire::TraceReceipt),
+        (status = 400, description = "A bad parameter, a node not of the job, or not an nsys CSV (`invalid_parameter`)", body = wire::ErrorEnvelope),
+        (status = 401, description = "Not signed in (`unauthorized`)", body = wire::ErrorEnvelope),
+        (status = 403, description = "A personal token: tokens are read-only (`forbidden`)", body = wire::ErrorEnvelope),
+        (status = 404, description = "No such job, or one the uploader may not see (`not_found`)", body = wire::ErrorEnvelope),
+        (status = 503, description = "slurmdbd's or slurmlens's database does not answer, or none is configured (`source_unavailable`)", body = wire::ErrorEnvelope),
+    ),
+    security(("user_header" = [])),
+)]
+pub async fn post_job_nsys(
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
+    Path(job_id): Path<String>,
+    query: QueryPairs,
+    body: Body,
+) -> Result<Json<wire::TraceReceipt>, ApiError> {
+    let params = Params::new(pairs(query)?, &["cluster", "node", "gpu", "pid", "start", "duration_s"])?;
+    let node = params.text("node").ok_or_else(|| ApiError::invalid("node", "send node="))?;
+    // The job's own id replaces this placeholder once the job is found.
+    let report = nsys_span(&params, node, 0)?;
+    let csv = read_body(body).await?;
+    Ok(Json(app.ingest_viewer_nsys(&viewer, params.text("cluster"), &job_id, report, &csv).await?))
 }
 
 /// `GET /api/v1/jobs/{job_id}/traces?cluster=`: where the job's traced GPU time went.

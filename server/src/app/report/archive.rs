@@ -327,10 +327,15 @@ async fn report_then_pause<'j>(
 }
 
 /// Archives one job's report once `archive_delay` has passed (the plugin's job-end message), so a
-/// report is kept promptly even between archiver rounds. Failures are logged; the archiver retries.
+/// report is kept promptly even between archiver rounds. A job's end comes from each of its nodes (and
+/// again on a spool replay): one archive per job is scheduled at a time, and at most
+/// [`super::ARCHIVES_AT_ONCE`] run at once. Failures are logged; the archiver retries.
 pub fn schedule_archive(app: App, cluster: ClusterName, job_id: u32) {
+    let Some(claim) = app.reporter().flights.claim_archive(&cluster, job_id) else { return };
     tokio::spawn(async move {
+        let _claim = claim;
         tokio::time::sleep(app.reporter().settings.archive_delay).await;
+        let Some(_worker) = app.reporter().flights.archive_worker().await else { return };
         let Some(reader) = app.readers().find(|reader| *reader.cluster() == cluster) else { return };
         let result = async {
             let Some((record, _)) = reader.job(&ViewerScope::Staff, JobSelector::Id(job_id)).await? else {

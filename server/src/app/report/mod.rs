@@ -8,6 +8,7 @@
 
 mod archive;
 mod assemble;
+mod flight;
 mod form;
 mod gather;
 mod live;
@@ -21,6 +22,7 @@ use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
 pub use archive::{Archiver, ArchiverSettings, MAX_TRIES, Round, RoundSummary, archive_round, schedule_archive};
+pub use flight::{ARCHIVES_AT_ONCE, MIN_BUDGET_POINTS, POINTS_BUDGET, budgeted_points};
 pub use form::{SPREAD_ABOVE_GPUS, SeriesChoice, in_form};
 pub use live::{LiveJob, LiveMeans};
 pub use plan::ReportQueries;
@@ -44,7 +46,8 @@ use plan::{FaultScope, Span};
 
 impl Reporter {
     pub fn new(vm: Option<VictoriaMetrics>, store: Option<Store>, settings: ReportSettings) -> Self {
-        Self { vm, store, settings }
+        let flights = std::sync::Arc::new(flight::Flights::new(settings.live_cache));
+        Self { vm, store, settings, flights }
     }
 
     /// Whether a metrics source is configured: without one no report is worth archiving.
@@ -94,28 +97,53 @@ impl Reporter {
                 Err(error) => tracing::warn!(%error, "archive unavailable; computing the report live"),
             }
         }
-        let report = self.compute(reader, record, job, points).await;
         let due = finished && now >= record.time_end + self.settings.archive_delay.as_secs();
-        // A report without any metrics is kept too ("no data": past retention, or never exported), so
-        // it is neither made again nor listed as "not computed yet"; one the source did not answer is not.
-        if due
-            && report.metrics.status != wire::MetricsState::Unavailable
-            && let Some(store) = &self.store
-        {
-            let json = serde_json::to_string(&report).map_err(|e| ReportError::Encode(e.to_string()))?;
-            // The report is served either way; a failed archive is retried by the next read or sweep.
-            let digest = crate::store::ReportDigest {
-                mean_gpu_util: report.totals.mean_gpu_util,
-                mean_tensor_active: report.totals.mean_tensor_active,
-                blame: report.failure.as_ref().map(|failure| failure.blame.as_str().to_string()),
-                has_metrics: report.metrics.status == wire::MetricsState::Ok,
-            };
-            let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
-            if let Err(error) = archived.await {
-                tracing::warn!(%error, job = record.identity.id_job, "archiving the report failed");
-            }
+        let points = budgeted_points(job.alloc_gpus, points, due);
+        let key = flight::FlightKey {
+            cluster: cluster.clone(),
+            job_id: record.identity.id_job,
+            time_submit: record.time_submit,
+            points,
+        };
+        // One computation at a time per job and points: the viewers and job-end messages that ask
+        // meanwhile get its report (a finished job's is archived inside the flight, once).
+        self.flights
+            .run(key, !finished, || async {
+                let report = self.compute(reader, record, job, points).await;
+                if due {
+                    self.archive_made(cluster, record, &report).await?;
+                }
+                Ok(report)
+            })
+            .await
+    }
+
+    /// Archives a finished job's report just made. A report without any metrics is kept too ("no
+    /// data": past retention, or never exported), so it is neither made again nor listed as "not
+    /// computed yet"; one the source did not answer is not.
+    async fn archive_made(
+        &self,
+        cluster: &crate::domain::cluster::ClusterName,
+        record: &JobRecord,
+        report: &wire::JobReport,
+    ) -> Result<(), ReportError> {
+        if report.metrics.status == wire::MetricsState::Unavailable {
+            return Ok(());
         }
-        Ok(report)
+        let Some(store) = &self.store else { return Ok(()) };
+        let json = serde_json::to_string(report).map_err(|e| ReportError::Encode(e.to_string()))?;
+        // The report is served either way; a failed archive is retried by the next read or sweep.
+        let digest = crate::store::ReportDigest {
+            mean_gpu_util: report.totals.mean_gpu_util,
+            mean_tensor_active: report.totals.mean_tensor_active,
+            blame: report.failure.as_ref().map(|failure| failure.blame.as_str().to_string()),
+            has_metrics: report.metrics.status == wire::MetricsState::Ok,
+        };
+        let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
+        if let Err(error) = archived.await {
+            tracing::warn!(%error, job = record.identity.id_job, "archiving the report failed");
+        }
+        Ok(())
     }
 
     async fn compute(&self, reader: &SlurmDbd, record: &JobRecord, job: wire::Job, points: usize) -> wire::JobReport {
@@ -323,6 +351,8 @@ pub struct ReportSettings {
     pub archive_delay: Duration,
     /// Racks (ToRs) of the nodes: where a job's ping-mesh paths start and end.
     pub topology: slurmlens_slurm::topology::Topology,
+    /// A running job's report is served again for this long to the viewers who follow.
+    pub live_cache: Duration,
 }
 
 impl Default for ReportSettings {
@@ -332,6 +362,7 @@ impl Default for ReportSettings {
             metrics_timeout: Duration::from_secs(5),
             archive_delay: Duration::from_secs(120),
             topology: slurmlens_slurm::topology::Topology::default(),
+            live_cache: Duration::from_secs(30),
         }
     }
 }
@@ -342,6 +373,8 @@ pub struct Reporter {
     vm: Option<VictoriaMetrics>,
     store: Option<Store>,
     settings: ReportSettings,
+    /// One computation of a report at a time, and the job-end archives scheduled (`flight.rs`).
+    flights: std::sync::Arc<flight::Flights>,
 }
 
 /// Points per timeline when a request does not say (`?points=`).
