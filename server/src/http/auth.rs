@@ -4,7 +4,8 @@
 //!
 //! An identity comes from, in this order:
 //! 1. a personal token, `Authorization: Bearer slt_…`: looked up by its SHA-256, refused with 401 when
-//!    unknown, expired or revoked, 403 for anything but reading, 429 past its user's rate (all of the
+//!    unknown, expired or revoked, 403 for anything but reading (and uploading an nsys report into a job
+//!    its user may see), 429 past its user's rate (all of the
 //!    user's tokens together) or past its peer's (unknown tokens included, before any lookup). Every
 //!    answered use is written to the audit log; refused ones are counted, not written one by one;
 //! 2. the site's SSO proxy: `user_header` (and `groups_header`, only beside it), believed only from
@@ -157,6 +158,17 @@ fn stamp(request: &mut Request, identity: Identity) {
     request.extensions_mut().insert(Viewer::Signed(identity));
 }
 
+/// What a personal token may do: read, and one write, uploading an `nsys` report into a job its user
+/// may see (`POST /api/v1/jobs/{id}/traces/nsys`; from a batch script there is no sign-in, and the
+/// cluster's ingest secret must never be handed to users).
+fn token_may(method: &Method, path: &str) -> bool {
+    let nsys_upload = || {
+        let rest = path.strip_prefix("/api/v1/jobs/").and_then(|rest| rest.strip_suffix("/traces/nsys"));
+        rest.is_some_and(|job| !job.is_empty() && !job.contains('/'))
+    };
+    *method == Method::GET || *method == Method::HEAD || (*method == Method::POST && nsys_upload())
+}
+
 fn rate_limited(message: String, wait: Duration) -> Response {
     let mut response = ApiError::RateLimited(message).into_response();
     let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
@@ -191,7 +203,7 @@ async fn with_token(
         Some(ApiError::Unauthorized("this token was revoked".into()).into_response())
     } else if token.expires_at <= now {
         Some(ApiError::Unauthorized("this token expired".into()).into_response())
-    } else if method != Method::GET && method != Method::HEAD {
+    } else if !token_may(&method, request.uri().path()) {
         Some(
             ApiError::Forbidden("tokens are read-only; sign in through the site to change anything".into())
                 .into_response(),

@@ -175,7 +175,8 @@ fn nsys_span(params: &Params, node: &str, job_id: u32) -> Result<NsysReport, Api
 }
 
 /// `POST /api/v1/jobs/{job_id}/traces/nsys?cluster=&node=[&gpu=&pid=&start=&duration_s=]`: an nsys report
-/// a signed-in person uploads for a job they may see; the body as for `POST /api/v1/traces/nsys`.
+/// a person (signed in, or with a personal token) uploads for a job they may see; the body as for
+/// `POST /api/v1/traces/nsys`.
 #[utoipa::path(
     post,
     path = "/api/v1/jobs/{job_id}/traces/nsys",
@@ -185,8 +186,8 @@ fn nsys_span(params: &Params, node: &str, job_id: u32) -> Result<NsysReport, Api
     description = "The body is the CSV of one `nsys stats --format csv` report (`cuda_api_sum`, \
         `cuda_gpu_kern_sum`, `cuda_gpu_mem_time_sum`, `nvtx_sum`), stored as one interval of `duration_s` \
         seconds from `start` (default: the job's start and, for an ended job, its elapsed time) on `node`, \
-        which must be one of the job's nodes. For people: signed in through the site (personal tokens are \
-        read-only), into a job they may see (their own, their accounts' as coordinator, any as staff); a \
+        which must be one of the job's nodes. For people: signed in through the site, or with a personal \
+        token (from a batch script: the one write a token may make), into a job they may see (their own, their accounts' as coordinator, any as staff); a \
         job they may not see is a 404, like a missing one. The cluster's ingest secret is not needed and \
         must not be handed to users.",
     params(
@@ -203,11 +204,10 @@ fn nsys_span(params: &Params, node: &str, job_id: u32) -> Result<NsysReport, Api
         (status = 200, description = "The valid rows stored; the others named", body = wire::TraceReceipt),
         (status = 400, description = "A bad parameter, a node not of the job, or not an nsys CSV (`invalid_parameter`)", body = wire::ErrorEnvelope),
         (status = 401, description = "Not signed in (`unauthorized`)", body = wire::ErrorEnvelope),
-        (status = 403, description = "A personal token: tokens are read-only (`forbidden`)", body = wire::ErrorEnvelope),
         (status = 404, description = "No such job, or one the uploader may not see (`not_found`)", body = wire::ErrorEnvelope),
         (status = 503, description = "slurmdbd's or slurmlens's database does not answer, or none is configured (`source_unavailable`)", body = wire::ErrorEnvelope),
     ),
-    security(("user_header" = [])),
+    security(("token" = []), ("user_header" = [])),
 )]
 pub async fn post_job_nsys(
     State(app): State<App>,

@@ -403,7 +403,7 @@ async fn nsys_uploads_go_through_the_users_identity_into_a_job_they_may_see() {
         100.0,6000000000,600,10000000.0,10000000.0,9000000,11000000,100.0,\"void gemm_kernel(Params)\"\n";
     let upload = |user: Option<&str>, node: &str| {
         let path = format!(
-            "{}/api/v1/jobs/{job_id}/traces/nsys?cluster=lab&node={node}&start=2026-01-02T03:00:00Z&duration_s=20",
+            "{}/api/v1/jobs/{job_id}/traces/nsys?cluster=lab&node={node}",
             app.base_url
         );
         let mut request = app.client.post(path).body(csv);
@@ -414,10 +414,45 @@ async fn nsys_uploads_go_through_the_users_identity_into_a_job_they_may_see() {
     };
     let response = upload(Some(&owner), &node).await.expect("an answer");
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap_or_default());
+    // Stored over the job's run (the default span), where the job's traces are read.
     let traces: JobTraces =
         app.get_as(&owner, &format!("/api/v1/jobs/{job_id}/traces?cluster=lab")).await.json().await.expect("traces");
     assert_eq!(traces.gpus.len(), 1, "the owner's upload is in the job's breakdown");
 
+    // From a batch script there is no sign-in: the owner's personal token makes the same upload (the one
+    // write a token may make); another of its writes is still refused.
+    let token: slurmlens_wire::CreatedToken = app
+        .client
+        .post(format!("{}/api/v1/tokens", app.base_url))
+        .header("X-Remote-User", &owner)
+        .json(&serde_json::json!({"name": "batch"}))
+        .send()
+        .await
+        .expect("token")
+        .json()
+        .await
+        .expect("created");
+    let with_token = app
+        .client
+        .post(format!(
+            "{}/api/v1/jobs/{job_id}/traces/nsys?cluster=lab&node={node}&pid=2",
+            app.base_url
+        ))
+        .bearer_auth(&token.token)
+        .body(csv)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(with_token.status(), 200, "{}", with_token.text().await.unwrap_or_default());
+    let other_write = app
+        .client
+        .post(format!("{}/api/v1/tokens", app.base_url))
+        .bearer_auth(&token.token)
+        .json(&serde_json::json!({"name": "more"}))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(other_write.status(), 403);
     let stranger = upload(Some("someone-else"), &node).await.expect("an answer");
     assert_eq!(stranger.status(), 404, "a job the uploader may not see is not found");
     let anonymous = upload(None, &node).await.expect("an answer");
