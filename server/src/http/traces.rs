@@ -75,7 +75,7 @@ pub async fn post_traces(State(state): State<HttpState>, headers: HeaderMap, bod
 
 /// A batch's cluster, node and records. The common case decodes in one pass; a batch with an
 /// undecodable record is decoded again, record by record, to name each bad one.
-fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
+pub(super) fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
     if let Ok(batch) = serde_json::from_slice::<wire::TraceBatch>(bytes) {
         let records = batch.records.into_iter().map(Ok).collect();
         return Ok(DecodedBatch { cluster: batch.cluster, node: batch.node, records });
@@ -96,10 +96,10 @@ fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
 }
 
 /// A batch as decoded: each record, or why it did not decode.
-struct DecodedBatch {
-    cluster: String,
-    node: String,
-    records: Vec<Result<wire::TraceRecord, String>>,
+pub(super) struct DecodedBatch {
+    pub(super) cluster: String,
+    pub(super) node: String,
+    pub(super) records: Vec<Result<wire::TraceRecord, String>>,
 }
 
 /// `POST /api/v1/traces/nsys?cluster=&job_id=&node=[&gpu=&pid=&start=&duration_s=]`: the body is the
