@@ -167,17 +167,15 @@ proptest! {
     }
 }
 
-proptest! {
-    // A bound, not a search: a few cases show it, and long runs gain nothing from more of these large inputs.
-    #![proptest_config(ProptestConfig::with_cases(16))]
-
-    #[test]
-    fn hostlist_items_with_many_groups_are_refused_before_they_recurse(groups in (MAX_GROUPS + 1)..100_000, name in "[a-z]{1,3}") {
-        // Each group was a level of recursion: 100,000 of them overflowed the stack (a crash, not a panic).
-        let item = format!("{name}[1]").repeat(groups);
-        prop_assert_eq!(Hostlist::parse(&item), Err(HostlistError::TooManyGroups(item.clone())));
-        prop_assert_eq!(expand_lenient(&item), vec![item]);
-        let most = format!("{name}[1]").repeat(MAX_GROUPS);
-        prop_assert_eq!(Hostlist::parse(&most).map(|list| list.hosts().to_vec()), Ok(vec![most.replace(['[', ']'], "")]));
+/// A bound, not a search: three sizes show it (proptest's `PROPTEST_CASES` would multiply these large inputs).
+#[test]
+fn hostlist_items_with_many_groups_are_refused_before_they_recurse() {
+    // Each group was a level of recursion: 100,000 of them overflowed the stack (a crash, not a panic).
+    for groups in [MAX_GROUPS + 1, 1_000, 100_000] {
+        let item = "n[1]".repeat(groups);
+        assert_eq!(Hostlist::parse(&item), Err(HostlistError::TooManyGroups(item.clone())));
+        assert_eq!(expand_lenient(&item), vec![item]);
     }
+    let most = "n[1]".repeat(MAX_GROUPS);
+    assert_eq!(Hostlist::parse(&most).map(|list| list.hosts().to_vec()), Ok(vec!["n1".repeat(MAX_GROUPS)]));
 }
