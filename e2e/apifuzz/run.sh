@@ -4,14 +4,15 @@
 # requests for every operation, valid and invalid, and checks that none is answered with a 5xx
 # (`not_a_server_error`) and that every answer matches the document (`response_schema_conformance`).
 #
-# The server runs here on the lab's clusters `sakura` and `lab`, anonymous viewers as staff and the
-# viewer schemathesis signs in as (`X-Remote-User: apifuzz`, schemathesis.toml) staff too (so every
-# job is visible, and the token endpoints are reached), logs and profiles from the browser tests' stand-ins, its own throwaway database
-# `slurmlens_test_apifuzz`, and an ingest secret for `lab` that schemathesis sends to the ingest endpoints
-# (schemathesis.toml), so generated bodies get past authentication into decoding and validation.
-# Needs `lab/lab.sh up` and a built `slurmlens`. Bounded: APIFUZZ_MAX_TIME seconds of generation
-# (default 150), at most APIFUZZ_MAX_EXAMPLES cases per operation and phase (default 60). Reports
-# (JUnit, and a pytest file that replays each failure) and the server log go to e2e/out/apifuzz/.
+# The server runs here on the lab's clusters `sakura` and `lab`: anonymous viewers are staff, and so is
+# the viewer schemathesis signs in as (`X-Remote-User: apifuzz`, schemathesis.toml), so every job is
+# visible and the token endpoints are reached; logs and profiles come from the browser tests' stand-ins;
+# its own database is a throwaway one (`slurmlens_test_apifuzz`); and schemathesis sends the ingest
+# endpoints the ingest secret of `lab`, so generated bodies get past authentication into decoding and
+# validation. Needs `lab/lab.sh up` and a built `slurmlens`. Bounded: APIFUZZ_MAX_TIME seconds of
+# generation (default 150), at most APIFUZZ_MAX_EXAMPLES cases per operation and phase (default 60).
+# APIFUZZ_SEED replays a run's seed (printed at its end). Reports (JUnit, HAR, and a pytest file that
+# replays each failure) and the server log go to e2e/out/apifuzz/.
 #
 #   bash e2e/apifuzz/run.sh [more schemathesis options, e.g. --include-path /api/v1/jobs]
 set -euo pipefail
