@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: starts the lab (real MariaDB, munge, slurmdbd, slurmctld,
 # 4 slurmd, VictoriaMetrics on loopback), then formatting, lints, the architecture's boundaries, unit,
-# property and integration tests, then the web bundle and the browser tests.
+# property and integration tests, the fuzzers (docs/FUZZING.md), then the web bundle and the browser tests.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -44,6 +44,15 @@ if ! grep -q '^test result' "$ROOT/.lab/last-test.log" || grep -Eq '^test result
   echo "tests FAILED" >&2
   exit 1
 fi
+
+step "fuzz targets, long (docs/FUZZING.md)"
+# The test binaries just built, only their fuzz targets, with more cases. The timeout bounds the step: a
+# parser too slow to get through its cases in it is itself a finding.
+PROPTEST_CASES=${FUZZ_CASES:-4096} timeout 240 cargo test -q --workspace --lib -- fuzz_tests:: 2>&1 \
+  | { grep -Ev '^(running 0 tests|test result: ok\. 0 passed.*)?$' || true; }
+
+step "API fuzzing: schemathesis from docs/openapi.json against the server on the lab (docs/FUZZING.md)"
+APIFUZZ_MAX_TIME=${APIFUZZ_MAX_TIME:-150} bash e2e/apifuzz/run.sh
 
 # The browser tests seed their demo data with slurmlens-dev. `cargo test` above builds it for the tools'
 # CLI test; build it here if not, while the build outputs it needs are still there.

@@ -25,6 +25,9 @@ pub mod query;
 pub mod server;
 pub mod timefmt;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 /// The browser entry point: hydrates the server-rendered page.
 #[cfg(feature = "hydrate")]
 #[allow(unsafe_code, reason = "wasm_bindgen exports the entry point with #[no_mangle]")]

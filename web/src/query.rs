@@ -128,25 +128,29 @@ pub const SEARCH_BACK_DAYS: i64 = 366;
 /// Matches beyond the window shown at most.
 pub const BEYOND_LIMIT: u32 = 200;
 
+/// The earliest time a page reads: 0000-01-01T00:00:00Z, the first second RFC 3339 can write.
+pub const MIN_TIME: i64 = -62_167_219_200;
+/// The latest time a page reads: 9999-12-31T23:59:59Z, the last second RFC 3339 can write.
+pub const MAX_TIME: i64 = 253_402_300_799;
+
 /// Parses a time parameter: Unix seconds, RFC 3339, a wall-clock `YYYY-MM-DDTHH:MM[:SS]` (what a
 /// `datetime-local` form field sends) read in `zone`, or a date `YYYY-MM-DD` (its midnight in `zone`).
-/// Times outside `[0, LATEST_EPOCH]` are clamped into it, so no window arithmetic can overflow.
+/// A time outside [`MIN_TIME`]..=[`MAX_TIME`] is no time, so that a window around it never overflows.
 pub fn parse_time(text: &str, zone: Zone) -> Option<i64> {
     let text = text.trim();
     if text.is_empty() {
         return None;
     }
-    let parsed = if let Ok(epoch) = text.parse::<i64>() {
-        Some(epoch)
-    } else if let Ok(time) = DateTime::parse_from_rfc3339(text) {
-        Some(time.timestamp())
-    } else {
-        zone.parse_local(text).or_else(|| {
-            let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
-            zone.parse_local(&format!("{date}T00:00"))
+    let parsed =
+        text.parse::<i64>().ok().or_else(|| DateTime::parse_from_rfc3339(text).ok().map(|time| time.timestamp()));
+    parsed
+        .or_else(|| {
+            zone.parse_local(text).or_else(|| {
+                let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+                zone.parse_local(&format!("{date}T00:00"))
+            })
         })
-    };
-    parsed.map(|epoch| epoch.clamp(0, slurmlens_wire::LATEST_EPOCH))
+        .filter(|epoch| (MIN_TIME..=MAX_TIME).contains(epoch))
 }
 
 /// The zone a form's wall-clock times were written in: its `tz` field (the pages' forms carry the
@@ -175,13 +179,13 @@ impl GanttQuery {
 
     /// The window, defaulting to the day before `now`; at most thirty days, at least an hour.
     pub fn window(&self, now: i64) -> (i64, i64) {
-        // `parse_time` keeps both within [0, LATEST_EPOCH]; saturating all the same, for a caller that
+        // `parse_time` keeps both within MIN_TIME..=MAX_TIME; saturating all the same, for a caller that
         // set them by hand.
         let end = self.end.unwrap_or(now);
         let start = self.start.unwrap_or(end.saturating_sub(86_400));
-        let earliest = end.saturating_sub(crate::gantt::MAX_SPAN as i64);
-        let latest = end.saturating_sub(crate::gantt::MIN_SPAN as i64).max(earliest);
-        (start.clamp(earliest, latest), end)
+        let (widest, narrowest) = (crate::gantt::MAX_SPAN as i64, crate::gantt::MIN_SPAN as i64);
+        let start = start.clamp(end.saturating_sub(widest), end.saturating_sub(narrowest));
+        (start, end)
     }
 
     /// The query string (without `?`).
@@ -256,7 +260,7 @@ impl ListQuery {
         let end = self.end.unwrap_or(now);
         JobQuery {
             cluster: self.cluster.clone(),
-            start: Some(self.start.unwrap_or(end - 86_400)),
+            start: Some(self.start.unwrap_or(end.saturating_sub(86_400))),
             end: Some(end),
             filters: self.filters.clone(),
             search: self.search.clone(),
@@ -273,7 +277,7 @@ impl ListQuery {
         let window = self.api_query(now);
         let (start, end) = (window.start.unwrap_or(now), window.end.unwrap_or(now));
         Some(JobQuery {
-            start: Some(start.min(now - SEARCH_BACK_DAYS * 86_400)),
+            start: Some(start.min(now.saturating_sub(SEARCH_BACK_DAYS * 86_400))),
             end: Some(end.max(now)),
             search: Some(search),
             limit: Some(BEYOND_LIMIT),

@@ -17,6 +17,10 @@ pub const MAX_HOSTS: usize = 1_000_000;
 /// memory a malformed `n[0-999999]` in one job's node list must not take.
 pub const MAX_LENIENT_HOSTS: usize = 100_000;
 
+/// The most bracket groups one item may hold (`rack[1-2]-gpu[01-04]` holds two). Each group is a level
+/// of recursion in the expansion, so this also bounds its stack.
+pub const MAX_GROUPS: usize = 16;
+
 /// Why a hostlist expression was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostlistError {
@@ -32,6 +36,9 @@ pub enum HostlistError {
     /// Two commas in a row, or a comma at either end.
     #[error("empty host name in hostlist `{0}`")]
     EmptyHost(String),
+    /// An item with more than [`MAX_GROUPS`] bracket groups.
+    #[error("an item of hostlist `{0}` has more than {MAX_GROUPS} bracket groups")]
+    TooManyGroups(String),
 }
 
 /// An ordered list of host names, parsed from or printed as a Slurm hostlist expression.
@@ -251,6 +258,9 @@ fn split_top_level_lenient(expr: &str) -> Vec<&str> {
 /// Expands one comma-free item such as `rack[1-2]-gpu[01-04]` (bracket groups multiply out), refusing
 /// to grow `out` past `max_hosts`.
 fn expand_item(expr: &str, item: &str, max_hosts: usize, out: &mut Vec<String>) -> Result<(), HostlistError> {
+    if item.matches('[').count() > MAX_GROUPS {
+        return Err(HostlistError::TooManyGroups(expr.to_string()));
+    }
     let Some(open) = item.find('[') else {
         out.push(item.to_string());
         return Ok(());
@@ -281,7 +291,9 @@ fn expand_item(expr: &str, item: &str, max_hosts: usize, out: &mut Vec<String>) 
         if hi < lo {
             return Err(bad());
         }
-        let count = (hi - lo + 1) as usize;
+        // `n[0-18446744073709551615]` holds 2⁶⁴ numbers: no `usize` counts them, so it is too large
+        // rather than a count that wraps to 0 and slips under the cap.
+        let count = (hi - lo).checked_add(1).and_then(|count| usize::try_from(count).ok()).unwrap_or(usize::MAX);
         if count.saturating_mul(tails.len()).saturating_add(out.len()) > max_hosts {
             return Err(HostlistError::TooLarge(expr.to_string()));
         }

@@ -12,3 +12,6 @@ pub mod ids;
 pub mod signal;
 pub mod state;
 pub mod topology;
+
+#[cfg(test)]
+mod fuzz_tests;

@@ -5,11 +5,6 @@
 //! Field names follow `sacct`'s column names in snake_case where one exists (`job_id`, `alloc_tres`,
 //! `elapsed_raw`, `node_list`), so a user who knows `sacct -o` can read a response without a manual.
 
-/// The last second of the year 9999 (Unix seconds): every time a client sends lies in
-/// `[0, LATEST_EPOCH]` (the API refuses others, the pages clamp them), so a second more or a day less
-/// is never out of chrono's or `i64`'s range.
-pub const LATEST_EPOCH: i64 = 253_402_300_799;
-
 mod errors;
 mod ingest;
 mod jobs;

@@ -24,3 +24,6 @@ pub mod token;
 pub mod trace;
 pub mod tres;
 pub mod verdicts;
+
+#[cfg(test)]
+pub(crate) mod fuzz_tests;

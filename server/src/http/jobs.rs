@@ -65,11 +65,11 @@ pub async fn health(State(app): State<App>) -> Result<Json<wire::Health>, ApiErr
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
         ("start" = Option<String>, Query, description = "Window start, RFC 3339 or Unix seconds; default: `end` minus 24 h."),
         ("end" = Option<String>, Query, description = "Window end, RFC 3339 or Unix seconds; default: now."),
-        ("user" = Option<String>, Query, description = "Comma-separated user names."),
-        ("account" = Option<String>, Query, description = "Comma-separated accounts."),
-        ("partition" = Option<String>, Query, description = "Comma-separated partitions."),
+        ("user" = Option<String>, Query, description = "Comma-separated user names (printable ASCII without spaces, at most 128 characters each)."),
+        ("account" = Option<String>, Query, description = "Comma-separated accounts (printable ASCII without spaces, at most 128 characters each)."),
+        ("partition" = Option<String>, Query, description = "Comma-separated partitions (printable ASCII without spaces, at most 128 characters each)."),
         ("state" = Option<String>, Query, description = "Comma-separated states as sacct or squeue names them (`FAILED,TIMEOUT`, `CD`, `OOM`)."),
-        ("node" = Option<String>, Query, description = "Only jobs that ran on this node."),
+        ("node" = Option<String>, Query, description = "Only jobs that ran on this node (printable ASCII without spaces, at most 128 characters)."),
         ("min_gpus" = Option<u32>, Query, description = "At least this many allocated GPUs."),
         ("max_gpus" = Option<u32>, Query, description = "At most this many allocated GPUs."),
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 5000, description = "Page size; default 500."),
@@ -103,11 +103,11 @@ fn jobs_query(app: &App, params: &Params) -> Result<JobsQuery, ApiError> {
     let end = params.time("end")?;
     let window = JobsQuery::window(params.time("start")?, end)?;
     let filter = JobFilter {
-        users: params.list("user"),
-        accounts: params.list("account"),
-        partitions: params.list("partition"),
+        users: params.names("user")?,
+        accounts: params.names("account")?,
+        partitions: params.names("partition")?,
         states: JobsQuery::states(&params.list("state"))?,
-        node: params.text("node").map(String::from),
+        node: params.name("node")?.map(String::from),
         min_gpus: params.number("min_gpus", 0, u64::from(u32::MAX))?,
         max_gpus: params.number("max_gpus", 0, u64::from(u32::MAX))?,
         search: params

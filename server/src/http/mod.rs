@@ -162,6 +162,8 @@ async fn log_server_errors(request: Request, next: Next) -> Response {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod openapi_tests;
 #[cfg(test)]
 mod otlp_tests;

@@ -53,7 +53,7 @@ pub async fn list(
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
         ("start" = Option<String>, Query, description = "Window start, RFC 3339 or Unix seconds; default: `end` minus 7 days."),
         ("end" = Option<String>, Query, description = "Window end, RFC 3339 or Unix seconds; default: now."),
-        ("node" = Option<String>, Query, description = "Only this node's events."),
+        ("node" = Option<String>, Query, description = "Only this node's events (printable ASCII without spaces, at most 128 characters)."),
     ),
     responses(
         (status = 200, description = "The events", body = Vec<wire::NodeEvent>),
@@ -71,7 +71,7 @@ pub async fn events(
     app.cluster(params.text("cluster"))?;
     let end = params.time("end")?;
     let window = (params.time("start")?, end);
-    Ok(Json(app.node_events(&viewer, params.text("cluster"), window, params.text("node")).await?))
+    Ok(Json(app.node_events(&viewer, params.text("cluster"), window, params.name("node")?).await?))
 }
 
 /// `GET /api/v1/gpus/values?metric=&at=`: one metric (`gpu_util`, `tensor_active`, `fb_used`, `power`,

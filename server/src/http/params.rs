@@ -8,6 +8,23 @@ use chrono::{DateTime, Utc};
 
 use super::error::ApiError;
 
+/// 0000-01-01T00:00:00Z: the first second RFC 3339 can write, and the first a time parameter may name.
+pub const MIN_EPOCH_SECONDS: i64 = -62_167_219_200;
+/// 9999-12-31T23:59:59Z: the last second RFC 3339 can write, and the last a time parameter may name.
+pub const MAX_EPOCH_SECONDS: i64 = 253_402_300_799;
+
+/// The longest Slurm name (user, account, partition, node) a filter may hold.
+pub const MAX_NAME_LEN: usize = 128;
+
+fn is_slurm_name(value: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic())
+}
+
+fn not_a_name(value: &str) -> String {
+    let shown: String = value.chars().take(MAX_NAME_LEN).collect();
+    format!("`{shown}` is not a Slurm name (printable ASCII without spaces, at most {MAX_NAME_LEN} characters)")
+}
+
 /// A handler's raw query string: its rejection becomes our envelope instead of axum's text.
 pub type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
@@ -49,24 +66,46 @@ impl Params {
             .unwrap_or_default()
     }
 
-    /// RFC 3339 or Unix seconds, from 1970 to the end of 9999 ([`slurmlens_wire::LATEST_EPOCH`]).
+    /// A comma-separated list of Slurm names (`user=alice,bob`, `partition=gpu`), empty when absent. Each
+    /// is printable ASCII without spaces, at most [`MAX_NAME_LEN`] bytes: slurmdbd keeps names in latin1
+    /// columns, which other text can never match (and MariaDB refuses to compare it with).
+    pub fn names(&self, name: &str) -> Result<Vec<String>, ApiError> {
+        let names = self.list(name);
+        match names.iter().find(|value| !is_slurm_name(value)) {
+            Some(bad) => Err(ApiError::invalid(name, not_a_name(bad))),
+            None => Ok(names),
+        }
+    }
+
+    /// One Slurm name (`node=gpu001`), as [`Params::names`] reads each.
+    pub fn name(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        match self.text(name) {
+            Some(value) if !is_slurm_name(value) => Err(ApiError::invalid(name, not_a_name(value))),
+            value => Ok(value),
+        }
+    }
+
+    /// RFC 3339 or Unix seconds, within the years 0000 to 9999 (what RFC 3339 can write): a time beyond
+    /// them is refused here, so that no handler's arithmetic on it can overflow.
     pub fn time(&self, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
         let Some(text) = self.text(name) else {
             return Ok(None);
         };
-        let epoch = match DateTime::parse_from_rfc3339(text) {
-            Ok(parsed) => Some(parsed.timestamp()),
-            Err(_) => text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse::<i64>().ok()).flatten(),
+        let rfc3339 = DateTime::parse_from_rfc3339(text).ok().map(|parsed| parsed.with_timezone(&Utc));
+        let epoch = || {
+            let seconds = text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse::<i64>().ok()).flatten()?;
+            DateTime::from_timestamp(seconds, 0)
         };
-        let Some(epoch) = epoch else {
-            return Err(ApiError::invalid(
+        match rfc3339.or_else(epoch) {
+            Some(parsed) if (MIN_EPOCH_SECONDS..=MAX_EPOCH_SECONDS).contains(&parsed.timestamp()) => Ok(Some(parsed)),
+            Some(_) => Err(ApiError::invalid(
+                name,
+                format!("`{text}` is out of range (0000-01-01T00:00:00Z to 9999-12-31T23:59:59Z)"),
+            )),
+            None => Err(ApiError::invalid(
                 name,
                 format!("`{text}` is not a time (RFC 3339 such as 2026-11-29T12:00:00Z, or Unix seconds)"),
-            ));
-        };
-        match DateTime::from_timestamp(epoch, 0) {
-            Some(time) if (0..=slurmlens_wire::LATEST_EPOCH).contains(&epoch) => Ok(Some(time)),
-            _ => Err(ApiError::invalid(name, format!("`{text}` is outside 1970-01-01 to 9999-12-31"))),
+            )),
         }
     }
 

@@ -78,7 +78,7 @@ pub async fn post_traces(State(state): State<HttpState>, headers: HeaderMap, bod
 /// A batch's cluster, node and records. The records are counted on the wire first (a body of
 /// millions of `{}` is refused before any is built); the common case then decodes in one pass; a batch
 /// with an undecodable record is decoded again, record by record, to name each bad one.
-fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
+pub(super) fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
     if super::body_count::json_elements(bytes, &[&["records"]], MAX_TRACE_RECORDS).is_err() {
         return Err(ApiError::invalid(
             "records",
@@ -105,10 +105,10 @@ fn decode_batch(bytes: &[u8]) -> Result<DecodedBatch, ApiError> {
 }
 
 /// A batch as decoded: each record, or why it did not decode.
-struct DecodedBatch {
-    cluster: String,
-    node: String,
-    records: Vec<Result<wire::TraceRecord, String>>,
+pub(super) struct DecodedBatch {
+    pub(super) cluster: String,
+    pub(super) node: String,
+    pub(super) records: Vec<Result<wire::TraceRecord, String>>,
 }
 
 /// `POST /api/v1/traces/nsys?cluster=&job_id=&node=[&gpu=&pid=&start=&duration_s=]`: the body is the

@@ -402,10 +402,7 @@ async fn nsys_uploads_go_through_the_users_identity_into_a_job_they_may_see() {
     let csv = "\"Time (%)\",\"Total Time (ns)\",\"Instances\",\"Avg (ns)\",\"Med (ns)\",\"Min (ns)\",\"Max (ns)\",\"StdDev (ns)\",\"Name\"\n\
         100.0,6000000000,600,10000000.0,10000000.0,9000000,11000000,100.0,\"void gemm_kernel(Params)\"\n";
     let upload = |user: Option<&str>, node: &str| {
-        let path = format!(
-            "{}/api/v1/jobs/{job_id}/traces/nsys?cluster=lab&node={node}",
-            app.base_url
-        );
+        let path = format!("{}/api/v1/jobs/{job_id}/traces/nsys?cluster=lab&node={node}", app.base_url);
         let mut request = app.client.post(path).body(csv);
         if let Some(user) = user {
             request = request.header("X-Remote-User", user);
@@ -434,10 +431,7 @@ async fn nsys_uploads_go_through_the_users_identity_into_a_job_they_may_see() {
         .expect("created");
     let with_token = app
         .client
-        .post(format!(
-            "{}/api/v1/jobs/{job_id}/traces/nsys?cluster=lab&node={node}&pid=2",
-            app.base_url
-        ))
+        .post(format!("{}/api/v1/jobs/{job_id}/traces/nsys?cluster=lab&node={node}&pid=2", app.base_url))
         .bearer_auth(&token.token)
         .body(csv)
         .send()
