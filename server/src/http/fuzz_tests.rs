@@ -26,7 +26,7 @@ use super::otlp::{LogsOutcome, decode_logs};
 use super::otlp_map::{allocation_field, map_logs};
 use super::params::{MAX_EPOCH_SECONDS, MIN_EPOCH_SECONDS, Params};
 use super::traces::decode_batch;
-use crate::app::ingest::{validate_record, validate_records};
+use crate::app::ingest::{Sender, validate_record, validate_records};
 use crate::domain::cluster::ClusterName;
 use crate::domain::fuzz_tests::mutated;
 
@@ -120,7 +120,7 @@ fn ingest_otlp(headers: &HeaderMap, body: &[u8]) {
     let mapped = map_logs(&request, "lab");
     let now = Utc::now();
     for (_, record) in &mapped.gpu_allocations {
-        let _ = validate_record(record, &cluster(), now, &allocation_field);
+        let _ = validate_record(record, &Sender::cluster_wide(cluster()), now, &allocation_field);
     }
     for records in mapped.traces.into_values() {
         let _ = validate_records(records.into_iter().map(|(_, record)| Ok(record)).collect(), now);
@@ -192,7 +192,7 @@ proptest! {
     fn gpu_records_decode_and_validate_or_refuse(body in text_or_bytes(GPU_BATCH)) {
         if let Ok(batch) = serde_json::from_slice::<wire::GpuAllocationBatch>(&body) {
             for record in &batch.records {
-                if let Ok(allocations) = validate_record(record, &cluster(), Utc::now(), &|field| field.to_string()) {
+                if let Ok(allocations) = validate_record(record, &Sender::cluster_wide(cluster()), Utc::now(), &|field| field.to_string()) {
                     prop_assert_eq!(allocations.len(), record.gpus.len());
                 }
             }
