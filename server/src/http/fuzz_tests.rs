@@ -154,13 +154,16 @@ proptest! {
     }
 
     #[test]
-    fn name_filters_hold_only_what_latin1_columns_can_match(text in prop_oneof![any::<String>(), "[ -~]{0,12}(,[ -~\u{80}-\u{10ffff}]{0,8}){0,3}"]) {
-        // Text MariaDB cannot compare with slurmdbd's latin1 columns was a 500 (`Illegal mix of collations`).
+    fn name_filters_hold_no_space_or_control_and_are_bounded(text in prop_oneof![any::<String>(), "[ -~]{0,12}(,[ -~\u{80}-\u{10ffff}]{0,8}){0,3}"]) {
+        // Text slurmdbd's latin1 columns cannot hold is looked for and matches nothing (the integration
+        // test `security::overload` shows it); what reaches the reader is bounded and printable.
+        let printable = |name: &str| !name.is_empty() && name.chars().count() <= super::params::MAX_NAME_LEN
+            && !name.chars().any(|c| c.is_whitespace() || c.is_control());
         if let Ok(names) = params("user", &text).names("user") {
-            prop_assert!(names.iter().all(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic())));
+            prop_assert!(names.iter().all(|name| printable(name)));
         }
         if let Ok(Some(name)) = params("node", &text).name("node") {
-            prop_assert!(name.bytes().all(|b| b.is_ascii_graphic()));
+            prop_assert!(printable(name));
         }
     }
 

@@ -16,13 +16,16 @@ pub const MAX_EPOCH_SECONDS: i64 = 253_402_300_799;
 /// The longest Slurm name (user, account, partition, node) a filter may hold.
 pub const MAX_NAME_LEN: usize = 128;
 
+/// A name filter holds no space or control character and at most [`MAX_NAME_LEN`] characters. Any
+/// other text is a name to look for: one slurmdbd's latin1 columns cannot hold (`山田`) matches no job
+/// (the reader sees to that), it is not an error.
 fn is_slurm_name(value: &str) -> bool {
-    (1..=MAX_NAME_LEN).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic())
+    (1..=MAX_NAME_LEN).contains(&value.chars().count()) && !value.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 fn not_a_name(value: &str) -> String {
-    let shown: String = value.chars().take(MAX_NAME_LEN).collect();
-    format!("`{shown}` is not a Slurm name (printable ASCII without spaces, at most {MAX_NAME_LEN} characters)")
+    let shown: String = value.chars().filter(|c| !c.is_control()).take(MAX_NAME_LEN).collect();
+    format!("`{shown}` is not a Slurm name (no spaces or control characters, at most {MAX_NAME_LEN} characters)")
 }
 
 /// A handler's raw query string: its rejection becomes our envelope instead of axum's text.
@@ -66,9 +69,8 @@ impl Params {
             .unwrap_or_default()
     }
 
-    /// A comma-separated list of Slurm names (`user=alice,bob`, `partition=gpu`), empty when absent. Each
-    /// is printable ASCII without spaces, at most [`MAX_NAME_LEN`] bytes: slurmdbd keeps names in latin1
-    /// columns, which other text can never match (and MariaDB refuses to compare it with).
+    /// A comma-separated list of Slurm names (`user=alice,bob`, `partition=gpu`), empty when absent; each
+    /// as [`is_slurm_name`] says.
     pub fn names(&self, name: &str) -> Result<Vec<String>, ApiError> {
         let names = self.list(name);
         match names.iter().find(|value| !is_slurm_name(value)) {

@@ -288,8 +288,12 @@ async fn a_shared_nodes_gpus_reach_a_tenant_only_as_a_band_live_and_archived() {
     // The first report read archives it: wait until VictoriaMetrics serves the imported series.
     let ours = (0..4u16).map(|gpu| test_uuid(&node, gpu)).collect::<Vec<_>>().join("|");
     let deadline = Instant::now() + Duration::from_secs(30);
+    // Both series kinds: a busy VictoriaMetrics may index the XID series a moment after the readings.
     let count = format!("count(last_over_time(DCGM_FI_DEV_GPU_UTIL{{UUID=~\"{ours}\"}}[1m]))");
-    while crate::support::instant_query(&vm_url, &count, end).await != Some(4.0) {
+    let xids = format!("count(last_over_time(DCGM_FI_DEV_XID_ERRORS{{UUID=~\"{ours}\"}}[1m]))");
+    while crate::support::instant_query(&vm_url, &count, end).await != Some(4.0)
+        || crate::support::instant_query(&vm_url, &xids, end).await != Some(4.0)
+    {
         assert!(Instant::now() < deadline, "VictoriaMetrics never served the imported series");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
