@@ -420,7 +420,8 @@ test('report_charts_show_values_on_hover_with_linked_crosshairs_and_zoom_to_a_dr
   let job = null;
   let full = null;
   for (const candidate of candidates.slice(0, 40)) {
-    const r = await api(base, `/api/v1/jobs/${candidate.job_id}/report?cluster=sakura&points=240&series=per_gpu`);
+    // What the page asks (`PAGE_POINTS`), so the page and this read are the same report.
+    const r = await api(base, `/api/v1/jobs/${candidate.job_id}/report?cluster=sakura&points=120&series=per_gpu`);
     const points = r.gpus[0]?.series.find((s) => s.metric === 'gpu_util')?.points.length ?? 0;
     if (r.metrics.status === 'ok' && r.gpus.length >= 2 && r.gpus.length <= 12 && points >= 60) { job = candidate; full = r; break; }
   }
@@ -479,8 +480,10 @@ test('report_charts_show_values_on_hover_with_linked_crosshairs_and_zoom_to_a_dr
 
 test('a_big_jobs_report_json_is_its_summary_unless_asked_per_gpu', async () => {
   const now = Math.floor(Date.now() / 1000);
-  const big = (await allJobs(base, `cluster=sakura&start=${now - 2 * 86400}&end=${now - 3600}&min_gpus=64`)).find((j) => j.end && j.state === 'COMPLETED');
-  assert(big, 'a completed job of 64 GPUs or more in the last two days');
+  // An hour or more of it, so its timelines are full (a 4-minute job's are a few points either way).
+  const big = (await allJobs(base, `cluster=sakura&start=${now - 2 * 86400}&end=${now - 3600}&min_gpus=64`))
+    .find((j) => j.end && j.state === 'COMPLETED' && j.elapsed_raw >= 3600);
+  assert(big, 'a completed job of 64 GPUs or more, an hour or longer, in the last two days');
   const path = `/api/v1/jobs/${big.job_id}/report?cluster=sakura`;
   const summaryText = await (await fetch(base + path)).text();
   const perGpuText = await (await fetch(`${base}${path}&series=per_gpu`)).text();
