@@ -196,7 +196,9 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             let stats = super::history::generate(&pool, &params).await?;
             println!("{stats}");
             // The job ids now name other jobs: what our store knew of the old ones would be read as theirs.
+            // (Our schema may not exist yet on a fresh lab: migrations are forward-only and idempotent.)
             if let Some(store) = slurmlens::serve::app(config)?.store() {
+                store.migrate().await?;
                 let gone = store.forget_cluster_jobs(&seed.cluster.parse()?).await?;
                 println!("forgot {gone} rows of our store about the old history's jobs");
             }
