@@ -59,34 +59,40 @@ pub fn xid_code(message: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
+/// Each whole run of digits in `lower` that parses as a `u32`, with the text before and after it.
+fn numbers(lower: &str) -> impl Iterator<Item = (&str, u32, &str)> {
+    let bytes = lower.as_bytes();
+    let mut index = 0;
+    std::iter::from_fn(move || {
+        loop {
+            while index < bytes.len() && !bytes[index].is_ascii_digit() {
+                index += 1;
+            }
+            if index >= bytes.len() {
+                return None;
+            }
+            let start = index;
+            while index < bytes.len() && bytes[index].is_ascii_digit() {
+                index += 1;
+            }
+            if let Ok(number) = lower[start..index].parse::<u32>() {
+                return Some((&lower[..start], number, &lower[index..]));
+            }
+        }
+    })
+}
+
 /// The Slurm job ids a line names: `JobId=1234`, `StepId=1234.0`, `JOB 1234`, `job 1234`, `job_1234`,
 /// `[1234.0]`, `[1234.batch]` (case-insensitive prefixes; the whole digit run is the id).
 pub fn mentioned_jobs(message: &str) -> Vec<u32> {
     const PREFIXES: &[&str] = &["jobid=", "jobid ", "stepid=", "job ", "job_", "job=", "["];
     let lower = message.to_ascii_lowercase();
-    let bytes = lower.as_bytes();
-    let mut found = Vec::new();
-    let mut index = 0;
-    while index < bytes.len() {
-        if !bytes[index].is_ascii_digit() {
-            index += 1;
-            continue;
-        }
-        let start = index;
-        while index < bytes.len() && bytes[index].is_ascii_digit() {
-            index += 1;
-        }
-        let before = &lower[..start];
-        let after = &lower[index..];
-        let bracket_ok = !before.ends_with('[') || bracketed_step(after);
-        if PREFIXES.iter().any(|prefix| before.ends_with(prefix))
-            && bracket_ok
-            && let Ok(id) = lower[start..index].parse::<u32>()
-        {
-            found.push(id);
-        }
-    }
-    found
+    numbers(&lower)
+        .filter(|(before, _, after)| {
+            PREFIXES.iter().any(|prefix| before.ends_with(prefix)) && (!before.ends_with('[') || bracketed_step(after))
+        })
+        .map(|(_, id, _)| id)
+        .collect()
 }
 
 /// The user ids a line names: `uid=1001`, `UID:1001`, `uid 1001`, `uid_1001` (a cgroup path's
@@ -94,25 +100,10 @@ pub fn mentioned_jobs(message: &str) -> Vec<u32> {
 pub fn mentioned_uids(message: &str) -> Vec<u32> {
     const PREFIXES: &[&str] = &["uid=", "uid:", "uid ", "uid_"];
     let lower = message.to_ascii_lowercase();
-    let bytes = lower.as_bytes();
-    let mut found = Vec::new();
-    let mut index = 0;
-    while index < bytes.len() {
-        if !bytes[index].is_ascii_digit() {
-            index += 1;
-            continue;
-        }
-        let start = index;
-        while index < bytes.len() && bytes[index].is_ascii_digit() {
-            index += 1;
-        }
-        if PREFIXES.iter().any(|prefix| lower[..start].ends_with(prefix))
-            && let Ok(uid) = lower[start..index].parse::<u32>()
-        {
-            found.push(uid);
-        }
-    }
-    found
+    numbers(&lower)
+        .filter(|(before, _, _)| PREFIXES.iter().any(|prefix| before.ends_with(prefix)))
+        .map(|(_, uid, _)| uid)
+        .collect()
 }
 
 /// A span of time `[from, to]`, both ends included.

@@ -320,15 +320,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 /// A protobuf length-delimited field.
 fn field(tag: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
-    let mut length = payload.len();
-    loop {
-        let byte = (length & 0x7f) as u8;
-        length >>= 7;
-        out.push(if length > 0 { byte | 0x80 } else { byte });
-        if length == 0 {
-            break;
-        }
-    }
+    prost::encoding::encode_varint(payload.len() as u64, &mut out);
     out.extend_from_slice(payload);
     out
 }
