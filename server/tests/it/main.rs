@@ -7,6 +7,7 @@ mod digests;
 mod failure;
 mod gpu_records;
 mod grid;
+mod history;
 mod jobs_listing;
 mod node_signals;
 mod otlp;

@@ -5,9 +5,12 @@
 //! as a user that holds only `SELECT`. Table names come from a validated [`ClusterName`]; every value
 //! is a bound parameter.
 
+mod horizon;
 mod rows;
+mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
@@ -16,12 +19,16 @@ use sqlx::{Arguments, MySql, mysql::MySqlArguments};
 use crate::domain::cluster::ClusterName;
 use crate::domain::hostlist::Hostlist;
 use crate::domain::ids::JobSelector;
-use crate::domain::job::{JobCursor, JobFilter, JobRecord, JobSearch, StepRecord, TimeWindow};
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, StepRecord, TimeWindow};
 use crate::domain::scope::ViewerScope;
-use crate::domain::state::{NodeState, StateFilter};
+use crate::domain::state::NodeState;
 use crate::domain::tres::{TresCatalog, TresId, TresKind, TresMap};
 
+pub use horizon::{LATE_END_S, LONG_SPAN_S};
 pub use rows::NodeEventRecord;
+
+use horizon::Horizon;
+use window::Bounds;
 
 /// Failures of the slurmdbd source. `sqlx::Error` stops here.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +86,8 @@ pub struct SlurmDbdOptions {
 pub struct SlurmDbd {
     pool: MySqlPool,
     cluster: ClusterName,
+    /// The jobs that spanned long enough to be submitted before a window's bounded range.
+    horizon: Arc<Horizon>,
 }
 
 /// A node as slurmdbd knows it now.
@@ -215,7 +224,7 @@ impl SlurmDbd {
                 })
             })
             .connect_lazy_with(connect.charset("utf8mb4"));
-        Ok(Self { pool, cluster })
+        Ok(Self { pool, cluster, horizon: Arc::default() })
     }
 
     pub fn cluster(&self) -> &ClusterName {
@@ -293,8 +302,8 @@ impl SlurmDbd {
         let Some(filter) = &storable_filter(filter) else {
             return Ok((Vec::new(), None));
         };
-        let window_start = u64::try_from(window.start().timestamp()).unwrap_or(0);
-        let window_end = u64::try_from(window.end().timestamp()).unwrap_or(0);
+        let bounds = Bounds::of(window);
+        let route = self.route(scope, filter, bounds.start).await?;
         // Filters the columns cannot answer exactly are applied after decoding, so batches are
         // fetched until the page is full or the window is exhausted.
         let decoded_filter = filter.node.is_some()
@@ -305,7 +314,7 @@ impl SlurmDbd {
         let mut page: Vec<JobRecord> = Vec::with_capacity(limit);
         let mut position = cursor;
         loop {
-            let rows = self.window_batch(scope, window_start, window_end, filter, position, batch).await?;
+            let rows = self.window_batch(&route, scope, bounds, filter, position, batch).await?;
             let fetched = rows.len();
             for job in rows {
                 position =
@@ -383,22 +392,15 @@ impl SlurmDbd {
         Ok(busy)
     }
 
-    async fn window_batch(
-        &self,
-        scope: &ViewerScope,
-        window_start: u64,
-        window_end: u64,
-        filter: &JobFilter,
-        after: Option<JobCursor>,
-        batch: usize,
-    ) -> Result<Vec<JobRecord>, SlurmDbdError> {
-        let (sql, args) = self.window_sql(scope, window_start, window_end, filter, after, batch)?;
-        let rows = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
-        rows.iter().map(rows::decode_job).collect()
+    /// Builds the catalogue of jobs that spanned longer than [`LONG_SPAN_S`] now, and says how many there
+    /// are. Serving builds it in the background when a listing first needs it (listings read the whole
+    /// history until then); the tests and the benchmarks wait for it here.
+    pub async fn prepare_history(&self) -> Result<usize, SlurmDbdError> {
+        self.horizon.build(&self.pool, &self.cluster).await
     }
 
     /// What the first page (`limit` jobs) of a listing costs slurmdbd's database, measured: MariaDB
-    /// runs the page's statement under `ANALYZE FORMAT=JSON` and answers its plan, with the rows each
+    /// runs the page's first statement under `ANALYZE FORMAT=JSON` and answers its plan, with the rows each
     /// table really read (`r_rows`, per `r_loops`). For operators and the overload tests; no request
     /// calls it. `None` when the filter can match nothing (no statement is sent, as the listing sends none).
     pub async fn analyze_listing(
@@ -411,137 +413,18 @@ impl SlurmDbd {
         let Some(filter) = &storable_filter(filter) else {
             return Ok(None);
         };
-        let window_start = u64::try_from(window.start().timestamp()).unwrap_or(0);
-        let window_end = u64::try_from(window.end().timestamp()).unwrap_or(0);
-        let (sql, args) = self.window_sql(scope, window_start, window_end, filter, None, limit + 1)?;
+        let bounds = Bounds::of(window);
+        let route = self.route(scope, filter, bounds.start).await?;
+        let Some((sql, args)) =
+            self.window_statements(&route, scope, bounds, filter, None, limit + 1)?.into_iter().next()
+        else {
+            return Ok(None);
+        };
         let (plan,): (String,) =
             sqlx::query_as_with(&format!("ANALYZE FORMAT=JSON {sql}"), args).fetch_one(&self.pool).await?;
         let plan =
             serde_json::from_str(&plan).map_err(|error| SlurmDbdError::Schema(format!("ANALYZE's plan: {error}")))?;
         Ok(Some(plan))
-    }
-
-    /// The statement (and its bound values) of one batch of a window listing.
-    fn window_sql(
-        &self,
-        scope: &ViewerScope,
-        window_start: u64,
-        window_end: u64,
-        filter: &JobFilter,
-        after: Option<JobCursor>,
-        batch: usize,
-    ) -> Result<(String, MySqlArguments), SlurmDbdError> {
-        let mut args = MySqlArguments::default();
-        // For staff, archive_purge(time_submit, time_end) serves both the order and the window test.
-        // A user's scope is left to MariaDB, which reads the user's associations (`udex`) and then
-        // their jobs (`association`): forcing archive_purge there read the whole window for every
-        // page (200,000 rows for a user with 1,200 jobs; H3 in the security review). A search for a
-        // job id is answered by slurmdbd's id indexes (a handful of rows, sorted).
-        let index = match (&filter.search, scope) {
-            (Some(JobSearch::Id(_)), _) | (_, ViewerScope::User { .. }) => "",
-            _ => " FORCE INDEX (archive_purge)",
-        };
-        let mut sql = format!(
-            "SELECT {} FROM {} j{index} \
-             LEFT JOIN {} a ON a.id_assoc = j.id_assoc \
-             LEFT JOIN qos_table q ON q.id = j.id_qos \
-             WHERE j.deleted = 0 AND j.time_submit < ? AND (j.time_end >= ? OR j.time_end = 0)",
-            job_columns(false),
-            self.cluster.table("job_table"),
-            self.cluster.table("assoc_table"),
-        );
-        bind(&mut args, window_end)?;
-        bind(&mut args, window_start)?;
-        push_scope(&mut sql, &mut args, scope)?;
-        match &filter.search {
-            None => {}
-            Some(JobSearch::Id(JobSelector::Id(id))) => {
-                // `123` is that job, the tasks of array 123 and the components of het job 123.
-                sql.push_str(" AND (j.id_job = ? OR j.id_array_job = ? OR j.het_job_id = ?)");
-                for _ in 0..3 {
-                    bind(&mut args, *id)?;
-                }
-            }
-            Some(JobSearch::Id(JobSelector::ArrayTask { array_job_id, task_id })) => {
-                sql.push_str(" AND j.id_array_job = ? AND j.id_array_task = ?");
-                bind(&mut args, *array_job_id)?;
-                bind(&mut args, *task_id)?;
-            }
-            Some(JobSearch::Id(JobSelector::HetComponent { het_job_id, offset })) => {
-                sql.push_str(" AND j.het_job_id = ? AND j.het_job_offset = ?");
-                bind(&mut args, *het_job_id)?;
-                bind(&mut args, *offset)?;
-            }
-            Some(JobSearch::Text(text)) => {
-                // slurmdbd's columns are case-insensitive (latin1_swedish_ci); wildcards are escaped.
-                sql.push_str(
-                    " AND (j.job_name LIKE ? ESCAPE '!' OR a.user LIKE ? ESCAPE '!' OR j.account LIKE ? ESCAPE '!')",
-                );
-                let pattern = JobSearch::like_pattern(text);
-                for _ in 0..3 {
-                    bind(&mut args, pattern.clone())?;
-                }
-            }
-        }
-        if !filter.users.is_empty() {
-            sql.push_str(" AND a.user IN ");
-            push_in_list(&mut sql, &mut args, &filter.users)?;
-        }
-        if !filter.accounts.is_empty() {
-            sql.push_str(" AND j.account IN ");
-            push_in_list(&mut sql, &mut args, &filter.accounts)?;
-        }
-        if !filter.partitions.is_empty() {
-            // A pending job may list several partitions (`gpu,debug`).
-            sql.push_str(" AND (");
-            for (index, partition) in filter.partitions.iter().enumerate() {
-                if index > 0 {
-                    sql.push_str(" OR ");
-                }
-                sql.push_str("FIND_IN_SET(?, j.`partition`) > 0");
-                bind(&mut args, partition.clone())?;
-            }
-            sql.push(')');
-        }
-        if !filter.states.is_empty() {
-            let codes: BTreeSet<u32> = filter
-                .states
-                .iter()
-                .filter_map(|state| match state {
-                    StateFilter::Base(base) => Some(base.code()),
-                    StateFilter::Requeued => None,
-                })
-                .collect();
-            let requeued = filter.states.contains(&StateFilter::Requeued);
-            sql.push_str(" AND (");
-            let mut first = true;
-            if !codes.is_empty() {
-                let list = codes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
-                sql.push_str(&format!("(j.state & 255) IN ({list})"));
-                first = false;
-            }
-            if requeued {
-                if !first {
-                    sql.push_str(" OR ");
-                }
-                sql.push_str("(j.state & 1024) <> 0");
-            }
-            sql.push(')');
-        }
-        if let Some(after) = after {
-            sql.push_str(
-                " AND (j.time_submit < ? OR (j.time_submit = ? AND (j.time_end < ? OR (j.time_end = ? AND j.job_db_inx < ?))))",
-            );
-            bind(&mut args, after.time_submit)?;
-            bind(&mut args, after.time_submit)?;
-            bind(&mut args, after.time_end)?;
-            bind(&mut args, after.time_end)?;
-            bind(&mut args, after.db_index)?;
-        }
-        // Exactly the index's order, descending: MariaDB reads the range backwards and stops at LIMIT.
-        sql.push_str(" ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC LIMIT ?");
-        bind(&mut args, batch as u64)?;
-        Ok((sql, args))
     }
 
     /// One job record with its steps, or `None` when it does not exist or the viewer may not see it.
