@@ -158,7 +158,8 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
     }
     // Each cluster's catalogue of long-spanned jobs, so that the first listings already read only the
     // history near their window (until it is built they read all of it; a failure is retried by them).
-    for reader in state.app().readers().cloned() {
+    for reader in state.app().readers() {
+        let reader = reader.clone();
         tokio::spawn(async move {
             let started = std::time::Instant::now();
             match reader.prepare_history().await {

@@ -16,6 +16,7 @@ mod report;
 mod sacct_parity;
 mod security;
 mod signals;
+mod slurmdbd_versions;
 mod standins;
 mod support;
 mod tenancy;

@@ -7,6 +7,7 @@
 
 mod horizon;
 mod rows;
+mod shape;
 mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,7 @@ pub use horizon::{LATE_END_S, LONG_SPAN_S};
 pub use rows::NodeEventRecord;
 
 use horizon::Horizon;
+pub use shape::TableShape;
 use window::Bounds;
 
 /// Failures of the slurmdbd source. `sqlx::Error` stops here.
@@ -88,6 +90,8 @@ pub struct SlurmDbd {
     cluster: ClusterName,
     /// The jobs that spanned long enough to be submitted before a window's bounded range.
     horizon: Arc<Horizon>,
+    /// The columns later Slurm releases added that these tables hold, read once.
+    shape: Arc<tokio::sync::OnceCell<TableShape>>,
 }
 
 /// A node as slurmdbd knows it now.
@@ -103,7 +107,7 @@ pub struct NodeStatus {
 
 /// The columns every job query selects, in the order [`rows::decode_job`] reads them. Casts make
 /// the column types uniform so decoding does not depend on signedness details of the schema.
-fn job_columns(detail: bool) -> String {
+fn job_columns(detail: bool, shape: TableShape) -> String {
     let tail = if detail { "COALESCE(j.work_dir, ''), COALESCE(j.submit_line, '')" } else { "'', ''" };
     format!(
         "CAST(j.job_db_inx AS UNSIGNED), CAST(j.id_job AS UNSIGNED), CAST(j.id_array_job AS UNSIGNED), \
@@ -115,7 +119,8 @@ fn job_columns(detail: bool) -> String {
          CAST(j.time_start AS UNSIGNED), CAST(j.time_end AS UNSIGNED), CAST(j.time_suspended AS UNSIGNED), \
          CAST(j.timelimit AS UNSIGNED), COALESCE(j.nodelist, ''), CAST(j.nodes_alloc AS UNSIGNED), \
          CAST(j.cpus_req AS UNSIGNED), CAST(j.mem_req AS UNSIGNED), COALESCE(j.tres_alloc, ''), \
-         COALESCE(j.tres_req, ''), j.derived_es, {tail}"
+         COALESCE(j.tres_req, ''), j.derived_es, {tail}, {}",
+        shape.job_tail()
     )
 }
 
@@ -224,11 +229,17 @@ impl SlurmDbd {
                 })
             })
             .connect_lazy_with(connect.charset("utf8mb4"));
-        Ok(Self { pool, cluster, horizon: Arc::default() })
+        Ok(Self { pool, cluster, horizon: Arc::default(), shape: Arc::default() })
     }
 
     pub fn cluster(&self) -> &ClusterName {
         &self.cluster
+    }
+
+    /// The columns later Slurm releases added that this cluster's tables hold (read once; a failed
+    /// read is tried again by the next caller).
+    pub async fn shape(&self) -> Result<TableShape, SlurmDbdError> {
+        self.shape.get_or_try_init(|| TableShape::read(&self.pool, &self.cluster)).await.copied()
     }
 
     /// One round trip; used by the health endpoint.
@@ -437,11 +448,12 @@ impl SlurmDbd {
         if *scope == ViewerScope::Nobody {
             return Ok(None);
         }
+        let shape = self.shape().await?;
         let mut args = MySqlArguments::default();
         let mut sql = format!(
             "SELECT {} FROM {} j LEFT JOIN {} a ON a.id_assoc = j.id_assoc \
              LEFT JOIN qos_table q ON q.id = j.id_qos WHERE j.deleted = 0",
-            job_columns(true),
+            job_columns(true, shape),
             self.cluster.table("job_table"),
             self.cluster.table("assoc_table"),
         );
@@ -491,10 +503,11 @@ impl SlurmDbd {
         window: TimeWindow,
         node: Option<&str>,
     ) -> Result<Vec<NodeEventRecord>, SlurmDbdError> {
+        let live = self.shape().await?.live_events();
         let mut sql = format!(
             "SELECT node_name, CAST(state AS UNSIGNED), reason, CAST(reason_uid AS UNSIGNED), \
              CAST(time_start AS UNSIGNED), CAST(time_end AS UNSIGNED) FROM {} \
-             WHERE node_name <> '' AND time_start < ? AND (time_end = 0 OR time_end >= ?)",
+             WHERE node_name <> '' AND time_start < ? AND (time_end = 0 OR time_end >= ?){live}",
             self.cluster.table("event_table")
         );
         let mut args = MySqlArguments::default();
@@ -516,8 +529,9 @@ impl SlurmDbd {
     /// running jobs hold it. slurmdbd does not record idle/allocated transitions, so those are derived.
     pub async fn nodes(&self, catalog: &TresCatalog) -> Result<Vec<NodeStatus>, SlurmDbdError> {
         let events = self.cluster.table("event_table");
+        let live = self.shape().await?.live_events();
         let registered: Option<(String,)> = sqlx::query_as(&format!(
-            "SELECT cluster_nodes FROM {events} WHERE node_name = '' ORDER BY time_end = 0 DESC, time_start DESC LIMIT 1"
+            "SELECT cluster_nodes FROM {events} WHERE node_name = ''{live} ORDER BY time_end = 0 DESC, time_start DESC LIMIT 1"
         ))
         .fetch_optional(&self.pool)
         .await?;
@@ -566,7 +580,7 @@ impl SlurmDbd {
         }
         let open: Vec<(String, u64, String, u64)> = sqlx::query_as(&format!(
             "SELECT node_name, CAST(state AS UNSIGNED), reason, CAST(time_start AS UNSIGNED) FROM {events} \
-             WHERE node_name <> '' AND time_end = 0 ORDER BY time_start"
+             WHERE node_name <> '' AND time_end = 0{live} ORDER BY time_start"
         ))
         .fetch_all(&self.pool)
         .await?;

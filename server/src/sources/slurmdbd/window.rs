@@ -57,6 +57,8 @@ impl SlurmDbd {
         filter: &JobFilter,
         start: u64,
     ) -> Result<Route, SlurmDbdError> {
+        // The statements name the added columns this cluster's tables hold.
+        self.shape().await?;
         if matches!(filter.search, Some(JobSearch::Id(_))) {
             return Ok(Route::Whole);
         }
@@ -177,7 +179,7 @@ impl SlurmDbd {
         batch: usize,
     ) -> Result<(String, MySqlArguments), SlurmDbdError> {
         let mut args = MySqlArguments::default();
-        let mut sql = format!("SELECT {} FROM {}", job_columns(false), self.joined(index));
+        let mut sql = format!("SELECT {} FROM {}", job_columns(false, self.known_shape()), self.joined(index));
         sql.push_str(" WHERE j.deleted = 0 AND j.time_submit < ? AND (j.time_end >= ? OR j.time_end = 0)");
         sql.push_str(range);
         bind(&mut args, bounds.end)?;
@@ -210,7 +212,11 @@ impl SlurmDbd {
         let mut args = MySqlArguments::default();
         let mut selects = Vec::with_capacity(parts.len());
         for (index, part) in parts {
-            let mut sql = format!("(SELECT {}, {SORT_COLUMNS} FROM {}", job_columns(false), self.joined(index));
+            let mut sql = format!(
+                "(SELECT {}, {SORT_COLUMNS} FROM {}",
+                job_columns(false, self.known_shape()),
+                self.joined(index)
+            );
             sql.push_str(&format!(
                 " WHERE j.deleted = 0 AND {part} AND j.time_submit < {} AND j.time_submit < ? \
                  AND (j.time_end >= ? OR j.time_end = 0)",
@@ -226,6 +232,11 @@ impl SlurmDbd {
         sql.push_str(" ORDER BY sort_submit DESC, sort_end DESC, sort_inx DESC LIMIT ?");
         bind(&mut args, batch as u64)?;
         Ok((sql, args))
+    }
+
+    /// The shape [`SlurmDbd::route`] read (22.05's before it did).
+    fn known_shape(&self) -> super::TableShape {
+        self.shape.get().copied().unwrap_or_default()
     }
 
     /// The job table, read through `index` (a hint, or nothing), joined to the names a listing shows.
