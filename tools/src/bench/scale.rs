@@ -287,7 +287,8 @@ async fn busiest_user(target: &Target, args: &ScaleBenchArgs, now: DateTime<Utc>
 }
 
 /// The SQL floor of the week read whole: the rows and columns the listing reads, in its order, in one
-/// statement through the `mariadb` client (columns as `job_columns(false)` in the slurmdbd reader).
+/// statement through the `mariadb` client. The column list mirrors `job_columns(false)` of the slurmdbd
+/// reader, which is private to it: a floor must read what the listing reads, no more.
 fn sql_floor(args: &ScaleBenchArgs, config: &Config, cluster: &str, start: i64, end: i64) -> anyhow::Result<Cell> {
     let url = reqwest::Url::parse(&config.slurmdbd.url).context("parsing the slurmdbd url")?;
     let database = url.path().trim_start_matches('/');
@@ -307,34 +308,33 @@ fn sql_floor(args: &ScaleBenchArgs, config: &Config, cluster: &str, start: i64, 
          WHERE j.deleted = 0 AND j.time_submit < {end} AND (j.time_end >= {start} OR j.time_end = 0) \
          ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC"
     );
-    let started = Instant::now();
-    let output = Command::new(&args.mariadb)
+    let mut command = Command::new(&args.mariadb);
+    command
         .env("MYSQL_PWD", url.password().unwrap_or_default())
         .args(["--batch", "--skip-column-names", "--protocol=tcp"])
         .args(["-h", url.host_str().unwrap_or("127.0.0.1"), "-P", &url.port().unwrap_or(3306).to_string()])
-        .args(["-u", url.username(), database, "-e", &sql])
-        .output()
-        .with_context(|| format!("running {}", args.mariadb))?;
-    let took = started.elapsed();
-    if !output.status.success() {
-        bail!("{} failed: {}", args.mariadb, String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(Cell { took, rows: count_lines(&output.stdout), refused: None })
+        .args(["-u", url.username(), database, "-e", &sql]);
+    timed_lines(command, &args.mariadb)
 }
 
 /// `sacct -a -X -P` over the same window: allocations only, parsable text.
 fn sacct(args: &ScaleBenchArgs, cluster: &str, start: DateTime<Utc>, end: DateTime<Utc>) -> anyhow::Result<Cell> {
     let format = |at: DateTime<Utc>| at.format("%Y-%m-%dT%H:%M:%S").to_string();
-    let started = Instant::now();
-    let output = Command::new(&args.sacct)
+    let mut command = Command::new(&args.sacct);
+    command
         .env("TZ", "UTC")
         .args(["-a", "-X", "-P", "-n", "-M", cluster, "-S", &format(start), "-E", &format(end)])
-        .args(["-o", "JobID,User,Account,Partition,State,ExitCode,Submit,Start,End,Elapsed,NodeList,AllocTRES"])
-        .output()
-        .with_context(|| format!("running {}", args.sacct))?;
+        .args(["-o", "JobID,User,Account,Partition,State,ExitCode,Submit,Start,End,Elapsed,NodeList,AllocTRES"]);
+    timed_lines(command, &args.sacct)
+}
+
+/// Runs `command` to its end: how long it took and how many lines it printed.
+fn timed_lines(mut command: Command, name: &str) -> anyhow::Result<Cell> {
+    let started = Instant::now();
+    let output = command.output().with_context(|| format!("running {name}"))?;
     let took = started.elapsed();
     if !output.status.success() {
-        bail!("sacct failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
+        bail!("{name} failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
     }
     Ok(Cell { took, rows: count_lines(&output.stdout), refused: None })
 }
