@@ -6,6 +6,7 @@
 
 pub mod backfill;
 pub mod history;
+pub mod scale;
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,8 @@ pub enum BenchCommand {
     History(history::HistoryBenchArgs),
     /// One archiver round over a cluster's last hours, with the Gantt's "no report" share before and after.
     Backfill(backfill::BackfillBenchArgs),
+    /// The same requests against a short history and a long one (default `sakura` and `fuji`), with ratios.
+    Scale(scale::ScaleBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -42,6 +45,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
         BenchCommand::History(args) => history::run(args),
         BenchCommand::Backfill(args) => backfill::run(config, args).await,
+        BenchCommand::Scale(args) => scale::run(config, args).await,
     }
 }
 
