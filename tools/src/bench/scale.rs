@@ -22,7 +22,6 @@ use tower::ServiceExt;
 
 use slurmlens::config::Config;
 use slurmlens::http::router;
-use slurmlens::serve::http_state;
 
 /// Arguments of `slurmlens-dev bench scale`.
 #[derive(Debug, clap::Args)]
@@ -287,26 +286,18 @@ async fn busiest_user(target: &Target, args: &ScaleBenchArgs, now: DateTime<Utc>
 }
 
 /// The SQL floor of the week read whole: the rows and columns the listing reads, in its order, in one
-/// statement through the `mariadb` client. The column list mirrors `job_columns(false)` of the slurmdbd
-/// reader, which is private to it: a floor must read what the listing reads, no more.
+/// statement through the `mariadb` client, with the listing's own columns: a floor must read what the
+/// listing reads, no more.
 fn sql_floor(args: &ScaleBenchArgs, config: &Config, cluster: &str, start: i64, end: i64) -> anyhow::Result<Cell> {
     let url = reqwest::Url::parse(&config.slurmdbd.url).context("parsing the slurmdbd url")?;
     let database = url.path().trim_start_matches('/');
     let sql = format!(
-        "SELECT CAST(j.job_db_inx AS UNSIGNED), CAST(j.id_job AS UNSIGNED), CAST(j.id_array_job AS UNSIGNED), \
-         CAST(j.id_array_task AS UNSIGNED), j.array_task_str, CAST(j.array_max_tasks AS UNSIGNED), \
-         CAST(j.het_job_id AS UNSIGNED), CAST(j.het_job_offset AS UNSIGNED), COALESCE(j.job_name, ''), a.user, \
-         CAST(j.id_user AS UNSIGNED), CAST(j.id_group AS UNSIGNED), COALESCE(j.account, ''), COALESCE(j.`partition`, ''), \
-         q.name, CAST(j.state AS UNSIGNED), CAST(j.kill_requid AS UNSIGNED), CAST(j.exit_code AS SIGNED), \
-         CAST(j.derived_ec AS SIGNED), CAST(j.time_submit AS UNSIGNED), CAST(j.time_eligible AS UNSIGNED), \
-         CAST(j.time_start AS UNSIGNED), CAST(j.time_end AS UNSIGNED), CAST(j.time_suspended AS UNSIGNED), \
-         CAST(j.timelimit AS UNSIGNED), COALESCE(j.nodelist, ''), CAST(j.nodes_alloc AS UNSIGNED), \
-         CAST(j.cpus_req AS UNSIGNED), CAST(j.mem_req AS UNSIGNED), COALESCE(j.tres_alloc, ''), \
-         COALESCE(j.tres_req, ''), j.derived_es, '', '' \
+        "SELECT {} \
          FROM `{cluster}_job_table` j LEFT JOIN `{cluster}_assoc_table` a ON a.id_assoc = j.id_assoc \
          LEFT JOIN qos_table q ON q.id = j.id_qos \
          WHERE j.deleted = 0 AND j.time_submit < {end} AND (j.time_end >= {start} OR j.time_end = 0) \
-         ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC"
+         ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC",
+        slurmlens::sources::slurmdbd::listing_columns()
     );
     let mut command = Command::new(&args.mariadb);
     command
@@ -378,7 +369,7 @@ fn local_config(config: &Config, args: &ScaleBenchArgs) -> anyhow::Result<Config
 /// Runs the benchmark and prints one table per target.
 pub async fn run(config: &Config, args: &ScaleBenchArgs) -> anyhow::Result<()> {
     let config = local_config(config, args)?;
-    let mut targets = vec![Target::Local(router(http_state(&config)?))];
+    let mut targets = vec![Target::Local(router(super::prepared_state(&config).await?))];
     if let Some(url) = &args.url {
         targets.push(Target::Remote { client: reqwest::Client::new(), base: url.trim_end_matches('/').to_string() });
     }

@@ -124,6 +124,12 @@ fn job_columns(detail: bool, shape: TableShape) -> String {
     )
 }
 
+/// The columns a listing selects from `j` (the job table), `a` (associations) and `q` (QOS), as a
+/// 22.05 reader selects them: for measuring a listing against the same statement run bare (the SQL floor).
+pub fn listing_columns() -> String {
+    job_columns(false, TableShape::default())
+}
+
 /// Appends `sql` with one `?` per value, binding each.
 fn push_in_list(sql: &mut String, args: &mut MySqlArguments, values: &[String]) -> Result<(), SlurmDbdError> {
     sql.push('(');
