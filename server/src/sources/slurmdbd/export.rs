@@ -20,6 +20,9 @@ use crate::domain::tres::TresCatalog;
 /// Jobs per statement: a few milliseconds of MariaDB's time and a few megabytes of rows. The channel
 /// holds as many, so the reader task runs at most one batch ahead of the stream's reader.
 const BATCH: usize = 5000;
+/// Jobs of the first statement: fewer, so that the first byte leaves early (the application's first
+/// chunk of 1,000 jobs comes from this one statement).
+const FIRST_BATCH: usize = 1000;
 
 impl SlurmDbd {
     /// The columns every job statement selects, as SQL over `j` (the job table), `a` (its associations)
@@ -43,9 +46,9 @@ impl SlurmDbd {
         let reader = self.clone();
         let (sender, receiver) = mpsc::channel(BATCH);
         let task = tokio::spawn(async move {
-            let mut cursor = None;
+            let (mut cursor, mut size) = (None, FIRST_BATCH);
             loop {
-                let (jobs, next) = match reader.jobs_in_window(&scope, window, &filter, &catalog, cursor, BATCH).await {
+                let (jobs, next) = match reader.jobs_in_window(&scope, window, &filter, &catalog, cursor, size).await {
                     Ok(batch) => batch,
                     Err(error) => {
                         let _ = sender.send(Err(error)).await;
@@ -59,7 +62,7 @@ impl SlurmDbd {
                     }
                 }
                 match next {
-                    Some(next) => cursor = Some(next),
+                    Some(next) => (cursor, size) = (Some(next), BATCH),
                     None => return,
                 }
             }
