@@ -163,13 +163,24 @@ pub fn overlaps(job: &wire::Job, (start, end): (i64, i64)) -> bool {
     job.submit.timestamp() < end && job.end.is_none_or(|ended| ended.timestamp() >= start)
 }
 
-/// One CSV cell. A cell a spreadsheet would read as a formula (`=`, `+`, `-`, `@`, tab or CR first; a
-/// job named `=HYPERLINK(…)`) gets a leading `'`, so it shows as the text it is (OWASP's advice);
-/// plain numbers stay numbers.
-fn csv_field(text: &str) -> String {
+/// Appends one CSV cell to `out`. A cell a spreadsheet would read as a formula (`=`, `+`, `-`, `@`,
+/// tab or CR first; a job named `=HYPERLINK(…)`) gets a leading `'`, so it shows as the text it is
+/// (OWASP's advice); plain numbers stay numbers. Shared by the page's export and the API's streamed one.
+pub fn push_csv_field(out: &mut String, text: &str) {
     let formula = text.starts_with(['=', '+', '-', '@', '\t', '\r']) && text.parse::<f64>().is_err();
-    let text = if formula { format!("'{text}") } else { text.to_string() };
-    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+    let quoted = text.contains([',', '"', '\n', '\r']);
+    if quoted {
+        out.push('"');
+    }
+    if formula {
+        out.push('\'');
+    }
+    if quoted {
+        out.push_str(&text.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(text);
+    }
 }
 
 /// CSV of `jobs`, one header line of API field names, CRLF line ends (RFC 4180).
@@ -177,8 +188,12 @@ pub fn to_csv(jobs: &[wire::Job]) -> String {
     let mut out = Column::ALL.iter().map(|column| column.key()).collect::<Vec<_>>().join(",");
     out.push_str("\r\n");
     for job in jobs {
-        let line = Column::ALL.iter().map(|column| csv_field(&column.text(job))).collect::<Vec<_>>().join(",");
-        out.push_str(&line);
+        for (index, column) in Column::ALL.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            push_csv_field(&mut out, &column.text(job));
+        }
         out.push_str("\r\n");
     }
     out

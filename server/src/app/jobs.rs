@@ -90,18 +90,38 @@ impl App {
     pub async fn list_jobs(&self, viewer: &Viewer, query: &JobsQuery) -> Result<wire::Page<wire::Job>, AppError> {
         let reader = self.cluster(query.cluster.as_deref())?;
         let scope = self.scope(viewer, reader).await?;
-        // A job id is found through slurmdbd's id indexes whatever the window (the job page's search
-        // looks a year back for one); everything else reads the window.
-        if !matches!(query.filter.search, Some(JobSearch::Id(_))) {
-            self.check_window(&scope, query.window)?;
-        }
+        self.check_listing_window(&scope, query)?;
         let catalog = reader.tres_catalog().await?;
         let (records, next) =
             reader.jobs_in_window(&scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;
+        let items = self.listed_jobs(reader, &records, &catalog, &query.blame).await;
+        Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) })
+    }
+
+    /// The viewer's window limit, as a listing applies it. A job id is found through slurmdbd's id
+    /// indexes whatever the window (the job page's search looks a year back for one); everything else
+    /// reads the window.
+    pub(super) fn check_listing_window(&self, scope: &ViewerScope, query: &JobsQuery) -> Result<(), AppError> {
+        if matches!(query.filter.search, Some(JobSearch::Id(_))) {
+            return Ok(());
+        }
+        self.check_window(scope, query.window)
+    }
+
+    /// `records` as the listing's items: Slurm's facts, each with its archived report's digest where
+    /// one exists (one store query for them all) and a running GPU job's means so far; then only those
+    /// whose verdict is among `blame` (empty: all).
+    pub(super) async fn listed_jobs(
+        &self,
+        reader: &SlurmDbd,
+        records: &[JobRecord],
+        catalog: &TresCatalog,
+        blame: &[wire::Blame],
+    ) -> Vec<wire::Job> {
         let now = now_epoch();
         let cluster = reader.cluster().as_str();
         let mut items: Vec<wire::Job> =
-            records.iter().map(|record| wire_map::job(record, &catalog, cluster, now)).collect();
+            records.iter().map(|record| wire_map::job(record, catalog, cluster, now)).collect();
         // Without our store the listing is Slurm's facts alone.
         if let Some(store) = self.store() {
             let keys: Vec<(u32, u64)> = records.iter().map(|r| (r.identity.id_job, r.time_submit)).collect();
@@ -123,11 +143,11 @@ impl App {
                 Err(error) => tracing::warn!(%error, "archived reports unavailable; listing without them"),
             }
         }
-        self.live_digests(reader, &records, &mut items, &catalog).await;
-        if !query.blame.is_empty() {
-            items.retain(|item| item.blame.as_ref().is_some_and(|b| query.blame.contains(b)));
+        self.live_digests(reader, records, &mut items, catalog).await;
+        if !blame.is_empty() {
+            items.retain(|item| item.blame.as_ref().is_some_and(|b| blame.contains(b)));
         }
-        Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) })
+        items
     }
 
     /// Running GPU jobs' means so far, in one batched query for the page. A metrics source down or slow

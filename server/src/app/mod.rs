@@ -8,6 +8,7 @@
 
 pub mod colours;
 pub mod error;
+pub mod export;
 pub mod gpus;
 pub mod ingest;
 pub mod jobs;

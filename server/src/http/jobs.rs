@@ -12,7 +12,7 @@ use crate::app::{App, Viewer};
 use crate::domain::job::{JobFilter, JobSearch};
 
 /// The parameters `GET /api/v1/jobs` takes.
-const LIST_PARAMETERS: [&str; 14] = [
+pub(super) const LIST_PARAMETERS: [&str; 14] = [
     "cluster",
     "start",
     "end",
@@ -97,7 +97,7 @@ pub async fn list(
 }
 
 /// The listing's query string, parsed (the cluster is checked first, as every endpoint does).
-fn jobs_query(app: &App, params: &Params) -> Result<JobsQuery, ApiError> {
+pub(super) fn jobs_query(app: &App, params: &Params) -> Result<JobsQuery, ApiError> {
     app.cluster(params.text("cluster"))?;
     let blame = JobsQuery::blame(params.list("blame"))?;
     let end = params.time("end")?;

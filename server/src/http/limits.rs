@@ -1,11 +1,15 @@
 //! Bounds on heavy requests (job listings, reports, the Gantt, the grid, exports and the pages that
 //! render them): at most `[limits] heavy_per_identity` at once per signed-in identity, and at most
 //! `heavy_total` at once in all. One more is answered at once, 429 (that identity) or 503 (everyone),
-//! with Retry-After: nothing waits in a queue, so a burst cannot hold slurmdbd's connections.
+//! with Retry-After: nothing waits in a queue, so a burst cannot hold slurmdbd's connections. A heavy
+//! request holds its place until its body is sent (a streamed export runs as long as its body).
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
@@ -30,6 +34,7 @@ fn is_heavy(method: &Method, path: &str) -> bool {
             || matches!(
                 path,
                 "/api/v1/jobs"
+                    | "/api/v1/jobs/export"
                     | "/web/v1/gantt"
                     | "/web/v1/gantt.svg"
                     | "/web/v1/grid"
@@ -54,14 +59,15 @@ enum Refusal {
     Total,
 }
 
-/// One heavy request's place; leaving it (the response is made, or the request was dropped) frees it.
-struct Slot<'a> {
-    limiter: &'a HeavyLimiter,
+/// One heavy request's place; leaving it (the response's body is sent, or the request was dropped)
+/// frees it.
+struct Slot {
+    limiter: Arc<HeavyLimiter>,
     identity: Option<String>,
     _total: OwnedSemaphorePermit,
 }
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
         let Some(identity) = self.identity.take() else { return };
         let mut running = self.limiter.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -85,7 +91,7 @@ impl HeavyLimiter {
     }
 
     /// A place for a heavy request of `identity` (none: anonymous, bounded by the total only).
-    fn enter(&self, identity: Option<String>) -> Result<Slot<'_>, Refusal> {
+    fn enter(self: &Arc<Self>, identity: Option<String>) -> Result<Slot, Refusal> {
         let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(identity) = &identity
             && running.get(identity).is_some_and(|count| *count >= self.per_identity)
@@ -96,7 +102,33 @@ impl HeavyLimiter {
         if let Some(identity) = &identity {
             *running.entry(identity.clone()).or_default() += 1;
         }
-        Ok(Slot { limiter: self, identity, _total: permit })
+        Ok(Slot { limiter: Arc::clone(self), identity, _total: permit })
+    }
+}
+
+/// A response body that holds its request's [`Slot`] until it is sent or dropped.
+struct Holding {
+    body: Body,
+    _slot: Slot,
+}
+
+impl HttpBody for Holding {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(context)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -113,7 +145,7 @@ pub(crate) async fn limit_heavy(State(state): State<HttpState>, request: Request
     };
     let limiter = Arc::clone(&state.heavy);
     let refusal = match limiter.enter(identity) {
-        Ok(_slot) => return next.run(request).await,
+        Ok(slot) => return next.run(request).await.map(|body| Body::new(Holding { body, _slot: slot })),
         Err(refusal) => refusal,
     };
     let limits = state.app.limits();
@@ -139,7 +171,15 @@ mod tests {
 
     #[test]
     fn heavy_routes_are_the_window_readers_and_their_pages() {
-        for path in ["/api/v1/jobs", "/api/v1/jobs/123/report", "/web/v1/gantt", "/web/v1/jobs.csv", "/", "/jobs/8"] {
+        for path in [
+            "/api/v1/jobs",
+            "/api/v1/jobs/export",
+            "/api/v1/jobs/123/report",
+            "/web/v1/gantt",
+            "/web/v1/jobs.csv",
+            "/",
+            "/jobs/8",
+        ] {
             assert!(is_heavy(&Method::GET, path), "{path}");
         }
         for path in ["/api/v1/health", "/api/v1/jobs/123", "/api/v1/nodes", "/web/style.css", "/tokens", "/pkg/x.js"] {
@@ -155,7 +195,7 @@ mod tests {
             heavy_total: 3.try_into().expect("non-zero"),
             ..LimitsConfig::default()
         };
-        let limiter = HeavyLimiter::new(&limits);
+        let limiter = Arc::new(HeavyLimiter::new(&limits));
         let first = limiter.enter(Some("alice".into())).ok();
         let second = limiter.enter(Some("alice".into())).ok();
         assert!(matches!(limiter.enter(Some("alice".into())), Err(Refusal::Identity)));

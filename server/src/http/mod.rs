@@ -5,6 +5,7 @@
 mod auth;
 mod body_count;
 mod error;
+mod export;
 pub mod ingest;
 mod jobs;
 mod limits;
@@ -85,6 +86,7 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(jobs::health))
         .routes(routes!(openapi::serve_document))
         .routes(routes!(jobs::list))
+        .routes(routes!(export::export))
         .routes(routes!(jobs::show))
         .routes(routes!(jobs::report))
         .routes(routes!(ingest::job_gpus))

@@ -14,7 +14,8 @@ fn window() -> String {
     format!("cluster=lab&start={}&end={}", format(now - Duration::hours(6)), format(now + Duration::minutes(5)))
 }
 
-async fn all_pages(app: &TestApp, user: Option<&str>, query: &str) -> Vec<Job> {
+/// Every page of the listing for `query`, as `user` (none: anonymous) reads it.
+pub(crate) async fn all_pages(app: &TestApp, user: Option<&str>, query: &str) -> Vec<Job> {
     let mut jobs = Vec::new();
     let mut cursor: Option<String> = None;
     loop {

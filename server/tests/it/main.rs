@@ -4,6 +4,7 @@
 mod access;
 mod api_errors;
 mod digests;
+mod export;
 mod failure;
 mod gpu_records;
 mod grid;

@@ -1,10 +1,12 @@
 //! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
+//! a window's streamed export against the SQL floor and sacct;
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
 //! simulation on its own; one archiver round.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
 pub mod backfill;
+pub mod export;
 pub mod history;
 pub mod scale;
 
@@ -25,6 +27,8 @@ use slurmlens::serve::http_state;
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
     Window(BenchArgs),
+    /// A window exported in one stream (NDJSON, CSV) against the SQL floor, the paged listing and sacct.
+    Export(BenchArgs),
     /// A job's report against the bare VictoriaMetrics fetch of its series and one query per GPU.
     Report(ReportBenchArgs),
     /// Trace batches through `POST /api/v1/traces` against the same rows inserted directly.
@@ -41,6 +45,7 @@ pub enum BenchCommand {
 pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Window(args) => run(config, args).await,
+        BenchCommand::Export(args) => export::run(config, args).await,
         BenchCommand::Report(args) => report_bench(config, args).await,
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
         BenchCommand::History(args) => history::run(args),
@@ -170,8 +175,18 @@ pub async fn prepared_state(config: &Config) -> anyhow::Result<slurmlens::http::
     Ok(state)
 }
 
-/// Runs the benchmark and prints a report.
-pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
+/// The window a benchmark reads, and the router that reads it for staff.
+struct StaffWindow {
+    app: axum::Router,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    /// `cluster=…&start=…&end=…`.
+    query: String,
+}
+
+/// The router over `config` with anonymous viewers as staff and `args.cluster` served, and the
+/// `args.days` ending at `args.end` (default now).
+async fn staff_window(config: &Config, args: &BenchArgs) -> anyhow::Result<StaffWindow> {
     let mut config = config.clone();
     config.access.anonymous = slurmlens::config::AnonymousAccess::Staff;
     let cluster: slurmlens::domain::cluster::ClusterName = args.cluster.parse()?;
@@ -181,14 +196,20 @@ pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
     let app = router(prepared_state(&config).await?);
     let end = args.end.unwrap_or_else(Utc::now);
     let start = end - chrono::Duration::days(args.days);
-    let base_query = format!(
-        "cluster={}&start={}&end={}&limit={}",
+    let query = format!(
+        "cluster={}&start={}&end={}",
         args.cluster,
         start.to_rfc3339_opts(SecondsFormat::Secs, true).replace('+', "%2B"),
         end.to_rfc3339_opts(SecondsFormat::Secs, true).replace('+', "%2B"),
-        args.limit
     );
     println!("window {start} .. {end} on cluster {}; {} repetitions, medians", args.cluster, args.repeat);
+    Ok(StaffWindow { app, start, end, query })
+}
+
+/// Runs the benchmark and prints a report.
+pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
+    let StaffWindow { app, start, end, query } = staff_window(config, args).await?;
+    let base_query = format!("{query}&limit={}", args.limit);
     // One warm-up so connection set-up is not measured.
     let warm = drain_window(&app, &base_query).await?;
     let (mut first, mut total) = (Vec::new(), Vec::new());

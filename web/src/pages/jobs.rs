@@ -2,7 +2,8 @@
 //! in the window and beyond it (the matches outside the window are shown apart, and said to be);
 //! column order applies to the loaded rows; CSV and JSON export write exactly the window's rows shown,
 //! in the order shown (in the browser from the rows on screen; without the wasm bundle the same links
-//! ask the server for the same rows).
+//! ask the server for the same rows). "Whole window" links ask the API's streamed export
+//! (`/api/v1/jobs/export`) for every job of the window with the page's filters, newest submission first.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -97,6 +98,8 @@ pub fn JobsPage() -> impl IntoView {
                                     .unwrap_or_default();
                                 let csv_href = format!("/web/v1/jobs.csv?{}", query.to_query(&sort_words));
                                 let json_href = format!("/web/v1/jobs.json?{}", query.to_query(&sort_words));
+                                let whole_csv = whole_window_href(&api_window, "csv");
+                                let whole_ndjson = whole_window_href(&api_window, "ndjson");
                                 let count = match &query.search {
                                     Some(search) => format!(
                                         "{} {} in this window match “{search}”{}",
@@ -121,6 +124,8 @@ pub fn JobsPage() -> impl IntoView {
                                         <span class="status" data-testid="jobs-count">{count}</span>
                                         <a class="button" href=csv_href download="jobs.csv" data-testid="export-csv" on:click=export("csv")>"Export CSV"</a>
                                         <a class="button" href=json_href download="jobs.json" data-testid="export-json" on:click=export("json")>"Export JSON"</a>
+                                        <a class="button" href=whole_csv download="jobs.csv" data-testid="export-window-csv" title=WHOLE_WINDOW>"Whole window CSV"</a>
+                                        <a class="button" href=whole_ndjson download="jobs.ndjson" data-testid="export-window-ndjson" title=WHOLE_WINDOW>"Whole window NDJSON"</a>
                                     </div>
                                     {table}
                                     {beyond_view}
@@ -134,6 +139,22 @@ pub fn JobsPage() -> impl IntoView {
             </Transition>
         </section>
     }
+}
+
+/// What the "whole window" links hold, said on hover.
+const WHOLE_WINDOW: &str =
+    "Every job of the window with these filters (not only the rows shown), newest submission first, every field";
+
+/// The API's streamed export of the page's window with its filters and search (no page size).
+fn whole_window_href(window: &crate::query::JobQuery, format: &str) -> String {
+    let pairs: Vec<(String, String)> = window.pairs();
+    let mut kept: Vec<(&str, String)> = pairs
+        .iter()
+        .filter(|(name, _)| name != "limit" && name != "cursor")
+        .map(|(name, value)| (name.as_str(), value.clone()))
+        .collect();
+    kept.push(("format", format.to_string()));
+    format!("/api/v1/jobs/export?{}", encode(&kept))
 }
 
 /// A search's matches outside the window: how many, from how far, and their table.
