@@ -91,6 +91,12 @@ pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporte
         archive_delay: Duration::from_secs(config.report.archive_delay_s),
         topology: topology(config)?,
         live_cache: Duration::from_secs(config.report.live_cache_s),
+        rules: crate::app::report::RulesSettings {
+            enabled: config.report.recording_rules,
+            prefix: config.report.rules_prefix.clone(),
+            min_window_s: config.report.rules_min_window_s,
+            max_lag_s: config.report.rules_max_lag_s,
+        },
     };
     Ok(Reporter::new(vm, store, settings))
 }

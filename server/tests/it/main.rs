@@ -8,6 +8,7 @@ mod failure;
 mod gpu_records;
 mod grid;
 mod jobs_listing;
+mod long_jobs;
 mod node_signals;
 mod otlp;
 mod plugin;

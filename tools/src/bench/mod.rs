@@ -1,11 +1,13 @@
 //! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
-//! simulation on its own; one archiver round.
+//! simulation on its own; one archiver round; a fortnight-long job's report through the recording rules
+//! against the same report read raw.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
 pub mod backfill;
 pub mod history;
+pub mod longjob;
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +34,9 @@ pub enum BenchCommand {
     History(history::HistoryBenchArgs),
     /// One archiver round over a cluster's last hours, with the Gantt's "no report" share before and after.
     Backfill(backfill::BackfillBenchArgs),
+    /// The demo's fortnight-long 768-GPU job reported through the recording rules and forced raw,
+    /// computed and archived (seed it first: `demo seed-long-job`, then `lab/lab.sh replay-rules`).
+    LongReport(longjob::LongReportArgs),
 }
 
 /// Runs one benchmark.
@@ -42,6 +47,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
         BenchCommand::History(args) => history::run(args),
         BenchCommand::Backfill(args) => backfill::run(config, args).await,
+        BenchCommand::LongReport(args) => longjob::run(config, args).await,
     }
 }
 
