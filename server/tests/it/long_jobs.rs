@@ -51,7 +51,7 @@ fn value(metric: usize, gpu: u16, at: i64) -> f64 {
     x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^= x >> 32;
     let unit = (x % 10_000) as f64 / 10_000.0;
-    if x % 8 == 0 { 0.0 } else { unit }
+    if x.is_multiple_of(8) { 0.0 } else { unit }
 }
 
 /// Writes every GPU metric of the catalogue for the 8 GPUs from 10 min before the window to 70 min
@@ -169,8 +169,11 @@ async fn report(config: &Config, record: &JobRecord) -> JobReport {
     reporter.report_for(&reader, record, &tres, 120).await.expect("report")
 }
 
+/// A GPU's metric in a report: (node, gpu, metric key).
+type Figure = (String, u16, String);
+
 /// (node, gpu, metric) → (mean, max, samples) of a report.
-fn figures(report: &JobReport) -> Vec<((String, u16, String), (f64, f64, u64))> {
+fn figures(report: &JobReport) -> Vec<(Figure, (f64, f64, u64))> {
     let mut figures: Vec<_> = report
         .gpus
         .iter()
