@@ -85,6 +85,10 @@ pub fn web_options(config: &Config) -> anyhow::Result<slurmlens_web::server::Web
 /// The report maker: VictoriaMetrics (if configured), our store, the site's series catalogue.
 pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporter> {
     let vm = metrics_client(config)?;
+    let prefix = &config.report.rules_prefix;
+    if format!("{prefix}:x").parse::<crate::domain::promql::MetricName>().is_err() {
+        anyhow::bail!("[report] rules_prefix {prefix:?} must start a metric name: letters, digits, `_` and `:`");
+    }
     let settings = ReportSettings {
         catalog: config.metrics.clone(),
         metrics_timeout: metrics_timeout(config),

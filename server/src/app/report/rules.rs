@@ -259,7 +259,34 @@ pub(super) fn epoch_at(seconds: i64) -> DateTime<Utc> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::reporter;
+    use super::super::fixtures::{at, reporter};
+    use super::*;
+
+    #[test]
+    fn a_rule_read_metric_reads_buckets_from_the_rules_and_only_the_edges_raw() {
+        let reporter = reporter();
+        let util = reporter.settings.catalog.gpu_metric(IDLE_KEY).expect("gpu_util").clone();
+        let selectors = reporter.gpu_selectors(&util.name, &["gpu001".into()], &[]);
+        let split = Split::of(1_000, 100_000).expect("whole buckets");
+        let tiles = Tiles::new(at(split.first), at(split.last), 600);
+        let planned = reporter.rule_queries(&util, &selectors, &split, tiles);
+        assert_eq!(planned.len(), 4, "timeline, interior, head, tail");
+        assert!(
+            planned[0].query.contains("slurmlens:DCGM_FI_DEV_GPU_UTIL:sum5m{") && planned[0].query.contains("[600s]")
+        );
+        let instants: Vec<i64> = planned[1..]
+            .iter()
+            .map(|p| match p.eval {
+                Eval::At(at) => at.timestamp(),
+                _ => panic!("parts are instant queries"),
+            })
+            .collect();
+        assert_eq!(instants, [99_900, 1_200, 100_000], "interior at the last boundary, edges at their ends");
+        assert!(planned[1].query.contains("idle5m") && planned[1].query.contains("[98700s]"), "{}", planned[1].query);
+        assert!(planned[2].query.contains("DCGM_FI_DEV_GPU_UTIL{") && planned[2].query.contains("[200s]"));
+        assert!(planned[3].query.contains("count_le_over_time") && planned[3].query.contains("[100s]"));
+        assert!(!planned[2].query.contains("slurmlens:"), "edges read raw: {}", planned[2].query);
+    }
 
     #[test]
     fn the_labs_rules_file_is_what_slurmlens_rules_prints_for_the_default_catalogue() {
