@@ -112,11 +112,11 @@ async fn recorded_buckets(to: i64, from: i64) -> f64 {
     instant_query(lab().var("SLURMLENS_VM_URL"), &query, to).await.unwrap_or(0.0)
 }
 
-/// Deletes the recorded series of the synthetic job's GPUs.
-async fn delete_recorded() {
+/// Deletes the recorded series of the synthetic job's GPUs that `matchers` select.
+async fn delete_recorded(matchers: &str) {
     let delete = format!("{}/api/v1/admin/tsdb/delete_series", lab().var("SLURMLENS_VM_URL"));
-    let matcher = r#"{__name__=~"slurmlens:.+",Hostname=~"ljob0[12]"}"#;
-    let response = reqwest::Client::new().post(&delete).form(&[("match[]", matcher)]).send().await.expect("delete");
+    let matcher = format!(r#"{{__name__=~"slurmlens:.+",{matchers}}}"#);
+    let response = reqwest::Client::new().post(&delete).form(&[("match[]", &matcher)]).send().await.expect("delete");
     assert!(response.status().is_success(), "delete_series: {}", response.status());
 }
 
@@ -195,7 +195,7 @@ async fn long_job_figures_from_recording_rules_equal_the_raw_window_and_fall_bac
     let (start, end) = window();
     write_samples(&rules_config, start, end).await;
     // A failed earlier run may have left its recorded series behind.
-    delete_recorded().await;
+    delete_recorded(r#"Hostname=~"ljob0[12]""#).await;
     let aligned_end = end - end.rem_euclid(300);
     // From a 5-minute boundary, as vmalert's own evaluations are aligned (a replay from elsewhere would
     // record buckets off the boundaries, which the report refuses).
@@ -255,8 +255,16 @@ async fn long_job_figures_from_recording_rules_equal_the_raw_window_and_fall_bac
     assert!(note.contains("lagging since"), "{note}");
     assert!(!lagging.gpus.is_empty() && lagging.gpus[0].summary.iter().any(|s| s.metric == "gpu_util"));
 
+    // One GPU's recorded series lost (a replay's dropped batch): raw, not that GPU's edges alone.
+    delete_recorded(r#"Hostname="ljob02",gpu="3""#).await;
+    let partial = report(&rules_config, &job).await;
+    assert_eq!(partial.metrics.reads, MetricsReads::Raw);
+    let note = partial.metrics.reads_note.clone().unwrap_or_default();
+    assert!(note.contains("missing for 1 of the job's 8 GPUs"), "{note}");
+    assert_eq!(figures(&partial), theirs);
+
     // With the rule series deleted the report reads raw and says the rules are missing.
-    delete_recorded().await;
+    delete_recorded(r#"Hostname=~"ljob0[12]""#).await;
     let missing = report(&rules_config, &job).await;
     assert_eq!(missing.metrics.reads, MetricsReads::Raw);
     let note = missing.metrics.reads_note.clone().unwrap_or_default();

@@ -24,6 +24,9 @@ pub struct LongReportArgs {
     /// Repetitions of each computed report (the median is printed).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// Report only the job's last hours (where reading the rules starts to pay: `rules_min_window_s`).
+    #[arg(long)]
+    pub hours: Option<i64>,
 }
 
 /// Runs the benchmark.
@@ -55,7 +58,8 @@ pub async fn run(config: &Config, args: &LongReportArgs) -> anyhow::Result<()> {
     else {
         anyhow::bail!("no long job in VictoriaMetrics: run `slurmlens-dev demo seed-long-job` first");
     };
-    let (start, end) = (first, last + args.job.step);
+    let end = last + args.job.step;
+    let start = args.hours.map_or(first, |hours| (end - hours * 3600).max(first));
     let gpus = u32::from(args.job.gpus_per_node) * args.job.nodes;
     println!(
         "long job: {gpus} GPUs, {:.1} days, {} to {}",
@@ -67,6 +71,8 @@ pub async fn run(config: &Config, args: &LongReportArgs) -> anyhow::Result<()> {
     let with_rules = |rules: bool, store: bool| {
         let mut config = config.clone();
         config.report.recording_rules = rules;
+        // However short the window asked, the rules side reads the rules.
+        config.report.rules_min_window_s = 0;
         if !store {
             config.database = None;
         }

@@ -91,17 +91,29 @@ impl Reporter {
             return Ok(Reads::Raw(None));
         }
         let (at, back) = split.interior();
-        let selectors: Vec<Selector> = self
-            .gpu_selectors(&first_metric.name, nodes, indices)
-            .iter()
-            .filter_map(|selector| self.recorded(selector, Part::Count))
-            .collect();
+        let raw = self.gpu_selectors(&first_metric.name, nodes, indices);
+        let selectors: Vec<Selector> = raw.iter().filter_map(|selector| self.recorded(selector, Part::Count)).collect();
         let probe = selectors
             .iter()
             .map(|s| format!(r#"aggr_over_time(("tfirst_over_time", "tlast_over_time"), {s}[{back}s])"#))
             .collect::<Vec<_>>()
             .join(" or ");
-        let answer = vm.query(&format!("min by (rollup) ({probe})"), epoch_at(at)).await?;
+        // The GPUs with recorded buckets, against those with raw series (an index lookup): a replay
+        // that lost some GPUs' series must not leave them with their edges alone.
+        let index = &self.settings.catalog.gpu_index_label;
+        let per_gpu = self.per_gpu("count", "", &selectors, |s| format!("tlast_over_time({s}[{back}s])"), "");
+        let query = format!(r#"min by (rollup) ({probe}) or label_set(count({per_gpu}), "rollup", "gpus")"#);
+        let raw_strings: Vec<String> = raw.iter().map(Selector::to_string).collect();
+        let (answer, found) = futures::join!(
+            vm.query(&query, epoch_at(at)),
+            futures::future::join_all(raw_strings.iter().map(|selector| vm.series(selector, start, end)))
+        );
+        let answer = answer?;
+        let mut raw_gpus = std::collections::BTreeSet::new();
+        for labels in found.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
+            let host = self.settings.catalog.gpu_host_labels.iter().find_map(|label| labels.get(label.as_str()));
+            raw_gpus.insert((host.cloned(), labels.get(index.as_str()).cloned()));
+        }
         let reading = |rollup: &str| {
             answer
                 .iter()
@@ -112,6 +124,12 @@ impl Reporter {
         let (Some(first_sample), Some(last_sample)) = (reading("tfirst_over_time"), reading("tlast_over_time")) else {
             return Ok(Reads::Raw(Some("read raw: recording rules missing for the job's GPUs".into())));
         };
+        let recorded_gpus = reading("gpus").unwrap_or(0);
+        if recorded_gpus < i64::try_from(raw_gpus.len()).unwrap_or(i64::MAX) {
+            let missing = raw_gpus.len() as i64 - recorded_gpus;
+            let note = format!("read raw: recording rules missing for {missing} of the job's {} GPUs", raw_gpus.len());
+            return Ok(Reads::Raw(Some(note)));
+        }
         let shown = |t: i64| epoch_at(t).format("%Y-%m-%d %H:%M UTC");
         if first_sample.rem_euclid(BUCKET_S) != 0 || last_sample.rem_euclid(BUCKET_S) != 0 {
             // A replay started off a boundary records buckets that straddle the raw edges.
