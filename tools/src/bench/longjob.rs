@@ -78,7 +78,7 @@ pub async fn run(config: &Config, args: &LongReportArgs) -> anyhow::Result<()> {
         }
         config
     };
-    let app = slurmlens::serve::app(&with_rules(true, false))?;
+    let app = slurmlens::serve::app(&with_rules(true, true))?;
     let reader = app.readers().find(|reader| *reader.cluster() == cluster).context("cluster reader")?;
     let tres = reader.tres_catalog().await?;
     let submitted = u64::try_from(now.timestamp())?;
