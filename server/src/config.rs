@@ -129,7 +129,7 @@ impl Default for ReportConfig {
             live_cache_s: 30,
             recording_rules: true,
             rules_prefix: "slurmlens".into(),
-            rules_min_window_s: 6 * 3600,
+            rules_min_window_s: 2 * 86_400,
             rules_max_lag_s: 900,
         }
     }
