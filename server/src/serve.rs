@@ -166,6 +166,25 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
     if let Some(store) = state.app().store() {
         tokio::spawn(prune_token_audit(store.clone(), config.access.tokens.audit_days));
     }
+    // Each cluster's catalogue of long-spanned jobs, so that the first listings already read only the
+    // history near their window (until it is built they read all of it; a failure is retried by them).
+    for reader in state.app().readers() {
+        let reader = reader.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            match reader.prepare_history().await {
+                Ok(count) => tracing::info!(
+                    cluster = %reader.cluster(),
+                    long_spans = count,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "long-span catalogue built"
+                ),
+                Err(error) => {
+                    tracing::warn!(cluster = %reader.cluster(), %error, "building the long-span catalogue failed")
+                }
+            }
+        });
+    }
     let address = listener.local_addr().context("reading the bound address")?;
     tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
     println!("slurmlens serving at http://{address}/ (public URL {})", config.public_url);

@@ -10,6 +10,7 @@ pub mod gpus;
 pub mod hostlist;
 pub mod ids;
 pub mod signal;
+pub mod sluid;
 pub mod state;
 pub mod topology;
 

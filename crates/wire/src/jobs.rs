@@ -66,6 +66,14 @@ pub struct Job {
     pub req_mem: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// sacct's `Sluid` (Slurm ≥ 26.05): the job's cluster-unique id, which names its cgroup; absent
+    /// where slurmdbd does not record one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sluid: Option<String>,
+    /// sacct's `Restarts` (Slurm ≥ 24.11): how often the job was requeued; absent where slurmdbd does
+    /// not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u32>,
     /// Mean GPU utilisation (%) over the job, from its archived report (while it runs: so far);
     /// absent until it has one, or when its report found no metrics (`digest` says which).
     #[serde(default, skip_serializing_if = "Option::is_none")]

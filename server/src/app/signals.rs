@@ -388,9 +388,9 @@ impl App {
             let held = if nodes.is_empty() { "none".to_string() } else { nodes.join(", ") };
             return Err(AppError::invalid("node", format!("not one of the job's nodes ({held})")));
         }
-        // Slurm >= 26.05 names a job's cgroup by SLUID, which slurmdbd's tables read here do not carry:
-        // the cgroup paths the plugin recorded name it. Without our store (or records) the id suffices.
-        let mut sluids = Vec::new();
+        // Slurm >= 26.05 names a job's cgroup by SLUID: slurmdbd's row carries it from 26.05 on, and the
+        // cgroup paths the plugin recorded name it too. Before 26.05 the job id suffices.
+        let mut sluids: Vec<String> = record.sluid.iter().map(ToString::to_string).collect();
         if let Some(store) = self.store() {
             match super::gpus::run_gpu_records(store, reader.cluster(), &record).await {
                 Ok(records) => {

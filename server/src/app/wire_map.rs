@@ -56,6 +56,8 @@ pub fn job(record: &JobRecord, catalog: &TresCatalog, cluster: &str, now: u64) -
         req_tres: catalog.render(&record.tres_req),
         req_mem: record.mem_req.to_string(),
         comment: record.comment.clone(),
+        sluid: record.sluid.map(|sluid| sluid.to_string()),
+        restarts: record.restarts,
         mean_gpu_util: None,
         mean_tensor_active: None,
         blame: matches!(record.state.base(), JobStateBase::NodeFail | JobStateBase::BootFail)

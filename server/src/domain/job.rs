@@ -44,6 +44,10 @@ pub struct JobRecord {
     pub comment: Option<String>,
     pub work_dir: String,
     pub submit_line: String,
+    /// The job's SLUID where slurmdbd records one (Slurm ≥ 26.05).
+    pub sluid: Option<slurmlens_slurm::sluid::Sluid>,
+    /// How often the job was requeued, where slurmdbd records it (`restart_cnt`, Slurm ≥ 24.11).
+    pub restarts: Option<u32>,
 }
 
 impl JobRecord {

@@ -155,6 +155,8 @@ fn record(job_id: u32, start: i64, end: i64) -> JobRecord {
         comment: None,
         work_dir: "/home/alice".into(),
         submit_line: "sbatch pretrain.sh".into(),
+        sluid: None,
+        restarts: None,
     }
 }
 

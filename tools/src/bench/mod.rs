@@ -8,6 +8,7 @@
 pub mod backfill;
 pub mod history;
 pub mod longjob;
+pub mod scale;
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,8 @@ pub enum BenchCommand {
     /// The demo's fortnight-long 768-GPU job reported through the recording rules and forced raw,
     /// computed and archived (seed it first: `demo seed-long-job`, then `lab/lab.sh replay-rules`).
     LongReport(longjob::LongReportArgs),
+    /// The same requests against a short history and a long one (default `sakura` and `fuji`), with ratios.
+    Scale(scale::ScaleBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -48,6 +51,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::History(args) => history::run(args),
         BenchCommand::Backfill(args) => backfill::run(config, args).await,
         BenchCommand::LongReport(args) => longjob::run(config, args).await,
+        BenchCommand::Scale(args) => scale::run(config, args).await,
     }
 }
 
@@ -155,6 +159,23 @@ fn run_sacct(
     Ok((elapsed, count))
 }
 
+/// The server's state as `slurmlens serve` has it once started: each cluster's catalogue of
+/// long-spanned jobs built (serving builds it in the background at start), so no measurement reads the
+/// whole history for want of it. Prints how long each took.
+pub async fn prepared_state(config: &Config) -> anyhow::Result<slurmlens::http::HttpState> {
+    let state = http_state(config)?;
+    for reader in state.app().readers() {
+        let started = Instant::now();
+        let count = reader.prepare_history().await.with_context(|| format!("cataloguing {}", reader.cluster()))?;
+        println!(
+            "{}: {count} long-spanned jobs catalogued in {:.2} s",
+            reader.cluster(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(state)
+}
+
 /// Runs the benchmark and prints a report.
 pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
     let mut config = config.clone();
@@ -163,7 +184,7 @@ pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
     if !config.clusters.contains(&cluster) {
         config.clusters.push(cluster);
     }
-    let app = router(http_state(&config)?);
+    let app = router(prepared_state(&config).await?);
     let end = args.end.unwrap_or_else(Utc::now);
     let start = end - chrono::Duration::days(args.days);
     let base_query = format!(

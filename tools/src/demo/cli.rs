@@ -75,6 +75,10 @@ pub struct SeedArgs {
     pub cluster: String,
     #[command(flatten)]
     pub shape: HistoryShape,
+    /// Add the history before the cluster's existing one instead of replacing it (grows a long history
+    /// while its recent part stays readable).
+    #[arg(long)]
+    pub before_existing: bool,
 }
 
 /// The size and seed of a generated history (shared by `demo seed-history`, `demo live` and `bench history`).
@@ -214,6 +218,12 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             let pool =
                 MySqlPoolOptions::new().max_connections(4).connect(url).await.context("connecting as the seeder")?;
             let params = seed.shape.params(&seed.cluster, Utc::now());
+            if seed.before_existing {
+                // Nothing replaced: the store's rows still name the same jobs.
+                let stats = super::history::generate_before_existing(&pool, &params).await?;
+                println!("{stats}");
+                return Ok(());
+            }
             let stats = super::history::generate(&pool, &params).await?;
             println!("{stats}");
             // The job ids now name other jobs: what our store knew of the old ones would be read as theirs.

@@ -172,5 +172,7 @@ pub fn record(args: &LongJobArgs, job_id: u32, time_submit: u64, start: i64, end
         comment: None,
         work_dir: "/home/alice/llm".into(),
         submit_line: "sbatch pretrain.sh".into(),
+        sluid: None,
+        restarts: None,
     })
 }

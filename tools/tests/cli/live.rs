@@ -14,7 +14,7 @@ use slurmlens_tools::demo::history::live::Phase;
 use slurmlens_tools::demo::live::{Live, LiveSettings};
 
 /// The variables `lab.sh up` wrote to `$LAB/env.sh`.
-fn lab_vars() -> BTreeMap<String, String> {
+pub fn lab_vars() -> BTreeMap<String, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tools/ has a parent").to_path_buf();
     let dir = std::env::var_os("SLURMLENS_LAB").map_or_else(|| root.join(".lab"), PathBuf::from);
     let text = std::fs::read_to_string(dir.join("env.sh"))

@@ -6,6 +6,7 @@
 use std::process::Command;
 
 mod live;
+mod scale;
 
 /// Runs `slurmlens-dev ARGS… --help` and returns what it printed.
 fn help_of(args: &[&str]) -> String {
@@ -25,7 +26,7 @@ fn lists_the_demo_and_bench_subcommands_the_scripts_call() {
         assert!(demo.contains(subcommand), "`demo` lacks {subcommand}:\n{demo}");
     }
     let bench = help_of(&["bench"]);
-    for subcommand in ["window", "report", "ingest", "history"] {
+    for subcommand in ["window", "report", "ingest", "history", "scale"] {
         assert!(bench.contains(subcommand), "`bench` lacks {subcommand}:\n{bench}");
     }
 }

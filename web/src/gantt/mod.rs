@@ -454,6 +454,8 @@ mod tests {
             req_tres: String::new(),
             req_mem: String::new(),
             comment: None,
+            sluid: None,
+            restarts: None,
             mean_gpu_util: None,
             mean_tensor_active: None,
             blame: None,

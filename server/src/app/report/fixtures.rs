@@ -65,6 +65,8 @@ pub fn failed_job() -> JobRecord {
         comment: None,
         work_dir: "/home/alice".into(),
         submit_line: "sbatch train.sh".into(),
+        sluid: None,
+        restarts: None,
     }
 }
 

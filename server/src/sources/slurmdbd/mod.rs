@@ -5,9 +5,13 @@
 //! as a user that holds only `SELECT`. Table names come from a validated [`ClusterName`]; every value
 //! is a bound parameter.
 
+mod horizon;
 mod rows;
+mod shape;
+mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
@@ -16,12 +20,17 @@ use sqlx::{Arguments, MySql, mysql::MySqlArguments};
 use crate::domain::cluster::ClusterName;
 use crate::domain::hostlist::Hostlist;
 use crate::domain::ids::JobSelector;
-use crate::domain::job::{JobCursor, JobFilter, JobRecord, JobSearch, StepRecord, TimeWindow};
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, StepRecord, TimeWindow};
 use crate::domain::scope::ViewerScope;
-use crate::domain::state::{NodeState, StateFilter};
+use crate::domain::state::NodeState;
 use crate::domain::tres::{TresCatalog, TresId, TresKind, TresMap};
 
+pub use horizon::{LATE_END_S, LONG_SPAN_S};
 pub use rows::NodeEventRecord;
+
+use horizon::Horizon;
+pub use shape::TableShape;
+use window::Bounds;
 
 /// Failures of the slurmdbd source. `sqlx::Error` stops here.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +88,10 @@ pub struct SlurmDbdOptions {
 pub struct SlurmDbd {
     pool: MySqlPool,
     cluster: ClusterName,
+    /// The jobs that spanned long enough to be submitted before a window's bounded range.
+    horizon: Arc<Horizon>,
+    /// The columns later Slurm releases added that these tables hold, read once.
+    shape: Arc<tokio::sync::OnceCell<TableShape>>,
 }
 
 /// A node as slurmdbd knows it now.
@@ -94,7 +107,7 @@ pub struct NodeStatus {
 
 /// The columns every job query selects, in the order [`rows::decode_job`] reads them. Casts make
 /// the column types uniform so decoding does not depend on signedness details of the schema.
-fn job_columns(detail: bool) -> String {
+fn job_columns(detail: bool, shape: TableShape) -> String {
     let tail = if detail { "COALESCE(j.work_dir, ''), COALESCE(j.submit_line, '')" } else { "'', ''" };
     format!(
         "CAST(j.job_db_inx AS UNSIGNED), CAST(j.id_job AS UNSIGNED), CAST(j.id_array_job AS UNSIGNED), \
@@ -106,8 +119,15 @@ fn job_columns(detail: bool) -> String {
          CAST(j.time_start AS UNSIGNED), CAST(j.time_end AS UNSIGNED), CAST(j.time_suspended AS UNSIGNED), \
          CAST(j.timelimit AS UNSIGNED), COALESCE(j.nodelist, ''), CAST(j.nodes_alloc AS UNSIGNED), \
          CAST(j.cpus_req AS UNSIGNED), CAST(j.mem_req AS UNSIGNED), COALESCE(j.tres_alloc, ''), \
-         COALESCE(j.tres_req, ''), j.derived_es, {tail}"
+         COALESCE(j.tres_req, ''), j.derived_es, {tail}, {}",
+        shape.job_tail()
     )
+}
+
+/// The columns a listing selects from `j` (the job table), `a` (associations) and `q` (QOS), as a
+/// 22.05 reader selects them: for measuring a listing against the same statement run bare (the SQL floor).
+pub fn listing_columns() -> String {
+    job_columns(false, TableShape::default())
 }
 
 /// Appends `sql` with one `?` per value, binding each.
@@ -215,11 +235,17 @@ impl SlurmDbd {
                 })
             })
             .connect_lazy_with(connect.charset("utf8mb4"));
-        Ok(Self { pool, cluster })
+        Ok(Self { pool, cluster, horizon: Arc::default(), shape: Arc::default() })
     }
 
     pub fn cluster(&self) -> &ClusterName {
         &self.cluster
+    }
+
+    /// The columns later Slurm releases added that this cluster's tables hold (read once; a failed
+    /// read is tried again by the next caller).
+    pub async fn shape(&self) -> Result<TableShape, SlurmDbdError> {
+        self.shape.get_or_try_init(|| TableShape::read(&self.pool, &self.cluster)).await.copied()
     }
 
     /// One round trip; used by the health endpoint.
@@ -293,8 +319,8 @@ impl SlurmDbd {
         let Some(filter) = &storable_filter(filter) else {
             return Ok((Vec::new(), None));
         };
-        let window_start = u64::try_from(window.start().timestamp()).unwrap_or(0);
-        let window_end = u64::try_from(window.end().timestamp()).unwrap_or(0);
+        let bounds = Bounds::of(window);
+        let route = self.route(scope, filter, bounds.start).await?;
         // Filters the columns cannot answer exactly are applied after decoding, so batches are
         // fetched until the page is full or the window is exhausted.
         let decoded_filter = filter.node.is_some()
@@ -305,7 +331,7 @@ impl SlurmDbd {
         let mut page: Vec<JobRecord> = Vec::with_capacity(limit);
         let mut position = cursor;
         loop {
-            let rows = self.window_batch(scope, window_start, window_end, filter, position, batch).await?;
+            let rows = self.window_batch(&route, scope, bounds, filter, position, batch).await?;
             let fetched = rows.len();
             for job in rows {
                 position =
@@ -383,22 +409,15 @@ impl SlurmDbd {
         Ok(busy)
     }
 
-    async fn window_batch(
-        &self,
-        scope: &ViewerScope,
-        window_start: u64,
-        window_end: u64,
-        filter: &JobFilter,
-        after: Option<JobCursor>,
-        batch: usize,
-    ) -> Result<Vec<JobRecord>, SlurmDbdError> {
-        let (sql, args) = self.window_sql(scope, window_start, window_end, filter, after, batch)?;
-        let rows = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
-        rows.iter().map(rows::decode_job).collect()
+    /// Builds the catalogue of jobs that spanned longer than [`LONG_SPAN_S`] now, and says how many there
+    /// are. Serving builds it in the background when a listing first needs it (listings read the whole
+    /// history until then); the tests and the benchmarks wait for it here.
+    pub async fn prepare_history(&self) -> Result<usize, SlurmDbdError> {
+        self.horizon.build(&self.pool, &self.cluster).await
     }
 
     /// What the first page (`limit` jobs) of a listing costs slurmdbd's database, measured: MariaDB
-    /// runs the page's statement under `ANALYZE FORMAT=JSON` and answers its plan, with the rows each
+    /// runs the page's first statement under `ANALYZE FORMAT=JSON` and answers its plan, with the rows each
     /// table really read (`r_rows`, per `r_loops`). For operators and the overload tests; no request
     /// calls it. `None` when the filter can match nothing (no statement is sent, as the listing sends none).
     pub async fn analyze_listing(
@@ -411,137 +430,18 @@ impl SlurmDbd {
         let Some(filter) = &storable_filter(filter) else {
             return Ok(None);
         };
-        let window_start = u64::try_from(window.start().timestamp()).unwrap_or(0);
-        let window_end = u64::try_from(window.end().timestamp()).unwrap_or(0);
-        let (sql, args) = self.window_sql(scope, window_start, window_end, filter, None, limit + 1)?;
+        let bounds = Bounds::of(window);
+        let route = self.route(scope, filter, bounds.start).await?;
+        let Some((sql, args)) =
+            self.window_statements(&route, scope, bounds, filter, None, limit + 1)?.into_iter().next()
+        else {
+            return Ok(None);
+        };
         let (plan,): (String,) =
             sqlx::query_as_with(&format!("ANALYZE FORMAT=JSON {sql}"), args).fetch_one(&self.pool).await?;
         let plan =
             serde_json::from_str(&plan).map_err(|error| SlurmDbdError::Schema(format!("ANALYZE's plan: {error}")))?;
         Ok(Some(plan))
-    }
-
-    /// The statement (and its bound values) of one batch of a window listing.
-    fn window_sql(
-        &self,
-        scope: &ViewerScope,
-        window_start: u64,
-        window_end: u64,
-        filter: &JobFilter,
-        after: Option<JobCursor>,
-        batch: usize,
-    ) -> Result<(String, MySqlArguments), SlurmDbdError> {
-        let mut args = MySqlArguments::default();
-        // For staff, archive_purge(time_submit, time_end) serves both the order and the window test.
-        // A user's scope is left to MariaDB, which reads the user's associations (`udex`) and then
-        // their jobs (`association`): forcing archive_purge there read the whole window for every
-        // page (200,000 rows for a user with 1,200 jobs; H3 in the security review). A search for a
-        // job id is answered by slurmdbd's id indexes (a handful of rows, sorted).
-        let index = match (&filter.search, scope) {
-            (Some(JobSearch::Id(_)), _) | (_, ViewerScope::User { .. }) => "",
-            _ => " FORCE INDEX (archive_purge)",
-        };
-        let mut sql = format!(
-            "SELECT {} FROM {} j{index} \
-             LEFT JOIN {} a ON a.id_assoc = j.id_assoc \
-             LEFT JOIN qos_table q ON q.id = j.id_qos \
-             WHERE j.deleted = 0 AND j.time_submit < ? AND (j.time_end >= ? OR j.time_end = 0)",
-            job_columns(false),
-            self.cluster.table("job_table"),
-            self.cluster.table("assoc_table"),
-        );
-        bind(&mut args, window_end)?;
-        bind(&mut args, window_start)?;
-        push_scope(&mut sql, &mut args, scope)?;
-        match &filter.search {
-            None => {}
-            Some(JobSearch::Id(JobSelector::Id(id))) => {
-                // `123` is that job, the tasks of array 123 and the components of het job 123.
-                sql.push_str(" AND (j.id_job = ? OR j.id_array_job = ? OR j.het_job_id = ?)");
-                for _ in 0..3 {
-                    bind(&mut args, *id)?;
-                }
-            }
-            Some(JobSearch::Id(JobSelector::ArrayTask { array_job_id, task_id })) => {
-                sql.push_str(" AND j.id_array_job = ? AND j.id_array_task = ?");
-                bind(&mut args, *array_job_id)?;
-                bind(&mut args, *task_id)?;
-            }
-            Some(JobSearch::Id(JobSelector::HetComponent { het_job_id, offset })) => {
-                sql.push_str(" AND j.het_job_id = ? AND j.het_job_offset = ?");
-                bind(&mut args, *het_job_id)?;
-                bind(&mut args, *offset)?;
-            }
-            Some(JobSearch::Text(text)) => {
-                // slurmdbd's columns are case-insensitive (latin1_swedish_ci); wildcards are escaped.
-                sql.push_str(
-                    " AND (j.job_name LIKE ? ESCAPE '!' OR a.user LIKE ? ESCAPE '!' OR j.account LIKE ? ESCAPE '!')",
-                );
-                let pattern = JobSearch::like_pattern(text);
-                for _ in 0..3 {
-                    bind(&mut args, pattern.clone())?;
-                }
-            }
-        }
-        if !filter.users.is_empty() {
-            sql.push_str(" AND a.user IN ");
-            push_in_list(&mut sql, &mut args, &filter.users)?;
-        }
-        if !filter.accounts.is_empty() {
-            sql.push_str(" AND j.account IN ");
-            push_in_list(&mut sql, &mut args, &filter.accounts)?;
-        }
-        if !filter.partitions.is_empty() {
-            // A pending job may list several partitions (`gpu,debug`).
-            sql.push_str(" AND (");
-            for (index, partition) in filter.partitions.iter().enumerate() {
-                if index > 0 {
-                    sql.push_str(" OR ");
-                }
-                sql.push_str("FIND_IN_SET(?, j.`partition`) > 0");
-                bind(&mut args, partition.clone())?;
-            }
-            sql.push(')');
-        }
-        if !filter.states.is_empty() {
-            let codes: BTreeSet<u32> = filter
-                .states
-                .iter()
-                .filter_map(|state| match state {
-                    StateFilter::Base(base) => Some(base.code()),
-                    StateFilter::Requeued => None,
-                })
-                .collect();
-            let requeued = filter.states.contains(&StateFilter::Requeued);
-            sql.push_str(" AND (");
-            let mut first = true;
-            if !codes.is_empty() {
-                let list = codes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
-                sql.push_str(&format!("(j.state & 255) IN ({list})"));
-                first = false;
-            }
-            if requeued {
-                if !first {
-                    sql.push_str(" OR ");
-                }
-                sql.push_str("(j.state & 1024) <> 0");
-            }
-            sql.push(')');
-        }
-        if let Some(after) = after {
-            sql.push_str(
-                " AND (j.time_submit < ? OR (j.time_submit = ? AND (j.time_end < ? OR (j.time_end = ? AND j.job_db_inx < ?))))",
-            );
-            bind(&mut args, after.time_submit)?;
-            bind(&mut args, after.time_submit)?;
-            bind(&mut args, after.time_end)?;
-            bind(&mut args, after.time_end)?;
-            bind(&mut args, after.db_index)?;
-        }
-        // Exactly the index's order, descending: MariaDB reads the range backwards and stops at LIMIT.
-        sql.push_str(" ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC LIMIT ?");
-        bind(&mut args, batch as u64)?;
-        Ok((sql, args))
     }
 
     /// One job record with its steps, or `None` when it does not exist or the viewer may not see it.
@@ -554,11 +454,12 @@ impl SlurmDbd {
         if *scope == ViewerScope::Nobody {
             return Ok(None);
         }
+        let shape = self.shape().await?;
         let mut args = MySqlArguments::default();
         let mut sql = format!(
             "SELECT {} FROM {} j LEFT JOIN {} a ON a.id_assoc = j.id_assoc \
              LEFT JOIN qos_table q ON q.id = j.id_qos WHERE j.deleted = 0",
-            job_columns(true),
+            job_columns(true, shape),
             self.cluster.table("job_table"),
             self.cluster.table("assoc_table"),
         );
@@ -608,10 +509,11 @@ impl SlurmDbd {
         window: TimeWindow,
         node: Option<&str>,
     ) -> Result<Vec<NodeEventRecord>, SlurmDbdError> {
+        let live = self.shape().await?.live_events();
         let mut sql = format!(
             "SELECT node_name, CAST(state AS UNSIGNED), reason, CAST(reason_uid AS UNSIGNED), \
              CAST(time_start AS UNSIGNED), CAST(time_end AS UNSIGNED) FROM {} \
-             WHERE node_name <> '' AND time_start < ? AND (time_end = 0 OR time_end >= ?)",
+             WHERE node_name <> '' AND time_start < ? AND (time_end = 0 OR time_end >= ?){live}",
             self.cluster.table("event_table")
         );
         let mut args = MySqlArguments::default();
@@ -633,8 +535,9 @@ impl SlurmDbd {
     /// running jobs hold it. slurmdbd does not record idle/allocated transitions, so those are derived.
     pub async fn nodes(&self, catalog: &TresCatalog) -> Result<Vec<NodeStatus>, SlurmDbdError> {
         let events = self.cluster.table("event_table");
+        let live = self.shape().await?.live_events();
         let registered: Option<(String,)> = sqlx::query_as(&format!(
-            "SELECT cluster_nodes FROM {events} WHERE node_name = '' ORDER BY time_end = 0 DESC, time_start DESC LIMIT 1"
+            "SELECT cluster_nodes FROM {events} WHERE node_name = ''{live} ORDER BY time_end = 0 DESC, time_start DESC LIMIT 1"
         ))
         .fetch_optional(&self.pool)
         .await?;
@@ -683,7 +586,7 @@ impl SlurmDbd {
         }
         let open: Vec<(String, u64, String, u64)> = sqlx::query_as(&format!(
             "SELECT node_name, CAST(state AS UNSIGNED), reason, CAST(time_start AS UNSIGNED) FROM {events} \
-             WHERE node_name <> '' AND time_end = 0 ORDER BY time_start"
+             WHERE node_name <> '' AND time_end = 0{live} ORDER BY time_start"
         ))
         .fetch_all(&self.pool)
         .await?;

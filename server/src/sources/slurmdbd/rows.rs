@@ -102,6 +102,8 @@ pub(super) fn decode_job(row: &MySqlRow) -> Result<JobRecord, SlurmDbdError> {
         comment: opt_text_at(row, 31)?.filter(|comment| !comment.is_empty()),
         work_dir: text_at(row, 32)?,
         submit_line: text_at(row, 33)?,
+        sluid: slurmlens_slurm::sluid::Sluid::from_stored(u64_at(row, 34)?),
+        restarts: opt_u32_at(row, 35)?,
     })
 }
 

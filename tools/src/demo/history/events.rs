@@ -103,7 +103,16 @@ pub(super) const EVENT_KINDS: [EventKind; 8] = [
     },
 ];
 
-pub(super) fn generate_events(rng: &mut StdRng, params: &HistoryParams, start: i64, end: i64) -> Vec<EventRow> {
+/// The window's events. `ends_now`: the window is the history's last (its end is "now"), so a few events
+/// are left open at its end; an older span of a long history closes every event at its real end (the
+/// next span's scheduler honours those that reach into it).
+pub(super) fn generate_events(
+    rng: &mut StdRng,
+    params: &HistoryParams,
+    start: i64,
+    end: i64,
+    ends_now: bool,
+) -> Vec<EventRow> {
     let node_count = params.n_nodes as usize;
     let mut events: Vec<EventRow> = Vec::new();
     let free = |events: &[EventRow], node: usize, time_start: i64, time_end: i64| {
@@ -135,7 +144,8 @@ pub(super) fn generate_events(rng: &mut StdRng, params: &HistoryParams, start: i
         }
     }
     // a few still open at `end`
-    for (kind_index, back_h) in [(0usize, 30.0), (5, 9.0), (1, 2.5)] {
+    let open_at_end: &[(usize, f64)] = if ends_now { &[(0, 30.0), (5, 9.0), (1, 2.5)] } else { &[] };
+    for &(kind_index, back_h) in open_at_end {
         let kind = &EVENT_KINDS[kind_index];
         for _ in 0..50 {
             let node = rng.gen_range(0..node_count);
@@ -166,7 +176,7 @@ pub(super) fn generate_events(rng: &mut StdRng, params: &HistoryParams, start: i
             for _ in 0..50 {
                 let node = rng.gen_range(0..node_count);
                 let time_start = rng.gen_range(earliest..latest);
-                let time_end = if time_start + secs >= end { i64::MAX } else { time_start + secs };
+                let time_end = if ends_now && time_start + secs >= end { i64::MAX } else { time_start + secs };
                 if free(&events, node, time_start, time_end) {
                     events.push(EventRow {
                         node,

@@ -83,6 +83,12 @@ impl Timeline {
     /// Fails when the cluster's tables do not hold that history (another seed or size).
     pub async fn load(pool: &MySqlPool, params: &HistoryParams, until: i64) -> Result<Self> {
         validate(params)?;
+        // A longer history was simulated span by span: one simulation of its window would not rebuild it.
+        anyhow::ensure!(
+            params.days <= super::spans::SPAN_DAYS,
+            "demo live continues histories of at most {} days",
+            super::spans::SPAN_DAYS
+        );
         let context = load_context(pool, &params.cluster).await?;
         let (context, plan, continued) = tokio::task::spawn_blocking({
             let params = params.clone();

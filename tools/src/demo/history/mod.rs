@@ -19,6 +19,11 @@
 //! while it runs, and a 4-GPU run that dies of SIGSEGV (FAILED) with nothing wrong around it. The summary
 //! names them.
 //!
+//! A history longer than 30 days (years: `--days 1825 --jobs 10000000` is five years of this cluster) is
+//! simulated and written span by span, 30 days at a time, with the scheduler's state carried across
+//! (`spans.rs`, which also says what is simplified in the older spans); 30 days or fewer are one span,
+//! whose rows stay those the seed always gave.
+//!
 //! Column encodings follow slurmdbd 22.05 as observed in the lab (see
 //! `shared/reference/slurm-lab.md` §5): raw wait-status exit codes, `mem_req` bit 63 for
 //! per-CPU memory, `timelimit` in minutes with the INFINITE / NO_VAL / 525600 sentinels,
@@ -41,6 +46,7 @@ mod random;
 mod rows;
 mod schedule;
 mod scheduler;
+mod spans;
 mod steps;
 mod submissions;
 #[cfg(test)]
@@ -147,10 +153,16 @@ impl fmt::Display for HistoryStats {
 /// Needs SELECT on `tres_table`, `qos_table`, `<cluster>_assoc_table` and
 /// SELECT/INSERT/DELETE on `<cluster>_{job,step,event}_table`. Everything is written in one
 /// transaction: readers see the old history until the new one is committed.
+///
+/// A history longer than [`spans::SPAN_DAYS`] days is simulated and written span by span (see `spans.rs`):
+/// each span is committed on its own, so readers see it grow from its oldest month.
 pub async fn generate(pool: &MySqlPool, params: &HistoryParams) -> Result<HistoryStats> {
     let started = Instant::now();
     validate(params)?;
     let context = load_context(pool, &params.cluster).await?;
+    if params.days > spans::SPAN_DAYS {
+        return spans::generate_spans(pool, params, context, spans::SpansStart::FRESH).await;
+    }
     let simulation_started = Instant::now();
     let plan = Arc::new(build_plan(params, &context)?);
     let simulate_secs = simulation_started.elapsed().as_secs_f64();
@@ -164,6 +176,29 @@ pub async fn generate(pool: &MySqlPool, params: &HistoryParams) -> Result<Histor
     stats.simulate_secs = simulate_secs;
     stats.elapsed_secs = started.elapsed().as_secs_f64();
     Ok(stats)
+}
+
+/// Adds `params.days` of history before the cluster's existing one (`params.end` is ignored): the new
+/// window ends where the oldest existing job was submitted, its job ids follow the existing ones, and
+/// nothing is deleted. Grows a long history without taking its recent part away while it is written;
+/// runs that cross the seam may share GPUs with the existing history's first jobs (the two were
+/// simulated apart).
+pub async fn generate_before_existing(pool: &MySqlPool, params: &HistoryParams) -> Result<HistoryStats> {
+    validate(params)?;
+    let context = load_context(pool, &params.cluster).await?;
+    let bounds: (Option<i64>, Option<u32>) = sqlx::query_as(&format!(
+        "SELECT CAST(MIN(time_submit) AS SIGNED), CAST(MAX(id_job) AS UNSIGNED) FROM `{}_job_table`",
+        params.cluster
+    ))
+    .fetch_one(pool)
+    .await?;
+    let (Some(oldest), Some(last_id)) = bounds else {
+        anyhow::bail!("cluster {} has no history to add to", params.cluster);
+    };
+    let end = DateTime::from_timestamp(oldest - oldest.rem_euclid(3600), 0).unwrap_or(params.end);
+    let params = HistoryParams { end, ..params.clone() };
+    let start = spans::SpansStart { first_id: last_id + 1, ends_now: false, clear: false };
+    spans::generate_spans(pool, &params, context, start).await
 }
 
 /// What [`rehearse`] found: the plan's summary and the digest of the rows it would write.
@@ -182,16 +217,29 @@ pub struct Rehearsal {
 pub fn rehearse(params: &HistoryParams) -> Result<Rehearsal> {
     validate(params)?;
     let context = context::synthetic_context();
+    if params.days > spans::SPAN_DAYS {
+        let (stats, digest, per_day) = spans::rehearse_spans(params, &context)?;
+        return Ok(Rehearsal { stats, digest, wait_minutes_per_day: mean_waits(&per_day) });
+    }
     let simulation_started = Instant::now();
     let plan = build_plan(params, &context)?;
     let mut stats = plan.stats(params);
     stats.simulate_secs = simulation_started.elapsed().as_secs_f64();
     let digest = write::rows_digest(params, &context, &plan)?;
     stats.elapsed_secs = simulation_started.elapsed().as_secs_f64();
-    // Sums and counts of waits per day since the start: (single-node sum, count, multi-node sum, count).
-    let mut per_day: BTreeMap<i64, (f64, f64, f64, f64)> = BTreeMap::new();
+    let mut per_day = BTreeMap::new();
+    add_waits(&mut per_day, &plan, plan.start);
+    Ok(Rehearsal { stats, digest, wait_minutes_per_day: mean_waits(&per_day) })
+}
+
+/// Sums and counts of queue waits per day since a history's start: (single-node sum, count, multi-node
+/// sum, count).
+type WaitSums = BTreeMap<i64, (f64, f64, f64, f64)>;
+
+/// Adds `plan`'s queue waits to the sums of their days since `history_start`.
+fn add_waits(per_day: &mut WaitSums, plan: &rows::Plan, history_start: i64) {
     for job in plan.jobs.iter().filter(|job| job.started()) {
-        let day = per_day.entry((job.t_submit - plan.start) / 86_400).or_default();
+        let day = per_day.entry((job.t_submit - history_start) / 86_400).or_default();
         let wait_minutes = (job.t_start - job.t_submit) as f64 / 60.0;
         if job.nodes.len() > 1 {
             day.2 += wait_minutes;
@@ -201,9 +249,11 @@ pub fn rehearse(params: &HistoryParams) -> Result<Rehearsal> {
             day.1 += 1.0;
         }
     }
-    let wait_minutes_per_day =
-        per_day.iter().map(|(day, sums)| (*day, sums.0 / sums.1.max(1.0), sums.2 / sums.3.max(1.0))).collect();
-    Ok(Rehearsal { stats, digest, wait_minutes_per_day })
+}
+
+/// Mean waits per day from [`add_waits`]' sums.
+fn mean_waits(per_day: &WaitSums) -> Vec<(i64, f64, f64)> {
+    per_day.iter().map(|(day, sums)| (*day, sums.0 / sums.1.max(1.0), sums.2 / sums.3.max(1.0))).collect()
 }
 
 const NO_VAL: u32 = 0xFFFF_FFFE;
@@ -271,7 +321,8 @@ fn validate(params: &HistoryParams) -> Result<()> {
         params.cluster
     );
     ensure!((1..=3650).contains(&params.days), "days must be 1..=3650");
-    ensure!((1..=5_000_000).contains(&params.n_jobs), "n_jobs must be 1..=5000000");
+    // Ten million jobs is five years of a 100-node cluster; ids stay far below u32's end.
+    ensure!((1..=20_000_000).contains(&params.n_jobs), "n_jobs must be 1..=20000000");
     ensure!((2..=9999).contains(&params.n_nodes), "n_nodes must be 2..=9999");
     ensure!((1..=16).contains(&params.gpus_per_node), "gpus_per_node must be 1..=16");
     Ok(())

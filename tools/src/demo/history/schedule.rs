@@ -17,6 +17,7 @@ use super::planted::planted_failures;
 use super::random::{chance, lognormal, pick, uniform};
 use super::rows::{JobRow, Plan};
 use super::scheduler::{NodeBlock, Placement, Scheduler};
+use super::spans::{Carry, Span, settle_span};
 use super::submissions::WorkloadGenerator;
 use super::workload::{
     Category, Fate, JobOutcome, Mode, Shape, Special, Submission, TimeSampler, UsageProfile, affinity, fate_for,
@@ -533,6 +534,18 @@ pub(super) fn simulate(
     context: &ClusterContext,
     until: Option<i64>,
 ) -> Result<(Plan, Vec<JobRow>)> {
+    simulate_span(params, context, until, Span::whole()).map(|(plan, continued, _)| (plan, continued))
+}
+
+/// [`simulate`] for one span of a longer history (`params` holds the span's window, size and seed): the
+/// scheduler starts from `span.carry`, ids from `span.first_id`; what runs on past the span's end comes
+/// back as the next span's carry. Only the last span ends "now" (held jobs, open events, planted failures).
+pub(super) fn simulate_span(
+    params: &HistoryParams,
+    context: &ClusterContext,
+    until: Option<i64>,
+    span: Span,
+) -> Result<(Plan, Vec<JobRow>, Carry)> {
     let end = params.end.timestamp();
     let start = end - i64::from(params.days) * 86_400;
     ensure!(start > 0, "history would start before 1970");
@@ -566,7 +579,10 @@ pub(super) fn simulate(
         .collect();
 
     let workload = WorkloadGenerator { params, context, end, gpu_cpu, gpu_mem, weights };
-    let events = generate_events(&mut rng, params, start, end);
+    let mut events = generate_events(&mut rng, params, start, end, span.last);
+    if let Some(carry) = &span.carry {
+        carry.keep_clear(&mut events);
+    }
 
     // ---- submissions
     let hours = (params.days as usize) * 24;
@@ -635,7 +651,8 @@ pub(super) fn simulate(
         rows_planned += size;
     }
     // two throttled arrays submitted shortly before `end`: their tail is still pending
-    for back in [3.5 * 3600.0, 1.2 * 3600.0] {
+    let before_now: &[f64] = if span.last { &[3.5 * 3600.0, 1.2 * 3600.0] } else { &[] };
+    for &back in before_now {
         let size = rng.gen_range(60..=120);
         let submit_time = end - back as i64;
         let mut submission = workload.array_submission(&mut rng, submit_time, size, 4);
@@ -654,7 +671,8 @@ pub(super) fn simulate(
         submissions.push(workload.submission(&mut rng, Category::Short, submit_time, false));
     }
     // held jobs
-    for back in [20.0 * 3600.0, 2.0 * 3600.0] {
+    let held: &[f64] = if span.last { &[20.0 * 3600.0, 2.0 * 3600.0] } else { &[] };
+    for &back in held {
         let submit_time = end - back as i64;
         let mut submission = workload.submission(&mut rng, Category::Long, submit_time, false);
         submission.held = true;
@@ -685,19 +703,24 @@ pub(super) fn simulate(
             }
         }
     }
-    submissions.extend(planted_failures(&workload, params.seed, end));
+    if span.last {
+        submissions.extend(planted_failures(&workload, params.seed, end));
+    }
     for submission in &mut submissions {
         workload.finalize(&mut rng, submission);
     }
     submissions.sort_by_key(|submission| submission.submit_time);
 
     // ---- simulate
-    let sched = Scheduler::new(params.n_nodes as usize, node_gpus as usize, &events);
+    let mut sched = Scheduler::new(params.n_nodes as usize, node_gpus as usize, &events);
+    if let Some(carry) = span.carry {
+        carry.load_into(&mut sched);
+    }
     let mut builder = Builder {
         workload,
         sched,
         rows: Vec::with_capacity(params.n_jobs as usize + 1000),
-        next_id: FIRST_JOB_ID,
+        next_id: span.first_id,
         heap: BinaryHeap::new(),
         requeues: Vec::new(),
         requeue_ids: Vec::new(),
@@ -758,12 +781,15 @@ pub(super) fn simulate(
         }
         None => Vec::new(),
     };
+    let carry = Carry::take_from(&mut builder.sched, end, builder.next_id);
     let mut jobs = builder.rows;
+    if !span.last {
+        settle_span(&mut jobs, end);
+    }
     jobs.sort_by_key(|job| (job.seen, job.id_job, job.t_submit));
-    let mut events = events;
     events.extend(builder.extra_events);
     events.sort_by_key(|event| (event.time_start, event.node));
     let width = (params.n_nodes.to_string().len()).max(3);
     let plan = Plan { jobs, events, start, end, width, xid_victim: builder.xid_victim, app_crash: builder.app_crash };
-    Ok((plan, continued))
+    Ok((plan, continued, carry))
 }

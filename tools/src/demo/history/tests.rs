@@ -4,7 +4,10 @@ use chrono::{DateTime, Utc};
 
 use super::context::synthetic_context;
 use super::encoding::{format_time_limit, hex_bitmap, hostlist, node_inx, tres_string};
+use super::events::EventRow;
+use super::rows::JobRow;
 use super::schedule::build_plan;
+use super::spans::{SpansStart, simulate_spans};
 use super::steps::steps_for;
 use super::workload::{FailKind, JobOutcome};
 use super::{HistoryParams, JS_NODE_FAIL, NODE_CPUS, NODE_MEM, default_params, rehearse, validate};
@@ -55,53 +58,7 @@ fn deterministic_and_consistent() {
         && delta.nodes == other.nodes));
     assert!(plan.jobs.len() >= params.n_jobs as usize);
     // per node sweep: GPUs, CPUs and memory never exceed capacity; nothing runs in an event
-    let mut events: Vec<(usize, i64, i64)> = Vec::new();
-    for event in &plan.events {
-        events.push((event.node, event.time_start, event.time_end));
-    }
-    let mut deltas: Vec<Vec<(i64, i64, i64, i64)>> = vec![Vec::new(); params.n_nodes as usize];
-    for job in plan.jobs.iter().filter(|job| job.started() && !matches!(job.kind, JobOutcome::CancelledPending { .. }))
-    {
-        let end = if job.t_end == 0 { plan.end } else { job.t_end };
-        assert!(end >= job.t_start);
-        for &node in &job.nodes {
-            let node = usize::from(node);
-            deltas[node].push((
-                job.t_start,
-                i64::from(job.gpus_per_node),
-                i64::from(job.cpus_per_node),
-                job.mem_per_node as i64,
-            ));
-            deltas[node].push((
-                end,
-                -i64::from(job.gpus_per_node),
-                -i64::from(job.cpus_per_node),
-                -(job.mem_per_node as i64),
-            ));
-            for &(event_node, time_start, time_end) in &events {
-                if event_node == node {
-                    assert!(
-                        end <= time_start || job.t_start >= time_end,
-                        "job {} overlaps event on node {node}",
-                        job.id_job
-                    );
-                }
-            }
-        }
-    }
-    for node_deltas in &mut deltas {
-        node_deltas.sort_by_key(|delta| (delta.0, delta.1 + delta.2 + delta.3 > 0));
-        let (mut gpus, mut cpus, mut mem) = (0i64, 0i64, 0i64);
-        for &(_, gpu_delta, cpu_delta, mem_delta) in node_deltas.iter() {
-            gpus += gpu_delta;
-            cpus += cpu_delta;
-            mem += mem_delta;
-            assert!(
-                gpus <= 8 && cpus <= i64::from(NODE_CPUS) && mem <= NODE_MEM as i64,
-                "overcommit {gpus} {cpus} {mem}"
-            );
-        }
-    }
+    assert_no_overcommit(&plan.jobs, &plan.events, plan.end, params.n_nodes);
     let stats = plan.stats(&params);
     assert!(stats.per_state.contains_key("RUNNING"));
     assert!(stats.per_state.contains_key("PENDING"));
@@ -178,4 +135,86 @@ fn continued_rows_are_each_one_job_of_their_own() {
 
 fn plan_end(params: &HistoryParams) -> i64 {
     params.end.timestamp()
+}
+
+/// Per node sweep: GPUs, CPUs and memory never exceed capacity; nothing runs in an event.
+fn assert_no_overcommit(jobs: &[JobRow], events: &[EventRow], history_end: i64, n_nodes: u32) {
+    let mut event_spans: Vec<(usize, i64, i64)> = Vec::new();
+    for event in events {
+        event_spans.push((event.node, event.time_start, event.time_end));
+    }
+    let mut deltas: Vec<Vec<(i64, i64, i64, i64)>> = vec![Vec::new(); n_nodes as usize];
+    for job in jobs.iter().filter(|job| job.started() && !matches!(job.kind, JobOutcome::CancelledPending { .. })) {
+        let end = if job.t_end == 0 { history_end } else { job.t_end };
+        assert!(end >= job.t_start);
+        for &node in &job.nodes {
+            let node = usize::from(node);
+            deltas[node].push((
+                job.t_start,
+                i64::from(job.gpus_per_node),
+                i64::from(job.cpus_per_node),
+                job.mem_per_node as i64,
+            ));
+            deltas[node].push((
+                end,
+                -i64::from(job.gpus_per_node),
+                -i64::from(job.cpus_per_node),
+                -(job.mem_per_node as i64),
+            ));
+            for &(event_node, time_start, time_end) in &event_spans {
+                if event_node == node {
+                    assert!(
+                        end <= time_start || job.t_start >= time_end,
+                        "job {} overlaps event on node {node}",
+                        job.id_job
+                    );
+                }
+            }
+        }
+    }
+    for node_deltas in &mut deltas {
+        node_deltas.sort_by_key(|delta| (delta.0, delta.1 + delta.2 + delta.3 > 0));
+        let (mut gpus, mut cpus, mut mem) = (0i64, 0i64, 0i64);
+        for &(_, gpu_delta, cpu_delta, mem_delta) in node_deltas.iter() {
+            gpus += gpu_delta;
+            cpus += cpu_delta;
+            mem += mem_delta;
+            assert!(
+                gpus <= 8 && cpus <= i64::from(NODE_CPUS) && mem <= NODE_MEM as i64,
+                "overcommit {gpus} {cpus} {mem}"
+            );
+        }
+    }
+}
+
+/// 75 days of the small cluster, span by span: across the seams no GPU, CPU or MB is allocated twice and no
+/// job runs in an event, jobs run across the seams, (id, submit) stays unique as slurmdbd's key wants, and
+/// only the last span leaves jobs running or pending.
+#[test]
+fn spans_join_into_one_consistent_history() {
+    let context = synthetic_context();
+    let params = HistoryParams { days: 75, n_jobs: 12_000, ..small() };
+    let (mut jobs, mut events, mut ends) = (Vec::new(), Vec::new(), Vec::new());
+    simulate_spans(&params, &context, SpansStart::FRESH, |_, plan, _| {
+        ends.push(plan.end);
+        jobs.extend(plan.jobs);
+        events.extend(plan.events);
+        Ok(())
+    })
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(ends.len(), 3, "75 days are three spans");
+    assert!(jobs.len() >= params.n_jobs as usize);
+    assert_no_overcommit(&jobs, &events, ends[2], params.n_nodes);
+    assert!(
+        jobs.iter().any(|job| job.started() && job.t_start < ends[0] && job.t_end > ends[0]),
+        "no run crosses a seam"
+    );
+    let mut keys: Vec<(u32, i64)> = jobs.iter().map(|job| (job.id_job, job.t_submit)).collect();
+    keys.sort_unstable();
+    let count = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), count, "a (id_job, time_submit) key repeats");
+    let open = |job: &&JobRow| matches!(job.kind, JobOutcome::Pending { .. } | JobOutcome::Running);
+    assert!(jobs.iter().filter(open).all(|job| job.t_submit >= ends[1]), "an older span left a job open");
+    assert!(jobs.iter().filter(open).count() > 0);
 }

@@ -293,12 +293,18 @@ pub(super) async fn delete_all(conn: &mut MySqlConnection, tables: &[&str]) -> R
 
 /// The statement that inserts the cluster's event rows and its values: the registration row (the cluster's
 /// TRES) and one row per node event.
+/// With `registration` false (a later span of a long history) only the node events; None when there is
+/// nothing to insert.
 pub(super) fn encode_events(
     params: &HistoryParams,
     context: &ClusterContext,
     plan: &Plan,
     event_table: &str,
-) -> Result<(String, MySqlArguments)> {
+    registration: bool,
+) -> Result<Option<(String, MySqlArguments)>> {
+    if !registration && plan.events.is_empty() {
+        return Ok(None);
+    }
     let tres = &context.tres;
     let nodes = u64::from(params.n_nodes);
     let node_gpus = u64::from(params.gpus_per_node);
@@ -323,21 +329,23 @@ pub(super) fn encode_events(
     let mut sql = format!(
         "INSERT INTO `{event_table}` (time_start, time_end, node_name, cluster_nodes, reason, reason_uid, state, tres) VALUES "
     );
-    for index in 0..=plan.events.len() {
+    for index in 0..plan.events.len() + usize::from(registration) {
         if index > 0 {
             sql.push(',');
         }
         sql.push_str("(?,?,?,?,?,?,?,?)");
     }
     let mut args = MySqlArguments::default();
-    push_value(&mut args, plan.start)?;
-    push_value(&mut args, 0i64)?;
-    push_value(&mut args, "")?;
-    push_value(&mut args, hostlist(&all_nodes, plan.width))?;
-    push_value(&mut args, "Cluster Registered TRES")?;
-    push_value(&mut args, NO_VAL)?;
-    push_value(&mut args, 0u32)?;
-    push_value(&mut args, registered_tres.as_str())?;
+    if registration {
+        push_value(&mut args, plan.start)?;
+        push_value(&mut args, 0i64)?;
+        push_value(&mut args, "")?;
+        push_value(&mut args, hostlist(&all_nodes, plan.width))?;
+        push_value(&mut args, "Cluster Registered TRES")?;
+        push_value(&mut args, NO_VAL)?;
+        push_value(&mut args, 0u32)?;
+        push_value(&mut args, registered_tres.as_str())?;
+    }
     for event in &plan.events {
         push_value(&mut args, event.time_start)?;
         // slurmdbd writes 0 for an event still open.
@@ -349,19 +357,33 @@ pub(super) fn encode_events(
         push_value(&mut args, event.state)?;
         push_value(&mut args, node_tres.as_str())?;
     }
-    Ok((sql, args))
+    Ok(Some((sql, args)))
 }
 
 /// SHA-256 (hex) of everything [`write_plan`] sends for a plan: the statements, the encoded values of every
 /// event, job and step row (`job_db_inx` from 1) and the summary. Equal digests, equal history.
 pub(super) fn rows_digest(params: &HistoryParams, context: &ClusterContext, plan: &Plan) -> Result<String> {
     let mut hasher = Sha256::new();
-    let mut out = HashWriter(&mut hasher);
+    hash_plan(&mut hasher, params, context, plan, 1, true)?;
+    Ok(hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// Feeds one plan's rows into `hasher` (`job_db_inx` from `base`; the registration event row with
+/// `registration`): [`rows_digest`]'s content, and each span's part of a long history's digest.
+pub(super) fn hash_plan(
+    hasher: &mut Sha256,
+    params: &HistoryParams,
+    context: &ClusterContext,
+    plan: &Plan,
+    base: u64,
+    registration: bool,
+) -> Result<()> {
+    let mut out = HashWriter(hasher);
     // Debug output of the encoded arguments is their wire bytes, types and null bitmap.
     let _ = write!(out, "{JOB_COLS}{JOB_TUPLE}{STEP_COLS}{STEP_TUPLE}{:?}", plan.stats(params));
-    let (_, event_args) = encode_events(params, context, plan, "event_table")?;
-    let _ = write!(out, "{event_args:?}");
-    let base = 1;
+    if let Some((_, event_args)) = encode_events(params, context, plan, "event_table", registration)? {
+        let _ = write!(out, "{event_args:?}");
+    }
     let mut steps = Vec::new();
     for (index, job) in plan.jobs.iter().enumerate() {
         let args = encode_jobs(context, plan, base, index, std::slice::from_ref(job))?;
@@ -371,7 +393,7 @@ pub(super) fn rows_digest(params: &HistoryParams, context: &ClusterContext, plan
         let args = encode_steps(&steps)?;
         let _ = write!(out, "{args:?}");
     }
-    Ok(hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect())
+    Ok(())
 }
 
 /// Feeds formatted text straight into the hasher, so that a million rows never sit in one string.
@@ -393,33 +415,85 @@ pub(super) async fn write_plan(
     context: &Arc<ClusterContext>,
     plan: &Arc<Plan>,
 ) -> Result<(u64, u64, u64)> {
-    let cluster = &params.cluster;
-    let job_table = format!("{cluster}_job_table");
-    let step_table = format!("{cluster}_step_table");
-    let event_table = format!("{cluster}_event_table");
+    let tables = Tables::of(&params.cluster);
     let timer = Instant::now();
     let parallel = pool.options().get_max_connections() >= 2;
     let mut job_tx = pool.begin().await?;
     let mut step_tx = if parallel { Some(pool.begin().await?) } else { None };
     match step_tx.as_mut() {
         Some(step_tx) => {
-            let (step_tables, job_tables) = ([step_table.as_str()], [job_table.as_str(), event_table.as_str()]);
+            let (step_tables, job_tables) = ([tables.step.as_str()], [tables.job.as_str(), tables.event.as_str()]);
             let (first, second) = tokio::join!(delete_all(step_tx, &step_tables), delete_all(&mut job_tx, &job_tables));
             first?;
             second?;
         }
-        None => delete_all(&mut job_tx, &[&step_table, &job_table, &event_table]).await?,
+        None => delete_all(&mut job_tx, &[&tables.step, &tables.job, &tables.event]).await?,
     }
-    let max_inx: Option<u64> =
-        sqlx::query_scalar(&format!("SELECT MAX(job_db_inx) FROM `{job_table}`")).fetch_one(&mut *job_tx).await?;
-    let base = max_inx.unwrap_or(0) + 1;
+    let base = tables.next_inx(&mut job_tx).await?;
     tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: old rows deleted");
+    let (jobs, steps) =
+        insert_plan(&mut job_tx, step_tx.as_deref_mut(), &tables, params, context, plan, base, true).await?;
+    tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: rows inserted");
+    job_tx.commit().await?;
+    if let Some(step_tx) = step_tx {
+        step_tx.commit().await?;
+    }
+    tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: committed");
+    Ok((jobs, steps, plan.events.len() as u64 + 1))
+}
 
-    // Events first: the registration row, then the node events, in one statement.
-    let (event_sql, event_args) = encode_events(params, context, plan, &event_table)?;
-    sqlx::query_with(&event_sql, event_args).execute(&mut *job_tx).await.context("inserting events")?;
+/// The cluster's three tables the history fills.
+pub(super) struct Tables {
+    job: String,
+    step: String,
+    event: String,
+}
 
-    // jobs and steps: encoded on blocking threads, inserted here
+impl Tables {
+    fn of(cluster: &str) -> Self {
+        Tables {
+            job: format!("{cluster}_job_table"),
+            step: format!("{cluster}_step_table"),
+            event: format!("{cluster}_event_table"),
+        }
+    }
+
+    /// The first free `job_db_inx`.
+    async fn next_inx(&self, conn: &mut MySqlConnection) -> Result<u64> {
+        let max_inx: Option<u64> =
+            sqlx::query_scalar(&format!("SELECT MAX(job_db_inx) FROM `{}`", self.job)).fetch_one(&mut *conn).await?;
+        Ok(max_inx.unwrap_or(0) + 1)
+    }
+}
+
+/// A bulk load's session settings, for this connection only: the rows are unique by construction
+/// (unique keys need no lookup per row) and slurmdbd's tables declare no foreign keys to check.
+async fn bulk_session(conn: &mut MySqlConnection) -> Result<()> {
+    sqlx::query("SET SESSION unique_checks = 0, foreign_key_checks = 0")
+        .execute(&mut *conn)
+        .await
+        .context("setting the bulk load's session")?;
+    Ok(())
+}
+
+/// Inserts a plan's events, jobs and steps (`job_db_inx` from `base`): jobs and events on `job_tx`,
+/// steps on `step_tx` in parallel when given, else after the jobs on `job_tx`. Rows are encoded on
+/// blocking threads while the previous chunk is inserted.
+#[expect(clippy::too_many_arguments, reason = "the two connections, the tables and the plan with its place")]
+async fn insert_plan(
+    job_tx: &mut MySqlConnection,
+    step_tx: Option<&mut MySqlConnection>,
+    tables: &Tables,
+    params: &HistoryParams,
+    context: &Arc<ClusterContext>,
+    plan: &Arc<Plan>,
+    base: u64,
+    registration: bool,
+) -> Result<(u64, u64)> {
+    bulk_session(job_tx).await?;
+    if let Some((event_sql, event_args)) = encode_events(params, context, plan, &tables.event, registration)? {
+        sqlx::query_with(&event_sql, event_args).execute(&mut *job_tx).await.context("inserting events")?;
+    }
     let (job_sender, job_receiver) = mpsc::channel::<EncodedChunk>(3);
     let (step_sender, step_receiver) = mpsc::channel::<EncodedChunk>(3);
     let job_producer = {
@@ -430,29 +504,77 @@ pub(super) async fn write_plan(
         let (params, context, plan) = (params.clone(), Arc::clone(context), Arc::clone(plan));
         tokio::task::spawn_blocking(move || produce_steps(&params, &context, &plan, base, &step_sender))
     };
-    let (jobs, steps) = match step_tx.as_mut() {
+    let (jobs, steps) = match step_tx {
         Some(step_tx) => {
+            bulk_session(step_tx).await?;
             let (first, second) = tokio::join!(
-                insert_stream(&mut job_tx, &job_table, JOB_COLS, JOB_TUPLE, job_receiver),
-                insert_stream(step_tx, &step_table, STEP_COLS, STEP_TUPLE, step_receiver)
+                insert_stream(job_tx, &tables.job, JOB_COLS, JOB_TUPLE, job_receiver),
+                insert_stream(step_tx, &tables.step, STEP_COLS, STEP_TUPLE, step_receiver)
             );
             (first?, second?)
         }
         None => {
-            let first = insert_stream(&mut job_tx, &job_table, JOB_COLS, JOB_TUPLE, job_receiver).await?;
-            tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: events and jobs inserted");
-            let second = insert_stream(&mut job_tx, &step_table, STEP_COLS, STEP_TUPLE, step_receiver).await?;
+            let first = insert_stream(job_tx, &tables.job, JOB_COLS, JOB_TUPLE, job_receiver).await?;
+            let second = insert_stream(job_tx, &tables.step, STEP_COLS, STEP_TUPLE, step_receiver).await?;
             (first, second)
         }
     };
     job_producer.await.context("job row producer panicked")?;
     step_producer.await.context("step row producer panicked")?;
     ensure!(jobs == plan.jobs.len() as u64, "job row producer stopped early");
-    tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: rows inserted");
-    job_tx.commit().await?;
-    if let Some(step_tx) = step_tx {
-        step_tx.commit().await?;
+    Ok((jobs, steps))
+}
+
+/// Writes a long history span by span: [`SpanWriter::start`] deletes the cluster's old rows, each
+/// [`SpanWriter::write`] inserts one span in two transactions (jobs and events, steps) and commits them.
+pub(super) struct SpanWriter {
+    pool: MySqlPool,
+    tables: Tables,
+    base: u64,
+}
+
+/// Rows deleted per statement when clearing a long history: one statement per table would hold millions
+/// of row locks and undo records in one transaction.
+const DELETE_BATCH: u64 = 100_000;
+
+impl SpanWriter {
+    /// With `clear`, deletes the cluster's job, step and event rows, a batch at a time; the spans'
+    /// `job_db_inx` follow the table's last.
+    pub(super) async fn start(pool: &MySqlPool, cluster: &str, clear: bool) -> Result<Self> {
+        let tables = Tables::of(cluster);
+        for table in [&tables.step, &tables.job, &tables.event].into_iter().filter(|_| clear) {
+            loop {
+                let deleted = sqlx::query(&format!("DELETE FROM `{table}` LIMIT {DELETE_BATCH}"))
+                    .execute(pool)
+                    .await
+                    .with_context(|| format!("clearing {table}"))?
+                    .rows_affected();
+                if deleted < DELETE_BATCH {
+                    break;
+                }
+            }
+        }
+        let mut conn = pool.acquire().await?;
+        let base = tables.next_inx(&mut conn).await?;
+        Ok(SpanWriter { pool: pool.clone(), tables, base })
     }
-    tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: committed");
-    Ok((jobs, steps, plan.events.len() as u64 + 1))
+
+    /// Inserts one span's rows after the previous span's and commits them; (jobs, steps, events) written.
+    pub(super) async fn write(
+        &mut self,
+        params: &HistoryParams,
+        context: &Arc<ClusterContext>,
+        plan: &Arc<Plan>,
+        registration: bool,
+    ) -> Result<(u64, u64, u64)> {
+        let mut job_tx = self.pool.begin().await?;
+        let mut step_tx = self.pool.begin().await?;
+        let (jobs, steps) =
+            insert_plan(&mut job_tx, Some(&mut step_tx), &self.tables, params, context, plan, self.base, registration)
+                .await?;
+        job_tx.commit().await?;
+        step_tx.commit().await?;
+        self.base += jobs;
+        Ok((jobs, steps, plan.events.len() as u64 + u64::from(registration)))
+    }
 }

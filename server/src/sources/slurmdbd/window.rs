@@ -1,0 +1,341 @@
+//! The statements of a window listing: which of slurmdbd's indexes reads a window's jobs for a viewer,
+//! so that the rows read grow with the window and the viewer's share of it, never with the years of
+//! history before it.
+//!
+//! - A plain user's jobs: `sacct_def2 (id_user, time_end, time_eligible)`, the index `sacct -u` uses:
+//!   their jobs not ended before the window's start, whatever the cluster's history holds.
+//! - Everyone else (staff, coordinators, a search by text): `archive_purge (time_submit, time_end)`
+//!   from the window's end back to its floor ([`horizon::LONG_SPAN_S`] before its start), then the
+//!   few older submissions that still overlap it ([`horizon`]).
+//! - A search for a job id: slurmdbd's id indexes.
+
+use sqlx::mysql::MySqlArguments;
+
+use super::horizon::OlderPart;
+use super::{SlurmDbd, SlurmDbdError, bind, job_columns, push_exact, push_in_list, push_scope};
+use crate::domain::ids::JobSelector;
+use crate::domain::job::{JobCursor, JobFilter, JobRecord, JobSearch};
+use crate::domain::scope::ViewerScope;
+use crate::domain::state::StateFilter;
+
+/// A window `[start, end)` in slurmdbd's epoch seconds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Bounds {
+    /// A window's bounds (before the epoch reads as the epoch).
+    pub fn of(window: crate::domain::job::TimeWindow) -> Self {
+        let seconds = |time: chrono::DateTime<chrono::Utc>| u64::try_from(time.timestamp()).unwrap_or(0);
+        Self { start: seconds(window.start()), end: seconds(window.end()) }
+    }
+}
+
+/// Which index reads a listing (chosen once per listing, used by each of its batches).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Route {
+    /// A plain user's jobs, by their uids (`sacct_def2`).
+    UserJobs(Vec<u32>),
+    /// `archive_purge` from the window's end back to its floor, then the older part.
+    Bounded(OlderPart),
+    /// One statement over the whole history: a job id search, or before the long-span catalogue exists.
+    Whole,
+}
+
+/// The columns that order a listing, repeated under names a `UNION`'s `ORDER BY` can use.
+const SORT_COLUMNS: &str = "j.time_submit AS sort_submit, j.time_end AS sort_end, j.job_db_inx AS sort_inx";
+/// A listing's order: newest submission first, exactly `archive_purge`'s order read backwards.
+const ORDER: &str = " ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC LIMIT ?";
+
+impl SlurmDbd {
+    /// How `scope`'s listing of a window starting at `start` is read.
+    pub(super) async fn route(
+        &self,
+        scope: &ViewerScope,
+        filter: &JobFilter,
+        start: u64,
+    ) -> Result<Route, SlurmDbdError> {
+        // The statements name the added columns this cluster's tables hold.
+        self.shape().await?;
+        if matches!(filter.search, Some(JobSearch::Id(_))) {
+            return Ok(Route::Whole);
+        }
+        if let ViewerScope::User { name, coordinated_accounts } = scope
+            && coordinated_accounts.is_empty()
+        {
+            return Ok(Route::UserJobs(self.user_uids(name).await?));
+        }
+        Ok(match self.horizon.spans(&self.pool, &self.cluster).await? {
+            Some(spans) => Route::Bounded(spans.older_part(start)),
+            None => Route::Whole,
+        })
+    }
+
+    /// The uids under which `user`'s jobs are recorded, from the newest job of each of their
+    /// associations (one index probe each): `sacct -u` finds a user's jobs by uid too.
+    async fn user_uids(&self, user: &str) -> Result<Vec<u32>, SlurmDbdError> {
+        if !super::latin1_can_hold(user) {
+            return Ok(Vec::new());
+        }
+        let mut args = MySqlArguments::default();
+        let mut sql = format!(
+            "SELECT DISTINCT (SELECT CAST(j.id_user AS UNSIGNED) FROM {} j FORCE INDEX (association) \
+             WHERE j.id_assoc = a.id_assoc ORDER BY j.job_db_inx DESC LIMIT 1) FROM {} a WHERE ",
+            self.cluster.table("job_table"),
+            self.cluster.table("assoc_table"),
+        );
+        push_exact(&mut sql, &mut args, "a.user", user)?;
+        let uids: Vec<(Option<u64>,)> = sqlx::query_as_with(&sql, args).fetch_all(&self.pool).await?;
+        Ok(uids.into_iter().filter_map(|(uid,)| uid.and_then(|uid| u32::try_from(uid).ok())).collect())
+    }
+
+    /// One batch of a listing: up to `batch` rows after `after`, in the listing's order.
+    pub(super) async fn window_batch(
+        &self,
+        route: &Route,
+        scope: &ViewerScope,
+        bounds: Bounds,
+        filter: &JobFilter,
+        after: Option<JobCursor>,
+        batch: usize,
+    ) -> Result<Vec<JobRecord>, SlurmDbdError> {
+        let mut rows = Vec::new();
+        for (sql, args) in self.window_statements(route, scope, bounds, filter, after, batch)? {
+            if rows.len() >= batch {
+                break;
+            }
+            // Each statement continues where the one before it ended, so the batch's remainder is
+            // all it may add (the bound is re-bound as the statement's last value).
+            let fetched = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
+            for row in fetched.iter().take(batch - rows.len()) {
+                rows.push(super::rows::decode_job(row)?);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The statements of one batch, in the listing's order: each one's rows all come after the rows
+    /// of the one before it.
+    pub(super) fn window_statements(
+        &self,
+        route: &Route,
+        scope: &ViewerScope,
+        bounds: Bounds,
+        filter: &JobFilter,
+        after: Option<JobCursor>,
+        batch: usize,
+    ) -> Result<Vec<(String, MySqlArguments)>, SlurmDbdError> {
+        match route {
+            Route::Whole => {
+                // A search for a job id is answered by slurmdbd's id indexes (a handful of rows,
+                // sorted); a user's scope is left to MariaDB, as before the catalogue existed.
+                let index = match (&filter.search, scope) {
+                    (Some(JobSearch::Id(_)), _) | (_, ViewerScope::User { .. }) => "",
+                    _ => " FORCE INDEX (archive_purge)",
+                };
+                Ok(vec![self.ranged(index, "", bounds, scope, filter, after, batch)?])
+            }
+            Route::UserJobs(uids) if uids.is_empty() => Ok(Vec::new()),
+            Route::UserJobs(uids) => {
+                let list = uids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+                let range = format!(" AND j.id_user IN ({list})");
+                Ok(vec![self.ranged(" FORCE INDEX (sacct_def2)", &range, bounds, scope, filter, after, batch)?])
+            }
+            Route::Bounded(older) => {
+                let mut statements = Vec::with_capacity(2);
+                if after.is_none_or(|cursor| cursor.time_submit >= older.floor) {
+                    let range = format!(" AND j.time_submit >= {}", older.floor);
+                    statements.push(self.ranged(
+                        " FORCE INDEX (archive_purge)",
+                        &range,
+                        bounds,
+                        scope,
+                        filter,
+                        after,
+                        batch,
+                    )?);
+                }
+                if older.floor > 0 {
+                    statements.push(self.older(older, bounds, scope, filter, after, batch)?);
+                }
+                Ok(statements)
+            }
+        }
+    }
+
+    /// One statement over `index`, its window test, `range` (literal numbers only) and the listing's
+    /// conditions, in the listing's order.
+    #[expect(clippy::too_many_arguments, reason = "the parts of one statement, each used once")]
+    fn ranged(
+        &self,
+        index: &str,
+        range: &str,
+        bounds: Bounds,
+        scope: &ViewerScope,
+        filter: &JobFilter,
+        after: Option<JobCursor>,
+        batch: usize,
+    ) -> Result<(String, MySqlArguments), SlurmDbdError> {
+        let mut args = MySqlArguments::default();
+        let mut sql = format!("SELECT {} FROM {}", job_columns(false, self.known_shape()), self.joined(index));
+        sql.push_str(" WHERE j.deleted = 0 AND j.time_submit < ? AND (j.time_end >= ? OR j.time_end = 0)");
+        sql.push_str(range);
+        bind(&mut args, bounds.end)?;
+        bind(&mut args, bounds.start)?;
+        push_conditions(&mut sql, &mut args, scope, filter, after)?;
+        sql.push_str(ORDER);
+        bind(&mut args, batch as u64)?;
+        Ok((sql, args))
+    }
+
+    /// The jobs submitted before the window's floor that still overlap it: the open ones and those that
+    /// ended lately (`rollup2`), and the catalogued ones (by primary key), merged in the listing's order.
+    fn older(
+        &self,
+        older: &OlderPart,
+        bounds: Bounds,
+        scope: &ViewerScope,
+        filter: &JobFilter,
+        after: Option<JobCursor>,
+        batch: usize,
+    ) -> Result<(String, MySqlArguments), SlurmDbdError> {
+        let mut parts = vec![
+            (" FORCE INDEX (rollup2)", "j.time_end = 0".to_string()),
+            (" FORCE INDEX (rollup2)", format!("j.time_end >= {}", older.recent_ends_from.max(bounds.start))),
+        ];
+        if !older.catalogued.is_empty() {
+            let keys = older.catalogued.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+            parts.push((" FORCE INDEX (PRIMARY)", format!("j.job_db_inx IN ({keys})")));
+        }
+        let mut args = MySqlArguments::default();
+        let mut selects = Vec::with_capacity(parts.len());
+        for (index, part) in parts {
+            let mut sql = format!(
+                "(SELECT {}, {SORT_COLUMNS} FROM {}",
+                job_columns(false, self.known_shape()),
+                self.joined(index)
+            );
+            sql.push_str(&format!(
+                " WHERE j.deleted = 0 AND {part} AND j.time_submit < {} AND j.time_submit < ? \
+                 AND (j.time_end >= ? OR j.time_end = 0)",
+                older.floor
+            ));
+            bind(&mut args, bounds.end)?;
+            bind(&mut args, bounds.start)?;
+            push_conditions(&mut sql, &mut args, scope, filter, after)?;
+            sql.push(')');
+            selects.push(sql);
+        }
+        let mut sql = selects.join(" UNION ALL ");
+        sql.push_str(" ORDER BY sort_submit DESC, sort_end DESC, sort_inx DESC LIMIT ?");
+        bind(&mut args, batch as u64)?;
+        Ok((sql, args))
+    }
+
+    /// The shape [`SlurmDbd::route`] read (22.05's before it did).
+    fn known_shape(&self) -> super::TableShape {
+        self.shape.get().copied().unwrap_or_default()
+    }
+
+    /// The job table, read through `index` (a hint, or nothing), joined to the names a listing shows.
+    fn joined(&self, index: &str) -> String {
+        format!(
+            "{} j{index} LEFT JOIN {} a ON a.id_assoc = j.id_assoc LEFT JOIN qos_table q ON q.id = j.id_qos",
+            self.cluster.table("job_table"),
+            self.cluster.table("assoc_table"),
+        )
+    }
+}
+
+/// Appends the viewer's scope, the search, the filters and the cursor: every condition of a listing
+/// but its window.
+fn push_conditions(
+    sql: &mut String,
+    args: &mut MySqlArguments,
+    scope: &ViewerScope,
+    filter: &JobFilter,
+    after: Option<JobCursor>,
+) -> Result<(), SlurmDbdError> {
+    push_scope(sql, args, scope)?;
+    match &filter.search {
+        None => {}
+        Some(JobSearch::Id(JobSelector::Id(id))) => {
+            // `123` is that job, the tasks of array 123 and the components of het job 123.
+            sql.push_str(" AND (j.id_job = ? OR j.id_array_job = ? OR j.het_job_id = ?)");
+            for _ in 0..3 {
+                bind(args, *id)?;
+            }
+        }
+        Some(JobSearch::Id(JobSelector::ArrayTask { array_job_id, task_id })) => {
+            sql.push_str(" AND j.id_array_job = ? AND j.id_array_task = ?");
+            bind(args, *array_job_id)?;
+            bind(args, *task_id)?;
+        }
+        Some(JobSearch::Id(JobSelector::HetComponent { het_job_id, offset })) => {
+            sql.push_str(" AND j.het_job_id = ? AND j.het_job_offset = ?");
+            bind(args, *het_job_id)?;
+            bind(args, *offset)?;
+        }
+        Some(JobSearch::Text(text)) => {
+            // slurmdbd's columns are case-insensitive (latin1_swedish_ci); wildcards are escaped.
+            sql.push_str(
+                " AND (j.job_name LIKE ? ESCAPE '!' OR a.user LIKE ? ESCAPE '!' OR j.account LIKE ? ESCAPE '!')",
+            );
+            let pattern = JobSearch::like_pattern(text);
+            for _ in 0..3 {
+                bind(args, pattern.clone())?;
+            }
+        }
+    }
+    if !filter.users.is_empty() {
+        sql.push_str(" AND a.user IN ");
+        push_in_list(sql, args, &filter.users)?;
+    }
+    if !filter.accounts.is_empty() {
+        sql.push_str(" AND j.account IN ");
+        push_in_list(sql, args, &filter.accounts)?;
+    }
+    if !filter.partitions.is_empty() {
+        // A pending job may list several partitions (`gpu,debug`).
+        let tests = vec!["FIND_IN_SET(?, j.`partition`) > 0"; filter.partitions.len()];
+        sql.push_str(&format!(" AND ({})", tests.join(" OR ")));
+        for partition in &filter.partitions {
+            bind(args, partition.clone())?;
+        }
+    }
+    push_states(sql, &filter.states);
+    if let Some(after) = after {
+        sql.push_str(
+            " AND (j.time_submit < ? OR (j.time_submit = ? AND (j.time_end < ? OR (j.time_end = ? AND j.job_db_inx < ?))))",
+        );
+        for value in [after.time_submit, after.time_submit, after.time_end, after.time_end, after.db_index] {
+            bind(args, value)?;
+        }
+    }
+    Ok(())
+}
+
+/// Appends the state filter (state codes are our own numbers, written as literals).
+fn push_states(sql: &mut String, states: &[StateFilter]) {
+    if states.is_empty() {
+        return;
+    }
+    let codes: std::collections::BTreeSet<u32> = states
+        .iter()
+        .filter_map(|state| match state {
+            StateFilter::Base(base) => Some(base.code()),
+            StateFilter::Requeued => None,
+        })
+        .collect();
+    let mut tests = Vec::new();
+    if !codes.is_empty() {
+        let list = codes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        tests.push(format!("(j.state & 255) IN ({list})"));
+    }
+    if states.contains(&StateFilter::Requeued) {
+        tests.push("(j.state & 1024) <> 0".to_string());
+    }
+    sql.push_str(&format!(" AND ({})", tests.join(" OR ")));
+}
