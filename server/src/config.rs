@@ -111,6 +111,11 @@ pub struct ReportConfig {
     /// A running job's report is made once and served again to the viewers who ask within this many
     /// seconds (0 = only to those who asked while it was being made). At most 600.
     pub live_cache_s: u64,
+    /// Read long jobs through the recording rules of `slurmlens rules` (`RulesSettings` says how).
+    pub recording_rules: bool,
+    pub rules_prefix: String,
+    pub rules_min_window_s: u64,
+    pub rules_max_lag_s: u64,
 }
 
 impl Default for ReportConfig {
@@ -122,6 +127,10 @@ impl Default for ReportConfig {
             backfill_concurrency: 2,
             backfill_pause_ms: 100,
             live_cache_s: 30,
+            recording_rules: true,
+            rules_prefix: "slurmlens".into(),
+            rules_min_window_s: 2 * 86_400,
+            rules_max_lag_s: 900,
         }
     }
 }

@@ -29,6 +29,8 @@ enum Command {
     Report(slurmlens::terminal::ReportArgs),
     /// Print the OpenAPI document of `/api/v1` (`docs/openapi.json` is this output).
     Openapi,
+    /// Print vmalert's recording rules for this site's series catalogue (what long jobs' reports read).
+    Rules,
 }
 
 #[tokio::main]
@@ -58,6 +60,11 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Report(args) => slurmlens::terminal::run(&config, &args).await,
+        Command::Rules => {
+            let reporter = slurmlens::serve::reporter(&config, None)?;
+            print!("{}", reporter.rules_yaml().map_err(anyhow::Error::msg)?);
+            Ok(())
+        }
         Command::Openapi => unreachable!("answered before the configuration is loaded"),
     }
 }

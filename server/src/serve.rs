@@ -85,12 +85,22 @@ pub fn web_options(config: &Config) -> anyhow::Result<slurmlens_web::server::Web
 /// The report maker: VictoriaMetrics (if configured), our store, the site's series catalogue.
 pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporter> {
     let vm = metrics_client(config)?;
+    let prefix = &config.report.rules_prefix;
+    if format!("{prefix}:x").parse::<crate::domain::promql::MetricName>().is_err() {
+        anyhow::bail!("[report] rules_prefix {prefix:?} must start a metric name: letters, digits, `_` and `:`");
+    }
     let settings = ReportSettings {
         catalog: config.metrics.clone(),
         metrics_timeout: metrics_timeout(config),
         archive_delay: Duration::from_secs(config.report.archive_delay_s),
         topology: topology(config)?,
         live_cache: Duration::from_secs(config.report.live_cache_s),
+        rules: crate::app::report::RulesSettings {
+            enabled: config.report.recording_rules,
+            prefix: config.report.rules_prefix.clone(),
+            min_window_s: config.report.rules_min_window_s,
+            max_lag_s: config.report.rules_max_lag_s,
+        },
     };
     Ok(Reporter::new(vm, store, settings))
 }

@@ -34,6 +34,6 @@ pub use traces::{
 };
 pub use vocabulary::{
     Attribution, Blame, BurstStatus, DigestState, Direction, EvidenceSource, EvidenceStrength, GpusSource, IoSource,
-    LogKind, LogsStatus, MetricsState, ProfileStatus, ReportSource, SeriesForm, Severity, TokenState, TraceBottleneck,
-    ValuesState,
+    LogKind, LogsStatus, MetricsReads, MetricsState, ProfileStatus, ReportSource, SeriesForm, Severity, TokenState,
+    TraceBottleneck, ValuesState,
 };

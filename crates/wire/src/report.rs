@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::vocabulary::{
-    Attribution, Blame, BurstStatus, Direction, EvidenceSource, EvidenceStrength, IoSource, MetricsState, ReportSource,
-    SeriesForm, Severity,
+    Attribution, Blame, BurstStatus, Direction, EvidenceSource, EvidenceStrength, IoSource, MetricsReads, MetricsState,
+    ReportSource, SeriesForm, Severity,
 };
 
 use crate::jobs::Job;
@@ -136,6 +136,13 @@ pub struct MetricsStatus {
     pub message: Option<String>,
     /// Seconds between points of the series in this report.
     pub step_s: u64,
+    /// `raw` or `recording_rules`: where the GPU figures over the window were read from.
+    #[serde(default)]
+    pub reads: MetricsReads,
+    /// Why a job long enough for the recording rules was read raw ("recording rules missing", "…
+    /// lagging since …").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads_note: Option<String>,
 }
 
 /// One GPU the job held (or may have held).

@@ -120,6 +120,20 @@ pub enum MetricsState {
 }
 words!(MetricsState { Ok => "ok", NoData => "no_data", Unavailable => "unavailable" });
 
+/// Where a report's GPU figures over the window were read from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsReads {
+    /// `raw`: every sample of the window (short jobs, or recording rules missing or lagging).
+    #[default]
+    Raw,
+    /// `recording_rules`: whole 5-minute buckets from the site's recording rules, the window's two
+    /// partial edges from raw samples, combined exactly.
+    RecordingRules,
+}
+words!(MetricsReads { Raw => "raw", RecordingRules => "recording_rules" });
+
 /// Where a listed job's digest (`mean_gpu_util`, `mean_tensor_active`, `blame`) comes from. A job
 /// without one has no digest yet: its report has not been made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -17,6 +17,7 @@ pub mod node_signals;
 pub mod profile;
 pub mod promql;
 pub mod report;
+pub mod rules;
 pub mod scope;
 pub mod series;
 pub mod time;

@@ -10,6 +10,7 @@ mod gpu_records;
 mod grid;
 mod history;
 mod jobs_listing;
+mod long_jobs;
 mod node_signals;
 mod otlp;
 mod plugin;

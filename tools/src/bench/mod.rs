@@ -1,13 +1,15 @@
 //! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
 //! a window's streamed export against the SQL floor and sacct;
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
-//! simulation on its own; one archiver round.
+//! simulation on its own; one archiver round; a fortnight-long job's report through the recording rules
+//! against the same report read raw.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
 pub mod backfill;
 pub mod export;
 pub mod history;
+pub mod longjob;
 pub mod scale;
 
 use std::time::{Duration, Instant};
@@ -37,6 +39,9 @@ pub enum BenchCommand {
     History(history::HistoryBenchArgs),
     /// One archiver round over a cluster's last hours, with the Gantt's "no report" share before and after.
     Backfill(backfill::BackfillBenchArgs),
+    /// The demo's fortnight-long 768-GPU job reported through the recording rules and forced raw,
+    /// computed and archived (seed it first: `demo seed-long-job`, then `lab/lab.sh replay-rules`).
+    LongReport(longjob::LongReportArgs),
     /// The same requests against a short history and a long one (default `sakura` and `fuji`), with ratios.
     Scale(scale::ScaleBenchArgs),
 }
@@ -50,6 +55,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
         BenchCommand::History(args) => history::run(args),
         BenchCommand::Backfill(args) => backfill::run(config, args).await,
+        BenchCommand::LongReport(args) => longjob::run(config, args).await,
         BenchCommand::Scale(args) => scale::run(config, args).await,
     }
 }

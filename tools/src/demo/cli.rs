@@ -21,6 +21,9 @@ pub enum DemoCommand {
     /// Write GPU and RDMA series (and the GPU records a plugin would send) that agree with the jobs, with
     /// the ping mesh of the racks (`topology`) and 100 ms burst peaks on the first half of them.
     SeedTelemetry(TelemetryArgs),
+    /// The long job: a fortnight-long pre-training run on 96 nodes (768 GPUs) at 15 s, its GPU
+    /// series on nodes of its own (`lj001`…); replay the recording rules over it afterwards.
+    SeedLongJob(super::longjob::LongJobArgs),
     /// Keep a seeded cluster alive: every scrape interval, continue its history's scheduler in real time
     /// (jobs end, start and arrive) and write the samples of every seeded series up to now.
     Live(LiveArgs),
@@ -115,6 +118,24 @@ impl HistoryShape {
 /// itself never holds one.
 pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> anyhow::Result<()> {
     match &args.command {
+        DemoCommand::SeedLongJob(long) => {
+            let vm_config = config.victoriametrics.as_ref().context("seed-long-job needs [victoriametrics]")?;
+            let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(
+                &vm_config.url,
+                std::time::Duration::from_secs(300),
+            )?;
+            let stats = super::longjob::seed(config, &vm, long).await?;
+            println!(
+                "long job: {} GPUs, {} to {}, {} samples in {:.0} s ({:.2} M samples/s)",
+                u32::from(long.gpus_per_node) * long.nodes,
+                stats.start.to_rfc3339(),
+                stats.end.to_rfc3339(),
+                stats.samples,
+                stats.seconds,
+                stats.samples as f64 / stats.seconds.max(1e-9) / 1e6
+            );
+            Ok(())
+        }
         DemoCommand::SeedTelemetry(telemetry) => {
             let vm_config = config.victoriametrics.as_ref().context("seed-telemetry needs [victoriametrics]")?;
             let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod history;
 pub mod live;
+pub mod longjob;
 pub mod nodes;
 pub mod resume;
 pub mod seed_telemetry;

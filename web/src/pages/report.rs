@@ -11,10 +11,17 @@ use crate::charts;
 /// The report's verdicts, totals, per-GPU means and peaks, and its charts.
 #[component]
 pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: String) -> impl IntoView {
-    let metrics = match report.metrics.message.clone() {
+    let mut metrics = match report.metrics.message.clone() {
         Some(message) => format!("metrics {}: {message}", report.metrics.status),
         None => format!("metrics {}", report.metrics.status),
     };
+    // A long job says how its window was read: through the recording rules, or raw and why.
+    if report.metrics.reads == wire::MetricsReads::RecordingRules {
+        metrics.push_str(" (whole 5-minute buckets from the recording rules, the edges raw)");
+    }
+    if let Some(note) = &report.metrics.reads_note {
+        metrics.push_str(&format!(" ({note})"));
+    }
     // Where VictoriaMetrics answered, a missing exporter is said; where it did not, the status says so.
     let metrics_ok = report.metrics.status == wire::MetricsState::Ok;
     let totals = &report.totals;

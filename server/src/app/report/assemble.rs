@@ -28,7 +28,7 @@ impl Reporter {
         points: usize,
     ) {
         let catalog = &self.settings.catalog;
-        let Gathered { attributed, data, network, io, whole_nodes, step_s, window_s, .. } = gathered;
+        let Gathered { attributed, data, network, io, whole_nodes, step_s, window_s, reads, reads_note, .. } = gathered;
         let hours = window_s as f64 / 3600.0;
         let mut facts = Vec::new();
         let mut energy_mj = 0.0;
@@ -216,7 +216,7 @@ impl Reporter {
             (wire::MetricsState::Ok, None)
         };
         report.window_end = Some(end);
-        report.metrics = wire::MetricsStatus { status, message, step_s };
+        report.metrics = wire::MetricsStatus { status, message, step_s, reads, reads_note };
     }
 
     /// Bursts per node and direction: the agent's peaks next to the counters' average and highest

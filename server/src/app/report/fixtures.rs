@@ -109,5 +109,7 @@ pub(super) fn gathered() -> Gathered {
         whole_nodes: true,
         step_s: 60,
         window_s: 3600,
+        reads: slurmlens_wire::MetricsReads::Raw,
+        reads_note: None,
     }
 }

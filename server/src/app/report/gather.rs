@@ -6,14 +6,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 
+use slurmlens_wire as wire;
+
 use super::Reporter;
 use super::plan::{FaultKind, FaultScope, Span, Tiles, Wanted};
+use super::rules::{PartsRead, Reads};
 use crate::domain::blame::{Evidence, Strength};
 use crate::domain::gpu::GpuRef;
 use crate::domain::job::JobRecord;
 use crate::domain::node_signals::IoSource;
 use crate::domain::promql::{LabelName, Selector};
 use crate::domain::report::{self, AttributedGpu, AttributionEvidence};
+use crate::domain::rules::BUCKET_S;
 use crate::domain::series::SeriesCatalog;
 use crate::sources::victoriametrics::{Series, VictoriaMetrics, VmError};
 
@@ -105,17 +109,24 @@ impl Reporter {
         let Span { start, end, points } = span;
         let catalog = &self.settings.catalog;
         let nodes: Vec<String> = record.nodes.hosts().to_vec();
-        let step_s = self.step_s(start, end, points);
-        // Buckets end at the job's end and step back, so every bucket lies inside the job.
-        let tiles = Tiles::new(start, end, step_s);
-        let window_s = tiles.window_s;
         // GPU records name the job's indices up front; without them every GPU of the nodes is fetched
         // and attribution (which needs the series lookup) picks among them, so nothing waits on it.
         let indices: Vec<u16> =
             recorded.iter().map(|(gpu, _)| gpu.index).collect::<BTreeSet<_>>().into_iter().collect();
+        let reads = self.rule_reads(vm, &nodes, &indices, start, end).await?;
+        let mut step_s = self.step_s(start, end, points);
+        if matches!(reads, Reads::Rules(_)) {
+            // Timelines read from the rules step over whole buckets (a few more points than asked:
+            // recorded buckets are cheap to read).
+            let bucket = BUCKET_S as u64;
+            step_s = (step_s - step_s % bucket).max(bucket);
+        }
+        // Buckets end at the job's end and step back, so every bucket lies inside the job.
+        let tiles = Tiles::new(start, end, step_s);
+        let window_s = tiles.window_s;
         let util = catalog.gpu_metrics.first().map(|spec| spec.name.clone()).unwrap_or_else(|| catalog.xid.clone());
         let lookups: Vec<String> = self.gpu_selectors(&util, &nodes, &[]).iter().map(Selector::to_string).collect();
-        let plan = self.plan(record.identity.id_job, &nodes, &indices, &tiles, faults);
+        let plan = self.plan(record.identity.id_job, &nodes, &indices, &tiles, faults, &reads);
         let (found, answers) = futures::join!(
             join_all(lookups.iter().map(|selector| vm.series(selector, start, end))),
             join_all(plan.iter().map(|planned| planned.send(vm, &tiles)))
@@ -150,6 +161,7 @@ impl Reporter {
         let mut fault_evidence: Vec<Evidence> = Vec::new();
         let mut bursts: BurstReadings = BTreeMap::new();
         let mut io: IoReadings = BTreeMap::new();
+        let mut parts = PartsRead::default();
         let node_labels = [
             &catalog.rdma_host_label,
             &catalog.node.host_label,
@@ -201,7 +213,7 @@ impl Reporter {
                 if !wanted.contains(&gpu) {
                     continue;
                 }
-                let entry = data.entry(gpu).or_default();
+                let entry = data.entry(gpu.clone()).or_default();
                 let last = series.points.last().map(|&(_, value)| value);
                 match &planned.what {
                     Wanted::Buckets(key, scale) => {
@@ -218,6 +230,7 @@ impl Reporter {
                             _ => None,
                         };
                     }
+                    Wanted::WindowPart(key, scale) => parts.add(gpu, key, *scale, &series),
                     Wanted::IdleShare => entry.idle_share = last,
                     Wanted::FbFree => entry.fb_free = last,
                     Wanted::EnergyAtEnd => entry.energy_mj = last,
@@ -235,6 +248,7 @@ impl Reporter {
                 }
             }
         }
+        parts.combine(&mut data);
         for (gpu, uuid) in &uuids {
             if let Some(entry) = data.get_mut(gpu) {
                 entry.uuid.get_or_insert_with(|| uuid.clone());
@@ -253,7 +267,23 @@ impl Reporter {
                 let present = evidence.present.get(node).map_or(0, BTreeSet::len);
                 present > 0 && attributed.iter().filter(|a| &a.gpu.node == node).count() >= present
             });
-        Ok(Gathered { faults: fault_evidence, bursts, attributed, data, network, io, whole_nodes, step_s, window_s })
+        let (reads, reads_note) = match reads {
+            Reads::Rules(_) => (wire::MetricsReads::RecordingRules, None),
+            Reads::Raw(note) => (wire::MetricsReads::Raw, note),
+        };
+        Ok(Gathered {
+            faults: fault_evidence,
+            bursts,
+            attributed,
+            data,
+            network,
+            io,
+            whole_nodes,
+            step_s,
+            window_s,
+            reads,
+            reads_note,
+        })
     }
 }
 
@@ -339,6 +369,9 @@ pub(super) struct Gathered {
     pub(super) whole_nodes: bool,
     pub(super) step_s: u64,
     pub(super) window_s: u64,
+    /// Where the GPU figures over the window came from, and why raw where the rules were not used.
+    pub(super) reads: wire::MetricsReads,
+    pub(super) reads_note: Option<String>,
 }
 
 /// (source, key) → (timeline, mean over the window) of the job's Lustre I/O.

@@ -14,6 +14,7 @@ mod gather;
 mod live;
 mod plan;
 mod readings;
+mod rules;
 mod tenancy;
 
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub use form::{SPREAD_ABOVE_GPUS, SeriesChoice, in_form};
 pub use live::{LiveJob, LiveMeans};
 pub use plan::ReportQueries;
 pub use readings::GpuScope;
+pub use rules::RulesSettings;
 pub use tenancy::for_tenant;
 
 use super::{now_epoch, wire_map};
@@ -189,6 +191,8 @@ impl Reporter {
                     status: wire::MetricsState::Unavailable,
                     message: Some("no metrics source is configured".into()),
                     step_s: 0,
+                    reads: wire::MetricsReads::Raw,
+                    reads_note: None,
                 };
             }
             Some(vm) => {
@@ -215,6 +219,8 @@ impl Reporter {
                             status: wire::MetricsState::Unavailable,
                             message: Some(format!("metrics unavailable: {}", error.for_viewer())),
                             step_s: 0,
+                            reads: wire::MetricsReads::Raw,
+                            reads_note: None,
                         };
                     }
                     Err(_) => {
@@ -225,6 +231,8 @@ impl Reporter {
                                 self.settings.metrics_timeout.as_millis()
                             )),
                             step_s: 0,
+                            reads: wire::MetricsReads::Raw,
+                            reads_note: None,
                         };
                     }
                 }
@@ -353,6 +361,8 @@ pub struct ReportSettings {
     pub topology: slurmlens_slurm::topology::Topology,
     /// A running job's report is served again for this long to the viewers who follow.
     pub live_cache: Duration,
+    /// Long jobs' GPU figures through the site's recording rules.
+    pub rules: RulesSettings,
 }
 
 impl Default for ReportSettings {
@@ -363,6 +373,7 @@ impl Default for ReportSettings {
             archive_delay: Duration::from_secs(120),
             topology: slurmlens_slurm::topology::Topology::default(),
             live_cache: Duration::from_secs(30),
+            rules: RulesSettings::default(),
         }
     }
 }
@@ -392,7 +403,13 @@ fn unassembled(
         generated_at,
         window_start: window.map(|(start, _)| start),
         window_end: window.map(|(_, end)| end),
-        metrics: wire::MetricsStatus { status: wire::MetricsState::NoData, message: None, step_s: 0 },
+        metrics: wire::MetricsStatus {
+            status: wire::MetricsState::NoData,
+            message: None,
+            step_s: 0,
+            reads: wire::MetricsReads::Raw,
+            reads_note: None,
+        },
         series_form: wire::SeriesForm::PerGpu,
         gpus: Vec::new(),
         shared_node_bands: Vec::new(),

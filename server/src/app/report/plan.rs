@@ -8,6 +8,8 @@ use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use slurmlens_wire as wire;
 
+use super::rules::epoch_at;
+use super::rules::{Reads, idle_at_most};
 use super::{Reporter, classifies, window_end};
 use crate::domain::blame::Strength;
 use crate::domain::job::JobRecord;
@@ -15,7 +17,6 @@ use crate::domain::node_signals::{self, IoSource};
 use crate::domain::promql::{LabelName, Matcher, MetricName, Selector};
 use crate::domain::series::Kind;
 use crate::domain::time::epoch;
-use crate::domain::verdicts;
 use crate::sources::victoriametrics::{Series, VictoriaMetrics, VmError};
 
 impl Reporter {
@@ -82,6 +83,7 @@ impl Reporter {
         indices: &[u16],
         tiles: &Tiles,
         faults: &FaultScope,
+        reads: &Reads,
     ) -> Vec<Planned> {
         let catalog = &self.settings.catalog;
         let Tiles { window_s, step_s, .. } = *tiles;
@@ -95,14 +97,19 @@ impl Reporter {
         let mut plan = Vec::new();
         for spec in &catalog.gpu_metrics {
             let selectors = self.gpu_selectors(&spec.name, nodes, indices);
+            if let Reads::Rules(split) = reads {
+                let aligned = Tiles::new(epoch_at(split.first), epoch_at(split.last), step_s);
+                plan.extend(self.rule_queries(spec, &selectors, split, aligned));
+                continue;
+            }
             let means = self.per_gpu("max", "", &selectors, |s| format!("avg_over_time({s}[{step_s}s])"), "");
             plan.push(planned(Wanted::Buckets(spec.key.clone(), spec.scale), buckets, means, &selectors));
             let window = self.per_gpu("max", ", rollup", &selectors, aggregate(window_s), "");
             plan.push(planned(Wanted::Window(spec.key.clone(), spec.scale), instant, window, &selectors));
         }
-        if let Some(util) = catalog.gpu_metric("gpu_util") {
+        if let (Some(util), Reads::Raw(_)) = (catalog.gpu_metric("gpu_util"), reads) {
             // The share of raw samples under the idle threshold: idle time at scrape resolution.
-            let below = (verdicts::IDLE_UTIL_PCT / util.scale).next_down();
+            let below = idle_at_most(util);
             let selectors = self.gpu_selectors(&util.name, nodes, indices);
             let idle =
                 self.per_gpu("max", "", &selectors, |s| format!("share_le_over_time({s}[{window_s}s], {below})"), "");
@@ -242,7 +249,7 @@ impl Reporter {
         let nodes = record.nodes.hosts().to_vec();
         let faults = FaultScope { classify: classifies(record), tors: self.tors_of(cluster, &nodes) };
         let tiles = Tiles::new(start, end, self.step_s(start, end, points));
-        let planned = self.plan(record.identity.id_job, &nodes, &[], &tiles, &faults);
+        let planned = self.plan(record.identity.id_job, &nodes, &[], &tiles, &faults, &Reads::Raw(None));
         Some(ReportQueries { planned, tiles })
     }
 }
@@ -270,6 +277,9 @@ pub(super) enum Wanted {
     Buckets(String, f64),
     /// A GPU metric's mean, peak and sample count over the whole window (key, scale).
     Window(String, f64),
+    /// A part of the window (recorded buckets or a raw edge) of a GPU metric read through the
+    /// recording rules, per series with its `rollup` (key, scale).
+    WindowPart(String, f64),
     IdleShare,
     FbFree,
     /// The energy counter at the window's end and at its start.
@@ -376,6 +386,8 @@ pub(super) enum Eval {
     Buckets,
     /// At one instant.
     At(DateTime<Utc>),
+    /// At the end of every bucket of other tiles (those aligned to the recording rules' buckets).
+    Range(Tiles),
 }
 
 impl Planned {
@@ -383,6 +395,7 @@ impl Planned {
         match self.eval {
             Eval::Buckets => vm.query_range(&self.query, tiles.first_bucket_end(), tiles.end, tiles.step_s).await,
             Eval::At(at) => vm.query(&self.query, at).await,
+            Eval::Range(other) => vm.query_range(&self.query, other.first_bucket_end(), other.end, other.step_s).await,
         }
     }
 }
@@ -444,7 +457,7 @@ mod tests {
     #[test]
     fn every_gpu_metric_is_asked_once_per_bucket_and_once_over_exactly_the_window() {
         let reporter = reporter();
-        let plan = reporter.plan(4242, &nodes(), &[], &tiles(), &FaultScope::default());
+        let plan = reporter.plan(4242, &nodes(), &[], &tiles(), &FaultScope::default(), &Reads::Raw(None));
         let metrics = reporter.settings.catalog.gpu_metrics.len();
         let buckets: Vec<&Planned> = plan.iter().filter(|p| matches!(p.what, Wanted::Buckets(..))).collect();
         let windows: Vec<&Planned> = plan.iter().filter(|p| matches!(p.what, Wanted::Window(..))).collect();
@@ -460,7 +473,7 @@ mod tests {
 
     #[test]
     fn every_query_names_only_the_jobs_nodes_or_the_job() {
-        let plan = reporter().plan(4242, &nodes(), &[], &tiles(), &FaultScope::default());
+        let plan = reporter().plan(4242, &nodes(), &[], &tiles(), &FaultScope::default(), &Reads::Raw(None));
         for planned in &plan {
             let names_the_job = planned.query.contains("4242");
             let names_its_nodes = planned.query.contains("gpu001") && planned.query.contains("gpu002");
@@ -484,7 +497,7 @@ mod tests {
     #[test]
     fn recorded_indices_narrow_the_gpus_asked() {
         let reporter = reporter();
-        let plan = reporter.plan(4242, &nodes(), &[0, 3], &tiles(), &FaultScope::default());
+        let plan = reporter.plan(4242, &nodes(), &[0, 3], &tiles(), &FaultScope::default(), &Reads::Raw(None));
         let index_label = reporter.settings.catalog.gpu_index_label.as_str();
         let gpu_queries = plan.iter().filter(|p| matches!(p.what, Wanted::Buckets(..) | Wanted::Window(..)));
         for planned in gpu_queries {
@@ -495,14 +508,20 @@ mod tests {
     #[test]
     fn a_job_that_ended_badly_also_reads_its_links_gpus_and_racks_faults() {
         let faults = FaultScope { classify: true, tors: vec!["rack1".into()] };
-        let plan = reporter().plan(4242, &nodes(), &[], &tiles(), &faults);
+        let plan = reporter().plan(4242, &nodes(), &[], &tiles(), &faults, &Reads::Raw(None));
         let kinds: Vec<FaultKind> =
             plan.iter().filter_map(|p| if let Wanted::Fault(kind) = p.what { Some(kind) } else { None }).collect();
         assert_eq!(kinds.len(), 6, "{kinds:?}");
         let pingmesh = plan.iter().find(|p| matches!(p.what, Wanted::Fault(FaultKind::PingmeshLoss)));
         assert!(pingmesh.is_some_and(|p| p.query.contains("rack1")), "ping-mesh paths start or end at the job's racks");
-        let without_racks =
-            reporter().plan(4242, &nodes(), &[], &tiles(), &FaultScope { classify: true, tors: Vec::new() });
+        let without_racks = reporter().plan(
+            4242,
+            &nodes(),
+            &[],
+            &tiles(),
+            &FaultScope { classify: true, tors: Vec::new() },
+            &Reads::Raw(None),
+        );
         assert_eq!(without_racks.len(), plan.len() - 2, "no racks, no ping-mesh paths");
     }
 }
