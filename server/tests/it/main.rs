@@ -11,6 +11,7 @@ mod jobs_listing;
 mod node_signals;
 mod otlp;
 mod plugin;
+mod replicas;
 mod report;
 mod sacct_parity;
 mod security;
