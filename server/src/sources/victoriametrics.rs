@@ -303,6 +303,22 @@ mod tests {
     }
 
     #[test]
+    fn credentials_are_masked_wherever_the_configuration_is_shown() {
+        let config = crate::config::Config {
+            victoriametrics: Some(crate::config::VictoriaMetricsConfig {
+                url: "http://slurmlens:vmpw@vmauth:8427/select/0/prometheus".into(),
+                timeout_ms: 5000,
+                readings_max_age_s: 3600,
+                bearer_token: Some(crate::config::IngestSecret("vm-t0ken".into())),
+            }),
+            ..crate::config::Config::default()
+        };
+        let shown = format!("{:#?}", config.redacted());
+        assert!(!shown.contains("vmpw") && !shown.contains("vm-t0ken"), "{shown}");
+        assert!(shown.contains("http://slurmlens:***@vmauth:8427/select/0/prometheus"), "{shown}");
+    }
+
+    #[test]
     fn credentials_leave_the_url_and_its_path_prefix_stays() {
         let vm =
             VictoriaMetrics::new("http://slurm%40lens:p%3Ass@vmauth:8427/select/0/prometheus/", Duration::from_secs(1))

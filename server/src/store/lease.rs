@@ -84,6 +84,16 @@ pub struct Slots {
     connection: Option<PoolConnection<MySql>>,
 }
 
+impl Slots {
+    /// Releases the slots now and gives the connection back to the pool.
+    pub async fn release(mut self) -> Result<(), StoreError> {
+        if let Some(mut connection) = self.connection.take() {
+            sqlx::query("SELECT RELEASE_ALL_LOCKS()").execute(&mut *connection).await?;
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Slots {
     fn drop(&mut self) {
         let Some(mut connection) = self.connection.take() else { return };

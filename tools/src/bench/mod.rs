@@ -1,11 +1,14 @@
 //! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
-//! simulation on its own; one archiver round.
+//! simulation on its own; one archiver round; the server's memory under concurrent clients; what shared
+//! heavy-request slots cost.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
 pub mod backfill;
 pub mod history;
+pub mod memory;
+pub mod slots;
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +22,7 @@ use slurmlens::config::Config;
 use slurmlens::http::router;
 use slurmlens::serve::http_state;
 
-/// `slurmlens-dev bench window|report|ingest|history|backfill`.
+/// `slurmlens-dev bench window|report|ingest|history|backfill|memory|slots`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
@@ -32,6 +35,10 @@ pub enum BenchCommand {
     History(history::HistoryBenchArgs),
     /// One archiver round over a cluster's last hours, with the Gantt's "no report" share before and after.
     Backfill(backfill::BackfillBenchArgs),
+    /// The real server's resident memory under concurrent listing and report clients.
+    Memory(memory::MemoryBenchArgs),
+    /// Taking and releasing a heavy request's shared slots in MariaDB against a bare round trip.
+    Slots(slots::SlotsBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -42,6 +49,8 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
         BenchCommand::History(args) => history::run(args),
         BenchCommand::Backfill(args) => backfill::run(config, args).await,
+        BenchCommand::Memory(args) => memory::run(config, args).await,
+        BenchCommand::Slots(args) => slots::run(config, args).await,
     }
 }
 
