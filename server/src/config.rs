@@ -199,6 +199,9 @@ pub struct LimitsConfig {
     /// Heavy requests running at once across everyone; one more is a 503 with Retry-After. Keep it
     /// below `[slurmdbd] max_connections` times a few, so a burst cannot hold every connection.
     pub heavy_total: NonZeroU32,
+    /// The two bounds above hold across the replicas on one `[database]` (slots as MariaDB named
+    /// locks, `http/limits.rs`), not per process: set it when several replicas share a load balancer.
+    pub shared: bool,
 }
 
 impl Default for LimitsConfig {
@@ -207,6 +210,7 @@ impl Default for LimitsConfig {
             window_days: const { NonZeroU32::new(31).unwrap() },
             heavy_per_identity: const { NonZeroU32::new(4).unwrap() },
             heavy_total: const { NonZeroU32::new(32).unwrap() },
+            shared: false,
         }
     }
 }
@@ -242,8 +246,12 @@ pub struct DatabaseConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VictoriaMetricsConfig {
-    /// The Prometheus API root: `http://vm:8428`, or `http://vmselect:8481/select/0/prometheus`.
+    /// The Prometheus API root: `http://vm:8428`, `http://vmselect:8481/select/0/prometheus`, or vmauth
+    /// with basic auth in the URL (`http://user:password@vmauth:8427/select/0/prometheus`, masked).
     pub url: String,
+    /// A bearer token sent on every call (vmauth's `bearer_token`); never printed nor logged.
+    #[serde(default)]
+    pub bearer_token: Option<IngestSecret>,
     /// Upper bound of all metric queries of one report together.
     #[serde(default = "default_vm_timeout_ms")]
     pub timeout_ms: u64,

@@ -110,7 +110,10 @@ fn metrics_client(config: &Config) -> anyhow::Result<Option<VictoriaMetrics>> {
     config
         .victoriametrics
         .as_ref()
-        .map(|vm| VictoriaMetrics::new(&vm.url, metrics_timeout(config)))
+        .map(|vm| {
+            let token = vm.bearer_token.as_ref().map(|token| token.0.clone());
+            VictoriaMetrics::new(&vm.url, metrics_timeout(config)).map(|client| client.with_bearer_token(token))
+        })
         .transpose()
         .context("configuring the VictoriaMetrics client")
 }

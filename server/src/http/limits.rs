@@ -3,6 +3,11 @@
 //! `heavy_total` at once in all. One more is answered at once, 429 (that identity) or 503 (everyone),
 //! with Retry-After: nothing waits in a queue, so a burst cannot hold slurmdbd's connections. A heavy
 //! request holds its place until its body is sent (a streamed export runs as long as its body).
+//!
+//! With `[limits] shared`, the bounds hold across the replicas on one database: a request that the
+//! process's own bounds let in also takes a slot in MariaDB ([`SlotPool`]), held for the request and
+//! freed when it ends or its replica dies. The process's bounds stay the first gate, so a flood is
+//! refused before it reaches MariaDB; while MariaDB does not answer, the bounds are per process.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -20,6 +25,8 @@ use super::HttpState;
 use super::error::ApiError;
 use crate::app::Viewer;
 use crate::config::LimitsConfig;
+use crate::store::Store;
+use crate::store::lease::{SlotPool, SlotsFull};
 
 /// Seconds a refused client is asked to wait: heavy requests last seconds, not minutes.
 const RETRY_AFTER_S: u32 = 2;
@@ -46,11 +53,22 @@ fn is_heavy(method: &Method, path: &str) -> bool {
             ))
 }
 
-/// The heavy requests running now: one count per identity, and a semaphore for all of them.
+/// The slots' lock names (`<group>:<n>`, scoped to the database by the store).
+const TOTAL_GROUP: &str = "slurmlens:heavy";
+
+/// The lock group of `identity`'s slots across replicas.
+fn identity_group(identity: &str) -> String {
+    format!("slurmlens:heavy:{identity}")
+}
+
+/// The heavy requests running now: one count per identity, and a semaphore for all of them; with
+/// `[limits] shared`, the slots across replicas too.
 pub(crate) struct HeavyLimiter {
     per_identity: u32,
+    total_slots: u32,
     total: Arc<Semaphore>,
     running: Mutex<HashMap<String, u32>>,
+    shared: Option<SlotPool>,
 }
 
 /// Why a heavy request was refused.
@@ -82,11 +100,16 @@ impl Drop for Slot {
 }
 
 impl HeavyLimiter {
-    pub(crate) fn new(limits: &LimitsConfig) -> Self {
+    /// Bounds from `limits`, shared through `store` when `limits.shared` asks for it.
+    pub(crate) fn new(limits: &LimitsConfig, store: Option<&Store>) -> Self {
+        let total_slots = limits.heavy_total.get();
         Self {
             per_identity: limits.heavy_per_identity.get(),
-            total: Arc::new(Semaphore::new(limits.heavy_total.get() as usize)),
+            total_slots,
+            total: Arc::new(Semaphore::new(total_slots as usize)),
             running: Mutex::new(HashMap::new()),
+            // One connection per slot this process may hold: the process's own bound keeps it there.
+            shared: store.filter(|_| limits.shared).map(|store| store.slot_pool(total_slots)),
         }
     }
 
@@ -106,10 +129,11 @@ impl HeavyLimiter {
     }
 }
 
-/// A response body that holds its request's [`Slot`] until it is sent or dropped.
+/// A response body that holds its request's [`Slot`] (and its shared slots) until it is sent or dropped.
 struct Holding {
     body: Body,
     _slot: Slot,
+    _shared: Option<crate::store::lease::Slots>,
 }
 
 impl HttpBody for Holding {
@@ -132,6 +156,24 @@ impl HttpBody for Holding {
     }
 }
 
+impl HeavyLimiter {
+    /// The request's slots across replicas, when they are shared; `None` when they are not, or when
+    /// MariaDB did not answer (then the process's bounds alone hold, and the log says so).
+    async fn enter_shared(&self, identity: Option<&str>) -> Result<Option<crate::store::lease::Slots>, Refusal> {
+        let Some(pool) = &self.shared else { return Ok(None) };
+        let group = identity.map(identity_group);
+        match pool.take_slots(group.as_deref(), self.per_identity, TOTAL_GROUP, self.total_slots).await {
+            Ok(Ok(slots)) => Ok(Some(slots)),
+            Ok(Err(SlotsFull::Identity)) => Err(Refusal::Identity),
+            Ok(Err(SlotsFull::Total)) => Err(Refusal::Total),
+            Err(error) => {
+                tracing::warn!(%error, "shared heavy-request slots unavailable; bounding this request per process");
+                Ok(None)
+            }
+        }
+    }
+}
+
 /// The middleware, inside `auth::identify` (it keys on the identity that found).
 pub(crate) async fn limit_heavy(State(state): State<HttpState>, request: Request, next: Next) -> Response {
     if !is_heavy(request.method(), request.uri().path()) {
@@ -144,8 +186,13 @@ pub(crate) async fn limit_heavy(State(state): State<HttpState>, request: Request
         _ => None,
     };
     let limiter = Arc::clone(&state.heavy);
-    let refusal = match limiter.enter(identity) {
-        Ok(slot) => return next.run(request).await.map(|body| Body::new(Holding { body, _slot: slot })),
+    let refusal = match limiter.enter(identity.clone()) {
+        Ok(slot) => match limiter.enter_shared(identity.as_deref()).await {
+            Ok(shared) => {
+                return next.run(request).await.map(|body| Body::new(Holding { body, _slot: slot, _shared: shared }));
+            }
+            Err(refusal) => refusal,
+        },
         Err(refusal) => refusal,
     };
     let limits = state.app.limits();
@@ -195,7 +242,7 @@ mod tests {
             heavy_total: 3.try_into().expect("non-zero"),
             ..LimitsConfig::default()
         };
-        let limiter = Arc::new(HeavyLimiter::new(&limits));
+        let limiter = Arc::new(HeavyLimiter::new(&limits, None));
         let first = limiter.enter(Some("alice".into())).ok();
         let second = limiter.enter(Some("alice".into())).ok();
         assert!(matches!(limiter.enter(Some("alice".into())), Err(Refusal::Identity)));

@@ -52,7 +52,7 @@ impl HttpState {
     /// The edge over `app`, with no ingest secrets and the pages served without a site root.
     pub fn new(app: App) -> Self {
         let token_limiter = Arc::new(auth::TokenLimiter::new(app.access().tokens.per_minute));
-        let heavy = Arc::new(limits::HeavyLimiter::new(app.limits()));
+        let heavy = Arc::new(limits::HeavyLimiter::new(app.limits(), app.store()));
         Self { app, ingest: Arc::default(), web: Arc::default(), token_limiter, heavy }
     }
 

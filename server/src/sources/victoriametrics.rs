@@ -1,5 +1,6 @@
 //! VictoriaMetrics over its Prometheus-compatible HTTP API (single node, or vmselect with its
-//! `/select/<tenant>/prometheus` prefix in the configured URL). `reqwest::Error` stops here.
+//! `/select/<tenant>/prometheus` prefix in the configured URL, directly or behind vmauth with basic
+//! auth or a bearer token). `reqwest::Error` stops here.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,6 +17,10 @@ pub enum VmError {
     /// The query was refused (4xx) or the answer was not understood.
     #[error("VictoriaMetrics refused the query: {0}")]
     Query(String),
+    /// The server in front (vmauth) refused our credentials (401, 403): the site's configuration,
+    /// not the query, is wrong.
+    #[error("VictoriaMetrics refused slurmlens's credentials: {0}")]
+    Denied(String),
 }
 
 impl VmError {
@@ -25,12 +30,18 @@ impl VmError {
         match self {
             Self::Unavailable(_) => "VictoriaMetrics did not answer",
             Self::Query(_) => "VictoriaMetrics refused the query or sent what could not be read",
+            Self::Denied(_) => {
+                "VictoriaMetrics refused slurmlens's credentials ([victoriametrics] url's user and password, or bearer_token)"
+            }
         }
     }
 }
 
 impl From<reqwest::Error> for VmError {
     fn from(error: reqwest::Error) -> Self {
+        // The URL is left out: ours carries no credentials (they are taken out in `new`), but a
+        // redirect's might.
+        let error = error.without_url();
         if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }
     }
 }
@@ -43,11 +54,25 @@ pub struct Series {
     pub points: Vec<(i64, f64)>,
 }
 
+/// How every call authenticates to the server in front of VictoriaMetrics (vmauth).
+#[derive(Clone, Default)]
+enum Credentials {
+    #[default]
+    None,
+    Basic {
+        user: String,
+        password: Option<String>,
+    },
+    Bearer(String),
+}
+
 /// A VictoriaMetrics client.
 #[derive(Clone)]
 pub struct VictoriaMetrics {
     http: reqwest::Client,
+    /// The API root without credentials, its path prefix kept (`/select/0/prometheus`).
     base: String,
+    credentials: Credentials,
 }
 
 #[derive(Deserialize)]
@@ -121,29 +146,68 @@ impl RawSeries {
 }
 
 impl VictoriaMetrics {
-    /// `base_url` is the Prometheus API root (`http://vm:8428` or `http://vmselect:8481/select/0/prometheus`).
+    /// `base_url` is the Prometheus API root (`http://vm:8428` or `http://vmselect:8481/select/0/prometheus`);
+    /// a user and password in it are sent as basic auth on every call (and kept out of every message).
     pub fn new(base_url: &str, timeout: Duration) -> Result<Self, VmError> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(2)))
             .build()
             .map_err(|e| VmError::Query(format!("building the HTTP client: {e}")))?;
-        Ok(Self { http, base: base_url.trim_end_matches('/').to_string() })
+        let mut url = reqwest::Url::parse(base_url.trim_end_matches('/'))
+            .map_err(|e| VmError::Query(format!("the VictoriaMetrics URL does not parse: {e}")))?;
+        let decode = |text: &str| percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned();
+        let credentials = if url.username().is_empty() {
+            Credentials::None
+        } else {
+            Credentials::Basic { user: decode(url.username()), password: url.password().map(decode) }
+        };
+        // Neither can fail on an http(s) URL, which has a host; another scheme fails at the first call.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        let base = url.as_str().trim_end_matches('/').to_string();
+        Ok(Self { http, base, credentials })
     }
 
+    /// The same client sending `token` as a bearer token on every call (vmauth's `bearer_token`).
+    pub fn with_bearer_token(mut self, token: Option<String>) -> Self {
+        if let Some(token) = token {
+            self.credentials = Credentials::Bearer(token);
+        }
+        self
+    }
+
+    /// The API root, without credentials.
     pub fn base_url(&self) -> &str {
         &self.base
     }
 
+    /// A request to `url` with our credentials.
+    fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, url);
+        match &self.credentials {
+            Credentials::None => request,
+            Credentials::Basic { user, password } => request.basic_auth(user, password.as_ref()),
+            Credentials::Bearer(token) => request.bearer_auth(token),
+        }
+    }
+
     async fn post<T: for<'de> Deserialize<'de>>(&self, path: &str, form: &[(&str, String)]) -> Result<T, VmError> {
         let started = std::time::Instant::now();
-        let response = self.http.post(format!("{}{path}", self.base)).form(form).send().await?;
+        let response = self.request(reqwest::Method::POST, format!("{}{path}", self.base)).form(form).send().await?;
         let status = response.status();
         let body = response.bytes().await?;
         let query = form.first().map(|(_, query)| query.as_str()).unwrap_or_default();
         tracing::debug!(path, %status, bytes = body.len(), ms = started.elapsed().as_millis() as u64, query, "VictoriaMetrics answered");
         if status.is_server_error() {
             return Err(VmError::Unavailable(format!("{path} answered {status}")));
+        }
+        // Older vmauth (Debian's 1.79) answers an unknown token 400 with this text, not 401.
+        let unknown_token =
+            status == reqwest::StatusCode::BAD_REQUEST && body.starts_with(b"cannot find the provided auth token");
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN || unknown_token {
+            // vmauth's body echoes the credentials it did not find: it is not kept.
+            return Err(VmError::Denied(format!("{path} answered {status}")));
         }
         let envelope: Envelope<T> = serde_json::from_slice(&body)
             .map_err(|e| VmError::Query(format!("{path} answered {status} with unreadable JSON: {e}")))?;
@@ -202,7 +266,8 @@ impl VictoriaMetrics {
         let root = self.base.trim_end_matches("/prometheus");
         let mut attempt = 1;
         loop {
-            let response = self.http.post(format!("{root}/api/v1/import")).body(body.clone()).send().await?;
+            let response =
+                self.request(reqwest::Method::POST, format!("{root}/api/v1/import")).body(body.clone()).send().await?;
             let status = response.status();
             if status.is_success() {
                 break;
@@ -215,7 +280,7 @@ impl VictoriaMetrics {
             tokio::time::sleep(std::time::Duration::from_secs(attempt)).await;
             attempt += 1;
         }
-        let flush = self.http.get(format!("{root}/internal/force_flush")).send().await?;
+        let flush = self.request(reqwest::Method::GET, format!("{root}/internal/force_flush")).send().await?;
         if !flush.status().is_success() {
             return Err(VmError::Query(format!("force_flush answered {}", flush.status())));
         }
@@ -235,5 +300,36 @@ mod tests {
             value: None,
         };
         assert_eq!(raw.into_series().points, vec![(10, 1.5)]);
+    }
+
+    #[test]
+    fn credentials_are_masked_wherever_the_configuration_is_shown() {
+        let config = crate::config::Config {
+            victoriametrics: Some(crate::config::VictoriaMetricsConfig {
+                url: "http://slurmlens:vmpw@vmauth:8427/select/0/prometheus".into(),
+                timeout_ms: 5000,
+                readings_max_age_s: 3600,
+                bearer_token: Some(crate::config::IngestSecret("vm-t0ken".into())),
+            }),
+            ..crate::config::Config::default()
+        };
+        let shown = format!("{:#?}", config.redacted());
+        assert!(!shown.contains("vmpw") && !shown.contains("vm-t0ken"), "{shown}");
+        assert!(shown.contains("http://slurmlens:***@vmauth:8427/select/0/prometheus"), "{shown}");
+    }
+
+    #[test]
+    fn credentials_leave_the_url_and_its_path_prefix_stays() {
+        let vm =
+            VictoriaMetrics::new("http://slurm%40lens:p%3Ass@vmauth:8427/select/0/prometheus/", Duration::from_secs(1))
+                .expect("a client");
+        assert_eq!(vm.base_url(), "http://vmauth:8427/select/0/prometheus");
+        assert!(matches!(&vm.credentials, Credentials::Basic { user, password }
+            if user == "slurm@lens" && password.as_deref() == Some("p:ss")));
+        let vm = VictoriaMetrics::new("http://vm:8428", Duration::from_secs(1)).expect("a client");
+        assert_eq!(vm.base_url(), "http://vm:8428");
+        assert!(
+            matches!(vm.with_bearer_token(Some("t".into())).credentials, Credentials::Bearer(token) if token == "t")
+        );
     }
 }

@@ -54,6 +54,7 @@ async fn app_with_store(name: &str, per_minute: u32) -> (TestApp, Store) {
         url: lab().var("SLURMLENS_VM_URL").to_string(),
         timeout_ms: 3000,
         readings_max_age_s: 1800,
+        bearer_token: None,
     });
     config.report.archive_interval_s = 0;
     config.access.trusted_proxies = vec!["127.0.0.1".to_string().try_into().expect("address")];

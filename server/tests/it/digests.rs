@@ -19,6 +19,7 @@ fn digests_config(database: String) -> Config {
         url: lab().var("SLURMLENS_VM_URL").to_string(),
         timeout_ms: 20_000,
         readings_max_age_s: 1800,
+        bearer_token: None,
     });
     config.database = Some(DatabaseConfig { url: database });
     config.report.archive_interval_s = 0;
@@ -258,10 +259,11 @@ async fn one_replica_archives_at_a_time_and_the_other_takes_over_when_it_stops()
     // Another replica is mid-round: it holds the archiver's lease of this database.
     let other = sqlx::MySqlPool::connect(&database).await.expect("the other replica's connection");
     let mut connection = other.acquire().await.expect("a connection");
-    let held: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(CONCAT('slurmlens-archiver.', DATABASE()), 0)")
-        .fetch_one(&mut *connection)
-        .await
-        .expect("GET_LOCK");
+    let held: Option<i64> =
+        sqlx::query_scalar("SELECT GET_LOCK(SHA2(CONCAT('slurmlens-archiver.', DATABASE()), 256), 0)")
+            .fetch_one(&mut *connection)
+            .await
+            .expect("GET_LOCK");
     assert_eq!(held, Some(1), "the other replica holds the lease");
     let skipped = round(&config, window, None).await;
     assert_eq!(skipped, RoundSummary { skipped: true, ..RoundSummary::default() }, "this replica waits its turn");

@@ -11,7 +11,8 @@ use crate::support::{TestApp, database_shared, lab, mix_job, spawn_app, test_con
 fn config() -> Config {
     let mut config = test_config(AnonymousAccess::Staff);
     let url = lab().var("SLURMLENS_VM_URL").to_string();
-    config.victoriametrics = Some(VictoriaMetricsConfig { url, timeout_ms: 5000, readings_max_age_s: 1800 });
+    config.victoriametrics =
+        Some(VictoriaMetricsConfig { url, timeout_ms: 5000, readings_max_age_s: 1800, bearer_token: None });
     config.report.archive_interval_s = 0;
     config
 }

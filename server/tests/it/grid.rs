@@ -21,6 +21,7 @@ async fn grid_app() -> TestApp {
         url: lab().var("SLURMLENS_VM_URL").to_string(),
         timeout_ms: 5000,
         readings_max_age_s: 900,
+        bearer_token: None,
     });
     spawn_app(config).await
 }

@@ -15,6 +15,7 @@ fn config() -> Config {
         url: lab().var("SLURMLENS_VM_URL").to_string(),
         timeout_ms: 10_000,
         readings_max_age_s: 1800,
+        bearer_token: None,
     });
     config.report.archive_delay_s = 3600;
     config.report.archive_interval_s = 0;

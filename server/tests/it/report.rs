@@ -12,8 +12,12 @@ use crate::support::{TestApp, database_shared, lab, slurm, spawn_app, submit_hol
 
 fn report_config(vm_url: &str, timeout_ms: u64) -> Config {
     let mut config = test_config(AnonymousAccess::Staff);
-    config.victoriametrics =
-        Some(VictoriaMetricsConfig { url: vm_url.to_string(), timeout_ms, readings_max_age_s: 1800 });
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: vm_url.to_string(),
+        timeout_ms,
+        readings_max_age_s: 1800,
+        bearer_token: None,
+    });
     config.database = Some(slurmlens::config::DatabaseConfig { url: lab().var("SLURMLENS_DATABASE_URL").to_string() });
     config.report.archive_delay_s = 0;
     config.report.archive_interval_s = 0;

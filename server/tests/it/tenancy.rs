@@ -77,8 +77,12 @@ async fn a_tenant_sees_another_tenants_gpus_as_busy_counts_and_reads_only_its_ow
     let vm_url = lab().var("SLURMLENS_VM_URL").to_string();
     let database_url = fresh_database("tenancy").await;
     let mut config = test_config(AnonymousAccess::Nobody);
-    config.victoriametrics =
-        Some(VictoriaMetricsConfig { url: vm_url.clone(), timeout_ms: 5000, readings_max_age_s: 1800 });
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: vm_url.clone(),
+        timeout_ms: 5000,
+        readings_max_age_s: 1800,
+        bearer_token: None,
+    });
     config.database = Some(DatabaseConfig { url: database_url.clone() });
     config.report.archive_interval_s = 0;
     let app = spawn_app(config).await;

@@ -2,7 +2,8 @@
 //! a window's streamed export against the SQL floor and sacct;
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
 //! simulation on its own; one archiver round; a fortnight-long job's report through the recording rules
-//! against the same report read raw.
+//! against the same report read raw; the server's memory under concurrent clients; what shared
+//! heavy-request slots cost.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
@@ -10,7 +11,9 @@ pub mod backfill;
 pub mod export;
 pub mod history;
 pub mod longjob;
+pub mod memory;
 pub mod scale;
+pub mod slots;
 
 use std::time::{Duration, Instant};
 
@@ -24,7 +27,7 @@ use slurmlens::config::Config;
 use slurmlens::http::router;
 use slurmlens::serve::http_state;
 
-/// `slurmlens-dev bench window|report|ingest|history|backfill`.
+/// `slurmlens-dev bench window|report|ingest|history|backfill|memory|slots`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
@@ -44,6 +47,10 @@ pub enum BenchCommand {
     LongReport(longjob::LongReportArgs),
     /// The same requests against a short history and a long one (default `sakura` and `fuji`), with ratios.
     Scale(scale::ScaleBenchArgs),
+    /// The real server's resident memory under concurrent listing and report clients.
+    Memory(memory::MemoryBenchArgs),
+    /// Taking and releasing a heavy request's shared slots in MariaDB against a bare round trip.
+    Slots(slots::SlotsBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -57,6 +64,8 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Backfill(args) => backfill::run(config, args).await,
         BenchCommand::LongReport(args) => longjob::run(config, args).await,
         BenchCommand::Scale(args) => scale::run(config, args).await,
+        BenchCommand::Memory(args) => memory::run(config, args).await,
+        BenchCommand::Slots(args) => slots::run(config, args).await,
     }
 }
 

@@ -326,10 +326,16 @@ async fn report_then_pause<'j>(
     (job, report)
 }
 
+/// The lease of `cluster`'s job `job_id`'s job-end archive ([`crate::store::Store::try_lease`]).
+fn job_end_lease(cluster: &ClusterName, job_id: u32) -> String {
+    format!("slurmlens-job-end:{cluster}:{job_id}")
+}
+
 /// Archives one job's report once `archive_delay` has passed (the plugin's job-end message), so a
 /// report is kept promptly even between archiver rounds. A job's end comes from each of its nodes (and
-/// again on a spool replay): one archive per job is scheduled at a time, and at most
-/// [`super::ARCHIVES_AT_ONCE`] run at once. Failures are logged; the archiver retries.
+/// again on a spool replay), to any replica: one archive per job is scheduled at a time in a process,
+/// one replica makes it (the job's lease), and at most [`super::ARCHIVES_AT_ONCE`] run at once.
+/// Failures are logged; the archiver retries.
 pub fn schedule_archive(app: App, cluster: ClusterName, job_id: u32) {
     let Some(claim) = app.reporter().flights.claim_archive(&cluster, job_id) else { return };
     tokio::spawn(async move {
@@ -337,6 +343,21 @@ pub fn schedule_archive(app: App, cluster: ClusterName, job_id: u32) {
         tokio::time::sleep(app.reporter().settings.archive_delay).await;
         let Some(_worker) = app.reporter().flights.archive_worker().await else { return };
         let Some(reader) = app.readers().find(|reader| *reader.cluster() == cluster) else { return };
+        // Every replica behind the load balancer may get this job's end records: the one holding the
+        // job's lease archives, the others leave it (the report is read from the archive first, so
+        // one that takes the lease after the archive is written makes nothing).
+        let lease_name = job_end_lease(&cluster, job_id);
+        let _lease = match app.store() {
+            Some(store) => match store.try_lease(&lease_name).await {
+                Ok(Some(lease)) => Some(lease),
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::warn!(%error, job_id, "job-end lease unavailable; archiving without it");
+                    None
+                }
+            },
+            None => None,
+        };
         let result = async {
             let Some((record, _)) = reader.job(&ViewerScope::Staff, JobSelector::Id(job_id)).await? else {
                 return Ok::<_, ReportError>(());

@@ -7,6 +7,7 @@
 //! must not multiply it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,8 @@ pub(super) struct Flights {
     live_cache: Duration,
     archiving: Mutex<HashSet<(ClusterName, u32)>>,
     archive_workers: Semaphore,
+    /// Reports computed since start (not served from a flight, the live cache or the archive).
+    computed: AtomicU64,
 }
 
 impl Flights {
@@ -60,6 +63,7 @@ impl Flights {
             live_cache: live_cache.min(MAX_LIVE_CACHE),
             archiving: Mutex::default(),
             archive_workers: Semaphore::new(ARCHIVES_AT_ONCE),
+            computed: AtomicU64::new(0),
         }
     }
 
@@ -86,6 +90,7 @@ impl Flights {
         {
             return Ok(done.report.clone());
         }
+        self.computed.fetch_add(1, Ordering::Relaxed);
         let report = make().await?;
         *made = Some(Made { at: Instant::now(), live, report: report.clone() });
         Ok(report)
@@ -107,6 +112,19 @@ impl Flights {
     /// A slot among the [`ARCHIVES_AT_ONCE`] job-end archives.
     pub(super) async fn archive_worker(&self) -> Option<SemaphorePermit<'_>> {
         self.archive_workers.acquire().await.ok()
+    }
+}
+
+impl super::Reporter {
+    /// Reports this process computed since it started (each costs the job's metric queries): what
+    /// single flight, the live cache, the archive and the job-end lease spare.
+    pub fn computations(&self) -> u64 {
+        self.flights.computed.load(Ordering::Relaxed)
+    }
+
+    /// Job-end archives scheduled in this process and not finished (or given up to another replica).
+    pub fn job_end_archives_pending(&self) -> usize {
+        self.flights.archiving.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 }
 

@@ -42,6 +42,7 @@ async fn a_source_that_fails_is_named_never_its_address() {
         url: "http://127.0.0.1:9/internal-vm".into(),
         timeout_ms: 2000,
         readings_max_age_s: 1800,
+        bearer_token: None,
     });
     let app = spawn_app(config).await;
     let job = finished_lab_job().await;

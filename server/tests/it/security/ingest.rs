@@ -93,8 +93,12 @@ impl CountingProxy {
 fn sakura_config(vm_url: &str, database: Option<String>) -> Config {
     let mut config = test_config(AnonymousAccess::Staff);
     config.clusters = vec!["sakura".parse().expect("valid cluster")];
-    config.victoriametrics =
-        Some(VictoriaMetricsConfig { url: vm_url.to_string(), timeout_ms: 20_000, readings_max_age_s: 1800 });
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: vm_url.to_string(),
+        timeout_ms: 20_000,
+        readings_max_age_s: 1800,
+        bearer_token: None,
+    });
     config.database = database.map(|url| DatabaseConfig { url });
     config.report.archive_interval_s = 0;
     config

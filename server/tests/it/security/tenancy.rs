@@ -270,8 +270,12 @@ async fn a_shared_nodes_gpus_reach_a_tenant_only_as_a_band_live_and_archived() {
     let _db = database_shared().await;
     let vm_url = lab().var("SLURMLENS_VM_URL").to_string();
     let mut config = test_config(AnonymousAccess::Nobody);
-    config.victoriametrics =
-        Some(VictoriaMetricsConfig { url: vm_url.clone(), timeout_ms: 5000, readings_max_age_s: 1800 });
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: vm_url.clone(),
+        timeout_ms: 5000,
+        readings_max_age_s: 1800,
+        bearer_token: None,
+    });
     config.database = Some(DatabaseConfig { url: fresh_database("sec_tenancy_band").await });
     config.report.archive_delay_s = 0;
     config.report.archive_interval_s = 0;
@@ -417,6 +421,7 @@ async fn an_older_jobs_gpu_records_and_traces_under_the_same_id_are_not_read() {
         url: lab().var("SLURMLENS_VM_URL").to_string(),
         timeout_ms: 5000,
         readings_max_age_s: 1800,
+        bearer_token: None,
     });
     config.report.archive_interval_s = 0;
     let app = spawn_app(config).await;
