@@ -39,6 +39,7 @@ fn config(rules: bool) -> Config {
         url: lab().var("SLURMLENS_VM_URL").to_string(),
         timeout_ms: 30_000,
         readings_max_age_s: 1800,
+        bearer_token: None,
     });
     config.report.recording_rules = rules;
     // The 12-hour job stands for a long one: read through the rules however short.
