@@ -8,6 +8,7 @@
 
 pub mod colours;
 pub mod error;
+pub mod gantt;
 pub mod gpus;
 pub mod ingest;
 pub mod jobs;

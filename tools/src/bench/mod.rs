@@ -1,10 +1,11 @@
 //! `slurmlens-dev bench`: the jobs window query against `sacct --json` on the same window, in one process;
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
-//! simulation on its own; one archiver round.
+//! simulation on its own; one archiver round; the Gantt's and the grid's data against the bare listing.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
 pub mod backfill;
+pub mod gantt;
 pub mod history;
 
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use slurmlens::config::Config;
 use slurmlens::http::router;
 use slurmlens::serve::http_state;
 
-/// `slurmlens-dev bench window|report|ingest|history|backfill`.
+/// `slurmlens-dev bench window|report|ingest|history|backfill|gantt`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
@@ -32,6 +33,8 @@ pub enum BenchCommand {
     History(history::HistoryBenchArgs),
     /// One archiver round over a cluster's last hours, with the Gantt's "no report" share before and after.
     Backfill(backfill::BackfillBenchArgs),
+    /// The Gantt's data for 1, 7 and 30 days and the grid, against the bare listing of the same windows.
+    Gantt(gantt::GanttBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -42,6 +45,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Ingest(args) => ingest_bench(config, args).await,
         BenchCommand::History(args) => history::run(args),
         BenchCommand::Backfill(args) => backfill::run(config, args).await,
+        BenchCommand::Gantt(args) => gantt::run(config, args).await,
     }
 }
 
