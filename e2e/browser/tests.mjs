@@ -184,9 +184,13 @@ test('gantt_packs_short_jobs_names_them_on_hover_and_zoom_loads_them', async (pa
   }).filter((bar) => bar.start >= viewStart && bar.end <= viewEnd && bar.count > 1);
   assert(bars.length > 0, 'a packed bar of several jobs is in view');
   const bar = bars.reduce((a, b) => (b.end - b.start > a.end - a.start ? b : a));
+  // Its row scrolled to the middle of the screen, then pointed at.
+  const rowY = nodeRowMiddle(data.racks, bar.node);
+  const top = (await page.locator('[data-testid=gantt-canvas]').boundingBox()).y;
+  await page.evaluate((to) => window.scrollBy(0, to), top + rowY - 450);
   const box = await page.locator('[data-testid=gantt-canvas]').boundingBox();
   const x = box.x + 96 + ((bar.start + bar.end) / 2 - viewStart) / (viewEnd - viewStart) * (box.width - 96);
-  const y = box.y + nodeRowMiddle(data.racks, bar.node);
+  const y = box.y + rowY;
   await page.mouse.move(x, y);
   await page.waitForSelector('[data-testid=gantt-packed-tooltip]', { timeout: 5000 });
   const text = await page.textContent('[data-testid=gantt-packed-tooltip]');
@@ -226,6 +230,25 @@ test('gantt_packs_short_jobs_names_them_on_hover_and_zoom_loads_them', async (pa
   assert(own >= 1, 'zoomed in, jobs of the bar are drawn one by one');
   assert(own + stillPacked >= bar.count, `zoomed in, the bar's ${bar.count} jobs are all there (${own} drawn, ${stillPacked} still packed)`);
   return page;
+});
+
+test('gantt_reads_on_wide_and_narrow_screens_for_a_day_and_a_month', async (page) => {
+  // Screenshots for a person to read: 1440 and 390 px wide, 1 and 30 days.
+  const now = Math.floor(Date.now() / 1000);
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    for (const days of [1, 30]) {
+      await page.goto(`${base}/?cluster=sakura&start=${now - days * 86400}&end=${now}`);
+      await hydrated(page);
+      await ganttReady(page, 120000);
+      const state = await ganttState(page);
+      const status = await page.textContent('[data-testid=gantt-status]');
+      assert(Number(state.jobs) > 0, `${days} d at ${width} px draws jobs`);
+      if (Number(state.packedJobs) > 0) assert(status.includes('packed into'), `the status says what is packed: ${status}`);
+      await page.screenshot({ path: join(out, `gantt_${days}d_${width}px.png`) });
+    }
+  }
+  return null;
 });
 
 test('gantt_unfolds_a_node_into_gpu_lanes', async (page) => {
