@@ -483,7 +483,7 @@ mod tests {
     fn sample() -> GanttData {
         let known = hostlist::expand_lenient("gpu[001-020]");
         let racks = Topology::default().resolve("c", &known, 8);
-        let jobs = vec![
+        let jobs = [
             job("1", "alice", "gpu[001-002]", 1000, Some(2000), 16),
             job("2", "bob", "gpu001", 1500, None, 4),
             job("3", "alice", "gpu015", 100, Some(5000), 2),
