@@ -87,12 +87,12 @@ for (;;) {
   const t0 = Date.now();
   loaded = await api(base, `/web/v1/gantt?cluster=sakura&start=${now - Math.round(days * 86400)}&end=${now}`);
   report.gantt_data_ms = Date.now() - t0;
-  if (loaded.jobs.length >= 20000 || days >= 10) break;
+  if (loaded.job_ids.length + loaded.packed_jobs >= 20000 || days >= 10) break;
   days += 0.5;
 }
 const start = now - Math.round(days * 86400);
 const ganttUrl = `${base}/?cluster=sakura&start=${start}&end=${now}`;
-const gantt = { window_days: days, jobs: loaded.jobs.length, runs: [] };
+const gantt = { window_days: days, jobs: loaded.job_ids.length + loaded.packed_jobs, runs: [] };
 for (let run = 0; run < runs; run++) {
   const page = await context.newPage();
   if (run === 0) await page.context().clearCookies();
@@ -129,23 +129,33 @@ for (let run = 0; run < runs; run++) {
 }
 report.gantt = gantt;
 
-// --- Gantt zoomed out to 30 days (short jobs thinned server-side) ----------------------------------
-{
+// --- Gantt windows of 1, 7 and 30 days, each in a fresh page (short jobs packed server-side) -----
+report.windows = [];
+for (const span of [1, 7, 30]) {
   const page = await context.newPage();
-  await page.goto(`${base}/?cluster=sakura&start=${now - 30 * 86400}&end=${now}`);
+  const t0 = Date.now();
+  await page.goto(`${base}/?cluster=sakura&start=${now - span * 86400}&end=${now}`);
   await hydrated(page, 60000);
   await ganttReady(page, 120000);
   const state = await page.$eval('[data-testid=gantt-canvas]', (c) => ({ ...c.dataset }));
   const frames = [];
   for (const key of ['ArrowRight', 'ArrowLeft', 'ArrowRight', 'ArrowLeft']) frames.push(await inputToFrame(page, key));
-  report.gantt_30d = {
-    jobs_drawn: Number(state.jobs),
-    hidden_short: Number(state.hiddenShort),
+  const data = await page.evaluate(() => performance.getEntriesByType('resource')
+    .filter((e) => new URL(e.name).pathname === '/web/v1/gantt')
+    .map((e) => ({ ms: +e.duration.toFixed(1), transfer: e.transferSize, decoded: e.decodedBodySize }))[0] || {});
+  report.windows.push({
+    days: span,
+    ...(await paints(page)),
     interactive: Number(state.firstDrawMs),
+    wall_ms: Date.now() - t0,
+    jobs_drawn: Number(state.jobs),
+    packed_jobs: Number(state.packedJobs),
+    packed_bars: Number(state.packed),
+    data,
     draw_ms: Number(state.frameMs),
     input_to_frame: stats(frames),
-  };
-  await page.screenshot({ path: join(out, 'bench_gantt_30d.png') });
+  });
+  await page.screenshot({ path: join(out, `bench_gantt_${span}d.png`) });
   await page.close();
 }
 
@@ -197,9 +207,10 @@ for (const [i, r] of gantt.runs.entries()) {
   line('  draw (canvas, all bars)', `mean ${r.draw.mean} ms, p95 ${r.draw.p95} ms, max ${r.draw.max} ms`);
 }
 line('page weight', `${total(gantt.weight)} kB transferred: ${weights(gantt.weight)}`);
-const wide = report.gantt_30d;
-console.log(`Gantt, 30 days: ${wide.jobs_drawn} jobs drawn (${wide.hidden_short} shorter than 1/4000 of the window left out)`);
-line('interactive (chart drawn)', `${wide.interactive} ms; draw ${wide.draw_ms} ms; pan input → next frame mean ${wide.input_to_frame.mean} ms, max ${wide.input_to_frame.max} ms`);
+for (const w of report.windows) {
+  console.log(`Gantt, ${w.days} d: ${w.jobs_drawn} jobs drawn, ${w.packed_jobs} more in ${w.packed_bars} packed bars; data ${w.data.ms} ms, ${kB(w.data.transfer)} kB (${kB(w.data.decoded)} kB decoded)`);
+  line('  first paint, interactive', `${w['first-paint']} ms, ${w.interactive} ms (chart drawn with its data); draw ${w.draw_ms} ms; pan input → next frame mean ${w.input_to_frame.mean} ms, max ${w.input_to_frame.max} ms`);
+}
 console.log(`Grid: 800 GPUs (${grid.runs[0].gpu_cells} cells)`);
 for (const [i, r] of grid.runs.entries()) {
   line(`run ${i + 1} (${i ? 'warm' : 'cold'} cache)`, `first paint ${r['first-paint']} ms, DOMContentLoaded ${r.dom_content_loaded} ms, hydrated ${r.hydrated} ms`);

@@ -41,7 +41,7 @@ test('gantt_shows_the_windows_jobs_on_racks', async (page) => {
   const state = await ganttState(page);
   const jobs = placed(await allJobs(base, `cluster=sakura&start=${state.loadedStart}&end=${state.loadedEnd}`));
   assertEqual(state.truncated, 'false', 'a day of sakura fits without truncation');
-  assertEqual(Number(state.jobs), jobs.length, 'the Gantt loads every started job of its window, as the API lists them');
+  assertEqual(Number(state.jobs) + Number(state.packedJobs), jobs.length, 'the Gantt loads every started job of its window, as the API lists them (drawn or packed)');
   assert(Number(state.jobs) > 1000, `a busy day has many jobs (${state.jobs})`);
   // A viewer who chose no zone reads the site's default (UTC in the lab), not the browser's (Tokyo).
   assertEqual(await page.$eval('[data-testid=zone] select', (s) => s.value), 'UTC', 'times are in the site\'s zone');
@@ -107,7 +107,7 @@ test('gantt_filters_by_user', async (page) => {
   const state = await ganttState(page);
   const jobs = placed(await allJobs(base, `cluster=sakura&user=u03&start=${state.loadedStart}&end=${state.loadedEnd}`));
   assert(jobs.length > 0, 'u03 ran jobs in the window');
-  assertEqual(Number(state.jobs), jobs.length, "the filtered Gantt holds exactly the API's jobs of u03");
+  assertEqual(Number(state.jobs) + Number(state.packedJobs), jobs.length, "the filtered Gantt holds exactly the API's jobs of u03 (drawn or packed)");
   return page;
 });
 
@@ -147,6 +147,108 @@ test('gantt_hover_names_a_job_and_click_opens_it', async (page) => {
   await page.waitForSelector('[data-testid=job-title]');
   assert((await page.textContent('[data-testid=job-title]')).includes(keyed), 'Enter opens the selected job');
   return page;
+});
+
+/** The y (within the chart's body) of the middle of node row `node`, with every rack unfolded. */
+function nodeRowMiddle(racks, node) {
+  let y = 0;
+  for (const rack of racks.racks) {
+    y += 16; // the rack's header
+    const at = rack.nodes.indexOf(node);
+    if (at >= 0) return y + at * 9 + 4.5;
+    y += rack.nodes.length * 9;
+  }
+  return null;
+}
+
+test('gantt_packs_short_jobs_names_them_on_hover_and_zoom_loads_them', async (page) => {
+  // Issue #16: past pixel resolution, short jobs on a node row are one packed bar, never dropped.
+  await page.setViewportSize({ width: 1440, height: 900 });
+  const now = Math.floor(Date.now() / 1000);
+  await page.goto(`${base}/?cluster=sakura&start=${now - 30 * 86400}&end=${now}`);
+  await hydrated(page);
+  await ganttReady(page, 120000);
+  const wide = await ganttState(page);
+  const data = await api(base, `/web/v1/gantt?cluster=sakura&start=${wide.loadedStart}&end=${wide.loadedEnd}`);
+  assert(data.packed_jobs > 0 && Number(wide.packed) === data.packed_nodes.length, `30 days pack short jobs (${data.packed_jobs} in ${data.packed_nodes.length} bars)`);
+  assertEqual(Number(wide.packedJobs), data.packed_jobs, 'the page says how many jobs it drew packed');
+  const counted = data.packed_counts.reduce((a, b) => a + b, 0);
+  assert(counted >= data.packed_jobs, 'each packed job is counted in a bar (a multi-node one on each of its nodes)');
+  assert((await page.textContent('[data-testid=gantt-status]')).includes('packed into'), 'the status line says jobs are packed');
+  // The longest packed bar in view, by its row and times.
+  const [viewStart, viewEnd] = [Number(wide.viewStart), Number(wide.viewEnd)];
+  let at = data.start;
+  const bars = data.packed_starts.map((gap, i) => {
+    at += gap;
+    return { node: data.packed_nodes[i], start: at, end: at + data.packed_durations[i], count: data.packed_counts[i] };
+  }).filter((bar) => bar.start >= viewStart && bar.end <= viewEnd && bar.count > 1);
+  assert(bars.length > 0, 'a packed bar of several jobs is in view');
+  const bar = bars.reduce((a, b) => (b.end - b.start > a.end - a.start ? b : a));
+  // Its row scrolled to the middle of the screen, then pointed at.
+  const rowY = nodeRowMiddle(data.racks, bar.node);
+  const top = (await page.locator('[data-testid=gantt-canvas]').boundingBox()).y;
+  await page.evaluate((to) => window.scrollBy(0, to), top + rowY - 450);
+  const box = await page.locator('[data-testid=gantt-canvas]').boundingBox();
+  const x = box.x + 96 + ((bar.start + bar.end) / 2 - viewStart) / (viewEnd - viewStart) * (box.width - 96);
+  const y = box.y + rowY;
+  await page.mouse.move(x, y);
+  await page.waitForSelector('[data-testid=gantt-packed-tooltip]', { timeout: 5000 });
+  const text = await page.textContent('[data-testid=gantt-packed-tooltip]');
+  assert(new RegExp(`^${bar.count} short jobs, .+–.+; zoom in to see them`).test(text), `the hover names the packed jobs: ${text}`);
+  assert(text.includes(data.racks.nodes[bar.node].name), 'and the node');
+  await page.screenshot({ path: join(out, 'gantt_packed_hover.png') });
+  // A click zooms in to the bar; the narrower window loads again in full detail.
+  await page.mouse.down();
+  await page.mouse.up();
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid=gantt-canvas]').dataset;
+    return Number(c.loadedEnd) - Number(c.loadedStart) < 7 * 86400 && !document.querySelector('[data-testid=gantt-status]').textContent.startsWith('Loading');
+  }, null, { timeout: 60000 });
+  const narrow = await ganttState(page);
+  assert(Number(narrow.viewStart) <= bar.start && Number(narrow.viewEnd) >= bar.end, 'the zoomed view holds the whole bar');
+  const detail = await api(base, `/web/v1/gantt?cluster=sakura&start=${narrow.loadedStart}&end=${narrow.loadedEnd}`);
+  // Every job of the bar is there again: a bar of its own, or (shorter than a pixel even now) packed.
+  const nodeName = data.racks.nodes[bar.node].name;
+  const within = (start) => start >= bar.start && start <= bar.end;
+  let t = detail.start;
+  let range = 0;
+  let own = 0;
+  detail.job_starts.forEach((gap, i) => {
+    t += gap;
+    const nodes = [];
+    for (let r = range; r < range + detail.job_ranges[i]; r++) {
+      for (let k = 0; k < detail.node_ranges[2 * r + 1]; k++) nodes.push(detail.node_ranges[2 * r] + k);
+    }
+    range += detail.job_ranges[i];
+    if (within(t) && nodes.some((n) => detail.racks.nodes[n].name === nodeName)) own += 1;
+  });
+  let p = detail.start;
+  const stillPacked = detail.packed_starts.reduce((sum, gap, i) => {
+    p += gap;
+    return sum + (within(p) && detail.racks.nodes[detail.packed_nodes[i]].name === nodeName ? detail.packed_counts[i] : 0);
+  }, 0);
+  assert(own >= 1, 'zoomed in, jobs of the bar are drawn one by one');
+  assert(own + stillPacked >= bar.count, `zoomed in, the bar's ${bar.count} jobs are all there (${own} drawn, ${stillPacked} still packed)`);
+  return page;
+});
+
+test('gantt_reads_on_wide_and_narrow_screens_for_a_day_and_a_month', async (page) => {
+  // Screenshots for a person to read: 1440 and 390 px wide, 1 and 30 days.
+  const now = Math.floor(Date.now() / 1000);
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    for (const days of [1, 30]) {
+      await page.goto(`${base}/?cluster=sakura&start=${now - days * 86400}&end=${now}`);
+      await hydrated(page);
+      await ganttReady(page, 120000);
+      const state = await ganttState(page);
+      const status = await page.textContent('[data-testid=gantt-status]');
+      assert(Number(state.jobs) > 0, `${days} d at ${width} px draws jobs`);
+      if (Number(state.packedJobs) > 0) assert(status.includes('packed into'), `the status says what is packed: ${status}`);
+      await page.screenshot({ path: join(out, `gantt_${days}d_${width}px.png`) });
+    }
+  }
+  return null;
 });
 
 test('gantt_unfolds_a_node_into_gpu_lanes', async (page) => {

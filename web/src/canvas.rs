@@ -8,7 +8,8 @@ use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 use crate::axis;
 use crate::clock::Zone;
 use crate::gantt::{
-    Batches, Expansion, GanttData, GanttIndex, LABEL_WIDTH, RowKind, RowLayout, Viewport, bars, row_label,
+    Batches, Expansion, GanttData, GanttIndex, LABEL_WIDTH, Rect, RowKind, RowLayout, Viewport, bars, packed_bars,
+    row_label,
 };
 use crate::palette::OTHER;
 
@@ -22,6 +23,8 @@ pub struct Frame<'a> {
     pub now: i64,
     /// Each job's colour ([`GanttData::colour_table`]).
     pub colours: &'a [&'static str],
+    /// Each packed bar's colour ([`GanttData::packed_colour`]).
+    pub packed_colours: &'a [&'static str],
     /// The keyboard-selected row and job.
     pub selected_row: Option<usize>,
     pub selected_job: Option<u32>,
@@ -32,6 +35,8 @@ pub struct Frame<'a> {
 }
 
 const NOW_COLOUR: &str = "#D55E00";
+/// The outline of packed bars.
+const PACKED_OUTLINE: &str = "#1B2733";
 /// The narrowest outline of the selected job, CSS pixels.
 const SELECTED_MIN_WIDTH: f64 = 7.0;
 
@@ -122,6 +127,27 @@ pub fn draw_body(context: &CanvasRenderingContext2d, width: f64, frame: &Frame<'
             context.rect(x, y, w, h);
         }
         context.fill();
+    }
+    // Packed bars over the jobs, outlined: a run of jobs too short to draw one by one reads apart
+    // from one long job.
+    let mut packed: Vec<(&'static str, Vec<Rect>)> = Vec::new();
+    packed_bars(frame.data, layout, &frame.view, frame.visible, |index, rect| {
+        let colour = frame.packed_colours.get(index as usize).copied().unwrap_or(OTHER);
+        match packed.iter_mut().find(|(known, _)| *known == colour) {
+            Some((_, rects)) => rects.push(rect),
+            None => packed.push((colour, vec![rect])),
+        }
+    });
+    context.set_stroke_style_str(PACKED_OUTLINE);
+    context.set_line_width(1.0);
+    for (colour, rects) in &packed {
+        context.set_fill_style_str(colour);
+        context.begin_path();
+        for &(x, y, w, h) in rects {
+            context.rect(x + 0.5, y + 0.5, w - 1.0, h - 1.0);
+        }
+        context.fill();
+        context.stroke();
     }
     if let Some(job) = frame.selected_job {
         // However thin the bar at this zoom (a minute in a day is under a pixel), the outline is wide

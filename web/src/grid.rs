@@ -10,12 +10,11 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use slurmlens_slurm::hostlist;
 use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
 use crate::clock::Zone;
-use crate::gantt::per_node_gpus;
+use crate::gantt::{WindowJob, per_node_gpus};
 use crate::palette::{BUSY, Categories, ColourBy, ColourSlots, FREE, hashed_colour, job_colour, state_colour};
 
 /// The grid at `at`.
@@ -258,8 +257,8 @@ pub type RecordedGpus = BTreeMap<u32, BTreeMap<String, Vec<u16>>>;
 pub type BusyCounts = BTreeMap<String, u64>;
 
 /// Whether `job` held its allocation at `at`.
-pub fn running_at(job: &wire::Job, at: i64) -> bool {
-    job.start.is_some_and(|start| start.timestamp() <= at) && job.end.is_none_or(|end| end.timestamp() > at)
+pub fn running_at(job: &WindowJob, at: i64) -> bool {
+    job.start > 0 && job.start <= at && (job.end == 0 || job.end > at)
 }
 
 impl GridSnapshot {
@@ -272,13 +271,13 @@ impl GridSnapshot {
         cluster: &str,
         at: i64,
         racks: Racks,
-        jobs: &[wire::Job],
+        jobs: &[WindowJob],
         node_gpus: &NodeGpus,
         recorded: &RecordedGpus,
         busy: &BusyCounts,
     ) -> Self {
         let node_index = racks.index();
-        let mut running: Vec<&wire::Job> = jobs.iter().filter(|job| running_at(job, at)).collect();
+        let mut running: Vec<&WindowJob> = jobs.iter().filter(|job| running_at(job, at)).collect();
         running.sort_by_key(|job| (job.start, job.job_id_raw));
         let mut nodes: Vec<NodeCells> = racks
             .nodes
@@ -286,11 +285,11 @@ impl GridSnapshot {
             .map(|node| NodeCells { gpus: vec![None; node.gpus as usize], ..NodeCells::default() })
             .collect();
         // What each job holds on each of its nodes: its details' count, or its total split evenly.
-        let held_on = |job: &wire::Job, host: &str, hosts: usize| {
+        let held_on = |job: &WindowJob, host: &str, hosts: usize| {
             node_gpus
                 .get(&job.job_id)
                 .and_then(|per_node| per_node.get(host).copied().flatten())
-                .unwrap_or_else(|| per_node_gpus(job.alloc_gpus, hosts))
+                .unwrap_or_else(|| per_node_gpus(job.gpus, hosts))
         };
         // First the recorded cells, so that no job filled in start order takes a recorded GPU. slurmdbd
         // says where a job ran and how many GPUs it holds: a record elsewhere, or beyond that count, is
@@ -299,7 +298,7 @@ impl GridSnapshot {
         let mut recorded_jobs = 0;
         for (job_index, job) in running.iter().enumerate() {
             let Some(per_node) = recorded.get(&job.job_id_raw) else { continue };
-            let hosts = hostlist::expand_lenient(&job.node_list);
+            let hosts = &job.hosts;
             let mut any = false;
             for (host, indices) in per_node.iter().filter(|(host, _)| hosts.contains(host)) {
                 let Some(&node) = node_index.get(host.as_str()) else { continue };
@@ -321,8 +320,8 @@ impl GridSnapshot {
         let mut grid_jobs = Vec::with_capacity(running.len());
         for job in running {
             let job_index = grid_jobs.len() as u32;
-            let hosts = hostlist::expand_lenient(&job.node_list);
-            for host in &hosts {
+            let hosts = &job.hosts;
+            for host in hosts {
                 let Some(&node) = node_index.get(host.as_str()) else {
                     continue;
                 };
@@ -341,14 +340,14 @@ impl GridSnapshot {
             }
             grid_jobs.push(GridJob {
                 job_id: job.job_id.clone(),
-                job_name: job.job_name.clone(),
+                job_name: job.name.clone(),
                 user: job.user.clone(),
                 account: job.account.clone(),
                 partition: job.partition.clone(),
                 state: job.state.clone(),
-                start: job.start.map_or(0, |t| t.timestamp()),
-                end: job.end.map(|t| t.timestamp()),
-                alloc_gpus: job.alloc_gpus,
+                start: job.start,
+                end: (job.end > 0).then_some(job.end),
+                alloc_gpus: job.gpus,
                 node_list: job.node_list.clone(),
                 efficiency: crate::palette::efficiency_class(job.mean_gpu_util, job.mean_tensor_active),
             });
@@ -473,9 +472,10 @@ impl GridSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slurmlens_slurm::hostlist;
     use slurmlens_slurm::topology::Topology;
 
-    fn job(id: u32, nodes: &str, start: &str, end: Option<&str>, gpus: u64) -> wire::Job {
+    fn job(id: u32, nodes: &str, start: &str, end: Option<&str>, gpus: u64) -> WindowJob {
         let mut value = serde_json::json!({
             "job_id": id.to_string(), "job_id_raw": id, "cluster": "c", "job_name": "j", "user": format!("u{id}"),
             "uid": 1, "gid": 1, "account": "ml", "partition": "gpu", "qos": "normal", "state": "RUNNING",
@@ -486,7 +486,7 @@ mod tests {
         if let Some(end) = end {
             value["end"] = serde_json::json!(end);
         }
-        serde_json::from_value(value).expect("valid job")
+        WindowJob::from(&serde_json::from_value::<wire::Job>(value).expect("valid job"))
     }
 
     #[test]

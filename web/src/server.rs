@@ -21,14 +21,13 @@ use axum::routing::get;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use slurmlens_slurm::gpus::exact_gpus_per_node;
-use slurmlens_slurm::hostlist;
 use slurmlens_slurm::topology::{Racks, Topology, infer_gpus_per_node};
 use slurmlens_wire as wire;
 
 use crate::api::{DataError, JobView};
 use crate::app::{App, shell};
 use crate::clock::{self, SiteZone, Zone};
-use crate::gantt::{self, GanttData, per_node_gpus};
+use crate::gantt::{self, GanttData, WindowJob, pack_short_jobs, per_node_gpus};
 use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
 use crate::joblist::{self, Column, order_of};
 use crate::palette::{ColourSlots, IDENTITY};
@@ -52,10 +51,59 @@ pub trait WebData: Send + Sync + 'static {
     fn for_request(&self, request: &Parts) -> Arc<dyn PageData>;
 }
 
+/// The jobs of a window as the Gantt and the grid read them ([`PageData::window_jobs`]).
+#[derive(Debug, Clone, Default)]
+pub struct WindowJobs {
+    /// Jobs that started, newest submission first.
+    pub jobs: Vec<WindowJob>,
+    /// More jobs overlap the window than the cap let through (the newest submissions were kept).
+    pub truncated: bool,
+}
+
 /// What one request's pages read, with the API's own semantics.
 pub trait PageData: Send + Sync {
     /// `GET /api/v1/jobs` with `query`.
     fn jobs<'a>(&'a self, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>>;
+    /// The jobs of `query`'s window (cluster, start, end, filters) that started, at most about `cap`,
+    /// with what the Gantt and the grid draw and nothing more; the same jobs `jobs` lists page by page.
+    /// A data source with a leaner read than the listing overrides it.
+    fn window_jobs<'a>(&'a self, query: &'a JobQuery, cap: usize) -> DataFuture<'a, WindowJobs> {
+        Box::pin(async move {
+            let mut query = query.clone();
+            query.limit = Some(PAGE);
+            let mut jobs = Vec::new();
+            loop {
+                let page = self.jobs(&query).await?;
+                jobs.extend(page.items.iter().filter(|job| job.start.is_some()).map(WindowJob::from));
+                match page.next_cursor {
+                    Some(cursor) if jobs.len() < cap => query.cursor = Some(cursor),
+                    next => return Ok(WindowJobs { jobs, truncated: next.is_some() }),
+                }
+            }
+        })
+    }
+    /// The jobs the viewer may see that held their allocation at `at` ([`PageData::window_jobs`] of
+    /// `[at, at + 1)`, those running then) and the GPU indices recorded for them ([`PageData::held_gpus`]).
+    /// A data source that can answer both from one read overrides it.
+    fn moment_jobs<'a>(
+        &'a self,
+        cluster: Option<&'a str>,
+        at: i64,
+    ) -> DataFuture<'a, (Vec<WindowJob>, Vec<wire::HeldGpu>)> {
+        Box::pin(async move {
+            let query = JobQuery {
+                cluster: cluster.map(str::to_string),
+                start: Some(at),
+                end: Some(at + 1),
+                ..JobQuery::default()
+            };
+            let (jobs, held) = futures::join!(self.window_jobs(&query, usize::MAX), self.held_gpus(cluster, at));
+            let mut jobs = jobs?.jobs;
+            jobs.retain(|job| running_at(job, at));
+            // Without the records (the source failed, and logged it) the grid shows counts only.
+            Ok((jobs, held.unwrap_or_default()))
+        })
+    }
     /// `GET /api/v1/jobs/{job_id}`; a job the viewer may not see is a 404.
     fn job<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail>;
     /// `GET /api/v1/nodes`.
@@ -203,40 +251,19 @@ pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
 
 /// Most jobs one Gantt window loads (a safety cap; past it the newest submissions are kept, and said so).
 pub const MAX_GANTT_JOBS: usize = 400_000;
-/// Windows wider than this drop jobs too short to see: shorter than 1/4000 of the window (11 min at 30 d).
-pub const THIN_ABOVE_SECONDS: i64 = 7 * 86_400;
 /// Page size used when collecting a window (the API's maximum).
 const PAGE: u32 = 5000;
 
-/// Every job of `query`'s window, page after page, up to `cap`; `true` when more were left.
-async fn collect_jobs(
-    data: &dyn PageData,
-    mut query: JobQuery,
-    cap: usize,
-) -> Result<(Vec<wire::Job>, bool), DataError> {
-    query.limit = Some(PAGE);
-    let mut jobs = Vec::new();
-    loop {
-        let page = data.jobs(&query).await?;
-        jobs.extend(page.items.into_iter().filter(|job| job.start.is_some()));
-        match page.next_cursor {
-            Some(cursor) if jobs.len() < cap => query.cursor = Some(cursor),
-            Some(_) => return Ok((jobs, true)),
-            None => return Ok((jobs, false)),
-        }
-    }
-}
-
 /// Racks for `cluster` from the topology, naming every node the node list or the jobs name.
-fn racks_for(context: &WebContext, cluster: &str, nodes: &[wire::Node], jobs: &[wire::Job], seen_gpus: u64) -> Racks {
+fn racks_for(context: &WebContext, cluster: &str, nodes: &[wire::Node], jobs: &[WindowJob], seen_gpus: u64) -> Racks {
     let mut names: Vec<String> = nodes.iter().map(|node| node.node.clone()).collect();
     names.extend(gantt::job_nodes(jobs));
     let most = nodes.iter().map(|node| node.alloc_gpus).max().unwrap_or(0).max(seen_gpus);
     context.topology.resolve(cluster, &names, infer_gpus_per_node(most))
 }
 
-fn most_gpus_per_node(jobs: &[wire::Job]) -> u64 {
-    jobs.iter().map(|job| per_node_gpus(job.alloc_gpus, job.alloc_nodes.max(1) as usize)).max().unwrap_or(0)
+fn most_gpus_per_node(jobs: &[WindowJob]) -> u64 {
+    jobs.iter().map(|job| per_node_gpus(job.gpus, job.hosts.len().max(1))).max().unwrap_or(0)
 }
 
 /// The Gantt's data for `query`'s window.
@@ -246,23 +273,18 @@ pub async fn gantt_data(context: &WebContext, data: &dyn PageData, query: &Gantt
     let (start, end) = query.window(now);
     let (nodes, slots) = futures::join!(data.nodes(Some(&cluster)), palette_slots(data, &cluster));
     let nodes = nodes?;
-    let job_query = JobQuery { cluster: Some(cluster.clone()), filters: query.filters.clone(), ..JobQuery::default() };
-    // One keyset scan, page after page: slicing the window into concurrent queries was measured
-    // slower (each slice pays the window query's tail scan).
-    let job_query = JobQuery { start: Some(start), end: Some(end), ..job_query };
-    let (mut jobs, truncated) = collect_jobs(data, job_query, MAX_GANTT_JOBS).await?;
-    let min_duration = if end - start > THIN_ABOVE_SECONDS { (end - start) / 4000 } else { 0 };
-    let before = jobs.len();
-    if min_duration > 0 {
-        jobs.retain(|job| {
-            let job_start = job.start.map_or(0, |t| t.timestamp());
-            job.end.map_or(now, |t| t.timestamp()) - job_start >= min_duration
-        });
-    }
+    let job_query = JobQuery {
+        cluster: Some(cluster.clone()),
+        filters: query.filters.clone(),
+        start: Some(start),
+        end: Some(end),
+        ..JobQuery::default()
+    };
+    let WindowJobs { jobs, truncated } = data.window_jobs(&job_query, MAX_GANTT_JOBS).await?;
     let racks = racks_for(context, &cluster, &nodes, &jobs, most_gpus_per_node(&jobs));
     let mut gantt = GanttData::assemble(&cluster, (start, end, now), racks, &jobs, truncated);
-    gantt.min_duration = min_duration;
-    gantt.hidden_short = (before - jobs.len()) as u64;
+    // Jobs shorter than a pixel of the widest drawing of this window are packed, never dropped.
+    pack_short_jobs(&mut gantt, (end - start) / gantt::WIDEST_PX);
     gantt.slots = slots;
     gantt.slots.retain_shown(gantt.users.iter().map(String::as_str), gantt.accounts.iter().map(String::as_str));
     Ok(gantt)
@@ -296,14 +318,11 @@ pub async fn grid_snapshot(
             timefmt::utc_short(now)
         )));
     }
-    let job_query =
-        JobQuery { cluster: Some(cluster.clone()), start: Some(at), end: Some(at + 1), ..JobQuery::default() };
-    // Independent reads go out together: nodes, the jobs running at `at`, the GPU indices recorded
+    // Independent reads go out together: nodes, the jobs running at `at` with the GPU indices recorded
     // for them, the GPUs other tenants' jobs hold (counts), and the metric readings.
-    let (nodes, collected, held, busy, values, slots) = futures::join!(
+    let (nodes, running, busy, values, slots) = futures::join!(
         data.nodes(Some(&cluster)),
-        collect_jobs(data, job_query, 50_000),
-        data.held_gpus(Some(&cluster), at),
+        data.moment_jobs(Some(&cluster), at),
         data.busy_gpus(Some(&cluster), at),
         async {
             match &query.metric {
@@ -314,8 +333,7 @@ pub async fn grid_snapshot(
         palette_slots(data, &cluster),
     );
     let nodes = nodes?;
-    let (mut jobs, _) = collected?;
-    jobs.retain(|job| running_at(job, at));
+    let (jobs, held) = running?;
     let node_gpus = multi_node_gpus(&jobs);
     let seen = node_gpus.values().flat_map(|nodes| nodes.values().flatten().copied()).max().unwrap_or(0);
     // Without the counts (the source failed) other tenants' GPUs look free, as before they existed.
@@ -326,8 +344,8 @@ pub async fn grid_snapshot(
         .map(|(node, busy)| {
             let visible: u64 = jobs
                 .iter()
-                .filter(|job| hostlist::expand_lenient(&job.node_list).iter().any(|host| host == node))
-                .map(|job| per_node_gpus(job.alloc_gpus, job.alloc_nodes.max(1) as usize))
+                .filter(|job| job.hosts.iter().any(|host| host == node))
+                .map(|job| per_node_gpus(job.gpus, job.hosts.len().max(1)))
                 .sum();
             busy + visible
         })
@@ -343,7 +361,7 @@ pub async fn grid_snapshot(
     // Recorded indices place GPUs exactly; without them (no store, no plugin) cells fill in order.
     let mut recorded = RecordedGpus::new();
     // (The data source logs a failure; the grid then shows counts only.)
-    for gpu in held.unwrap_or_default() {
+    for gpu in held {
         recorded.entry(gpu.job_id).or_default().entry(gpu.node).or_default().push(gpu.gpu);
     }
     let mut grid = GridSnapshot::assemble(&cluster, at, racks, &jobs, &node_gpus, &recorded, &busy);
@@ -365,13 +383,14 @@ pub async fn grid_snapshot(
 
 /// What each multi-node job held on each of its nodes, as its details say: slurmdbd keeps only the
 /// job's total, which splits exactly when it divides evenly (`--gres=gpu:N` is per node).
-fn multi_node_gpus(jobs: &[wire::Job]) -> NodeGpus {
+fn multi_node_gpus(jobs: &[WindowJob]) -> NodeGpus {
     let mut node_gpus = NodeGpus::new();
-    for job in jobs.iter().filter(|job| job.alloc_nodes > 1) {
-        let hosts = hostlist::expand_lenient(&job.node_list);
-        let per_node = exact_gpus_per_node(job.alloc_gpus, hosts.len());
-        node_gpus
-            .insert(job.job_id.clone(), hosts.into_iter().map(|host| (host, per_node)).collect::<BTreeMap<_, _>>());
+    for job in jobs.iter().filter(|job| job.hosts.len() > 1) {
+        let per_node = exact_gpus_per_node(job.gpus, job.hosts.len());
+        node_gpus.insert(
+            job.job_id.clone(),
+            job.hosts.iter().map(|host| (host.clone(), per_node)).collect::<BTreeMap<_, _>>(),
+        );
     }
     node_gpus
 }

@@ -220,7 +220,7 @@ impl App {
 }
 
 /// The window `[at, at + 1 s)` the running-at queries take; a moment in the future is refused.
-fn moment(at: DateTime<Utc>) -> Result<TimeWindow, AppError> {
+pub(super) fn moment(at: DateTime<Utc>) -> Result<TimeWindow, AppError> {
     not_future(at)?;
     TimeWindow::new(at, at + Duration::seconds(1)).map_err(|e| AppError::invalid("at", e.to_string()))
 }

@@ -4,7 +4,9 @@
 use chrono::{DateTime, Duration, Utc};
 use slurmlens_wire as wire;
 
-use super::report::LiveJob;
+use std::collections::BTreeMap;
+
+use super::report::{LiveJob, LiveMeans};
 use super::{App, AppError, Viewer, now_epoch, wire_map};
 
 use crate::domain::job::{JobCursor, JobFilter, JobRecord, JobSearch, TimeWindow};
@@ -159,12 +161,30 @@ impl App {
         items: &mut [wire::Job],
         catalog: &TresCatalog,
     ) {
+        let means = self.live_means_of(reader, records, catalog).await;
+        for item in items.iter_mut().filter(|item| item.digest.is_none()) {
+            if let Some(live) = means.get(&item.job_id_raw).filter(|live| live.gpu_util.is_some()) {
+                item.mean_gpu_util = live.gpu_util;
+                item.mean_tensor_active = live.tensor_active;
+                item.digest = Some(wire::DigestState::Live);
+            }
+        }
+    }
+
+    /// The means so far of the running GPU jobs among `records`, by job id, in one batched query; none
+    /// while the metrics source is down or slow (logged).
+    pub(super) async fn live_means_of(
+        &self,
+        reader: &SlurmDbd,
+        records: &[JobRecord],
+        catalog: &TresCatalog,
+    ) -> BTreeMap<u32, LiveMeans> {
         let running: Vec<&JobRecord> = records
             .iter()
             .filter(|record| record.state.base() == JobStateBase::Running && catalog.gpus(&record.tres_alloc) > 0)
             .collect();
         if running.is_empty() || !self.reporter().has_metrics_source() {
-            return;
+            return BTreeMap::new();
         }
         let mut recorded = self.recorded_gpus(reader, running.iter().copied()).await;
         let jobs: Vec<LiveJob> = running
@@ -179,18 +199,10 @@ impl App {
                 Some(LiveJob { job_id: record.identity.id_job, start: epoch(record.time_start)?, held })
             })
             .collect();
-        match self.reporter().live_means(&jobs, Utc::now()).await {
-            Ok(means) => {
-                for item in items.iter_mut().filter(|item| item.digest.is_none()) {
-                    if let Some(live) = means.get(&item.job_id_raw).filter(|live| live.gpu_util.is_some()) {
-                        item.mean_gpu_util = live.gpu_util;
-                        item.mean_tensor_active = live.tensor_active;
-                        item.digest = Some(wire::DigestState::Live);
-                    }
-                }
-            }
-            Err(error) => tracing::warn!(%error, "running jobs' live values unavailable; listing without them"),
-        }
+        self.reporter().live_means(&jobs, Utc::now()).await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "running jobs' live values unavailable; listing without them");
+            BTreeMap::new()
+        })
     }
 
     /// One job as sacct shows it, with its steps and its GPUs per node.

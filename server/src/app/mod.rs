@@ -9,6 +9,7 @@
 pub mod colours;
 pub mod error;
 pub mod export;
+pub mod gantt;
 pub mod gpus;
 pub mod ingest;
 pub mod jobs;

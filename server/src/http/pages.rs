@@ -8,11 +8,13 @@ use axum::Router;
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use slurmlens_web::api::DataError;
+use slurmlens_web::gantt::WindowJob;
 use slurmlens_web::palette::ColourSlots;
 use slurmlens_web::query::JobQuery;
-use slurmlens_web::server::{DataFuture, PageData, WebData, WebOptions};
+use slurmlens_web::server::{DataFuture, PageData, WebData, WebOptions, WindowJobs};
 use slurmlens_wire as wire;
 
+use crate::app::gantt::ChartJob;
 use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE, split_list};
 use crate::app::{App, AppError, Viewer};
 use crate::domain::job::{JobFilter, JobSearch};
@@ -118,6 +120,29 @@ impl PageData for Viewing {
         })
     }
 
+    fn window_jobs<'a>(&'a self, query: &'a JobQuery, cap: usize) -> DataFuture<'a, WindowJobs> {
+        Box::pin(async move {
+            let parsed = jobs_query(query).map_err(data_error)?;
+            let window = self
+                .app
+                .chart_window(&self.viewer, query.cluster.as_deref(), parsed.window, &parsed.filter, cap)
+                .await
+                .map_err(data_error)?;
+            Ok(WindowJobs { jobs: window.jobs.into_iter().map(window_job).collect(), truncated: window.truncated })
+        })
+    }
+
+    fn moment_jobs<'a>(
+        &'a self,
+        cluster: Option<&'a str>,
+        at: i64,
+    ) -> DataFuture<'a, (Vec<WindowJob>, Vec<wire::HeldGpu>)> {
+        Box::pin(async move {
+            let (jobs, held) = self.app.chart_moment(&self.viewer, cluster, moment(at)?).await.map_err(data_error)?;
+            Ok((jobs.into_iter().map(window_job).collect(), held))
+        })
+    }
+
     fn job<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail> {
         Box::pin(async move { self.app.show_job(&self.viewer, cluster, job_id).await.map_err(data_error) })
     }
@@ -177,6 +202,27 @@ impl PageData for Viewing {
             let found = self.app.colour_slots(&self.viewer, cluster, slots).await.map_err(data_error)?;
             Ok(ColourSlots { users: found.users, accounts: found.accounts })
         })
+    }
+}
+
+/// A chart's job as the pages take it.
+fn window_job(job: ChartJob) -> WindowJob {
+    let seconds = |epoch: u64| i64::try_from(epoch).unwrap_or(0);
+    WindowJob {
+        job_id: job.job_id,
+        job_id_raw: job.job_id_raw,
+        name: job.name,
+        user: job.user,
+        account: job.account,
+        partition: job.partition,
+        state: job.state,
+        start: seconds(job.start),
+        end: seconds(job.end),
+        gpus: job.gpus,
+        node_list: job.node_list,
+        hosts: job.hosts,
+        mean_gpu_util: job.mean_gpu_util,
+        mean_tensor_active: job.mean_tensor_active,
     }
 }
 

@@ -3,12 +3,13 @@
 //! a report against bare metric fetches; trace ingest against the bare multi-row INSERTs; the demo history's
 //! simulation on its own; one archiver round; a fortnight-long job's report through the recording rules
 //! against the same report read raw; the server's memory under concurrent clients; what shared
-//! heavy-request slots cost.
+//! heavy-request slots cost; the Gantt's and the grid's data against the bare listing.
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
 pub mod backfill;
 pub mod export;
+pub mod gantt;
 pub mod history;
 pub mod longjob;
 pub mod memory;
@@ -27,7 +28,7 @@ use slurmlens::config::Config;
 use slurmlens::http::router;
 use slurmlens::serve::http_state;
 
-/// `slurmlens-dev bench window|report|ingest|history|backfill|memory|slots`.
+/// `slurmlens-dev bench window|report|ingest|history|backfill|export|scale|long-report|memory|slots|gantt`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// The jobs window query against `sacct --json` on the same window.
@@ -51,6 +52,8 @@ pub enum BenchCommand {
     Memory(memory::MemoryBenchArgs),
     /// Taking and releasing a heavy request's shared slots in MariaDB against a bare round trip.
     Slots(slots::SlotsBenchArgs),
+    /// The Gantt's data for 1, 7 and 30 days and the grid, against the bare listing of the same windows.
+    Gantt(gantt::GanttBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -66,6 +69,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Scale(args) => scale::run(config, args).await,
         BenchCommand::Memory(args) => memory::run(config, args).await,
         BenchCommand::Slots(args) => slots::run(config, args).await,
+        BenchCommand::Gantt(args) => gantt::run(config, args).await,
     }
 }
 

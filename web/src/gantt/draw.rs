@@ -90,6 +90,61 @@ pub fn bars(
     }
 }
 
+/// Visits every packed bar visible in `view` as (its index, its rectangle): on its node's row, or on
+/// its rack's row while the rack is folded. At least two pixels wide, so a run of jobs stays visible.
+pub fn packed_bars(
+    data: &GanttData,
+    layout: &RowLayout,
+    view: &Viewport,
+    (row_top, row_bottom): (f64, f64),
+    mut visit: impl FnMut(u32, Rect),
+) {
+    let (t0, t1) = (view.start as i64, view.end as i64 + 1);
+    for (index, bar) in data.packed.iter().enumerate() {
+        if bar.end < t0 || bar.start > t1 {
+            continue;
+        }
+        let Some((row, inset)) = packed_row(data, layout, bar.node) else { continue };
+        if row.y + row.height < row_top || row.y > row_bottom {
+            continue;
+        }
+        let x0 = view.x(bar.start as f64).max(view.left - 1.0);
+        let x1 = view.x(bar.end as f64).min(view.left + view.width + 1.0);
+        visit(index as u32, (x0, row.y + inset, (x1 - x0).max(2.0), (row.height - 2.0 * inset).max(1.0)));
+    }
+}
+
+/// The row a packed bar of `node` is drawn on, with its inset: the node's, or its folded rack's.
+fn packed_row(data: &GanttData, layout: &RowLayout, node: u32) -> Option<(Row, f64)> {
+    if let Some(row) = layout.node_row.get(node as usize).copied().flatten() {
+        return Some((layout.rows[row as usize], 1.0));
+    }
+    let rack = data.racks.nodes.get(node as usize)?.rack;
+    Some((layout.rows[*layout.rack_row.get(rack as usize)? as usize], 2.0))
+}
+
+/// The packed bar under (x, y), if any (they are drawn over the jobs of their row).
+pub fn packed_at(data: &GanttData, layout: &RowLayout, view: &Viewport, (x, y): (f64, f64)) -> Option<u32> {
+    if x < view.left {
+        return None;
+    }
+    let row = layout.row_at(y)?;
+    let mut found = None;
+    packed_bars(
+        data,
+        layout,
+        view,
+        (layout.rows[row].y, layout.rows[row].y + layout.rows[row].height),
+        |index, rect| {
+            let (bar_x, bar_y, width, height) = rect;
+            if x >= bar_x - 1.0 && x <= bar_x + width + 1.0 && y >= bar_y - 1.0 && y <= bar_y + height + 1.0 {
+                found = Some(index);
+            }
+        },
+    );
+    found
+}
+
 /// Rectangles to fill, grouped by colour, with bars that touch on the same row merged into one: a
 /// 30-day window's 80,000 bars become a few thousand rectangles.
 #[derive(Debug, Default)]
@@ -276,6 +331,15 @@ pub fn svg(data: &GanttData, by: ColourBy, width: f64, zone: Zone) -> String {
     }
     for (colour, path) in &paths {
         let _ = write!(out, "<path fill=\"{colour}\" d=\"{path}\"/>");
+    }
+    // Packed bars over the jobs, outlined: runs of jobs too short to draw one by one.
+    let mut packed: BTreeMap<&'static str, String> = BTreeMap::new();
+    packed_bars(data, &layout, &view, (0.0, layout.height), |index, (x, y, w, h)| {
+        let colour = data.packed_colour(&data.packed[index as usize], by, &categories);
+        let _ = write!(packed.entry(colour).or_default(), "M{x:.1} {:.1}h{w:.1}v{h:.1}h{:.1}z", y + axis_height, -w);
+    });
+    for (colour, path) in &packed {
+        let _ = write!(out, "<path fill=\"{colour}\" stroke=\"#1B2733\" stroke-width=\"0.6\" d=\"{path}\"/>");
     }
     let offset = i64::from(zone.offset_minutes(data.start)) * 60;
     for tick in axis::ticks_in_zone(data.start, data.end, view.width, 90.0, offset) {

@@ -3,8 +3,10 @@
 //! an SVG rendering for browsers without the wasm bundle ([`draw`]). The canvas renderer draws the
 //! same [`bars`].
 
+mod columns;
 mod draw;
 mod layout;
+mod pack;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,8 +19,9 @@ use crate::clock::Zone;
 use crate::palette::{Categories, ColourBy, ColourSlots, hashed_colour, job_colour};
 use crate::timefmt;
 
-pub use draw::{Bar, Batches, Rect, bars, job_at, row_jobs, row_label, svg};
+pub use draw::{Bar, Batches, Rect, bars, job_at, packed_at, packed_bars, row_jobs, row_label, svg};
 pub use layout::{Expansion, METRICS, Row, RowKind, RowLayout, RowMetrics, Viewport, layout};
+pub use pack::{WIDEST_PX, pack_short_jobs};
 
 /// The narrowest view: one hour.
 pub const MIN_SPAN: f64 = 3600.0;
@@ -27,11 +30,11 @@ pub const MAX_SPAN: f64 = 30.0 * 86_400.0;
 /// Width of the label column, CSS pixels.
 pub const LABEL_WIDTH: f64 = 96.0;
 
-/// The jobs of one window on one cluster, compact: strings interned, nodes as row indices. On the
-/// wire each job is an array with times relative to the window (see `GanttWire`): 20,000 jobs are
-/// about 1 MB of JSON, 200 kB gzipped.
+/// The jobs of one window on one cluster, compact: strings interned, nodes as row indices, jobs too
+/// short to see at the window's width merged into packed bars ([`pack_short_jobs`]). On the wire it
+/// is columns of small integers (`columns::GanttWire`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(from = "GanttWire", into = "GanttWire")]
+#[serde(try_from = "columns::GanttWire", into = "columns::GanttWire")]
 pub struct GanttData {
     pub cluster: String,
     /// The window loaded, epoch seconds.
@@ -46,14 +49,78 @@ pub struct GanttData {
     pub states: Vec<String>,
     pub names: Vec<String>,
     pub jobs: Vec<GanttJob>,
+    /// Runs of jobs too short to see at this window, one bar per run and node row.
+    pub packed: Vec<PackedBar>,
     /// More jobs overlap the window than were loaded (newest submissions were kept).
     pub truncated: bool,
-    /// Jobs shorter than this (seconds) were left out: too short to see in a wide window.
+    /// Finished jobs shorter than this (seconds) next to others as short are drawn packed; 0: none is.
     pub min_duration: i64,
-    /// How many were left out for it.
-    pub hidden_short: u64,
+    /// How many jobs are drawn only inside packed bars.
+    pub packed_jobs: u64,
     /// The stable colours of the users and accounts loaded (and of no one else).
     pub slots: ColourSlots,
+}
+
+/// Jobs too short to draw one by one, next to each other on one node row: one bar for all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackedBar {
+    /// Index into `racks.nodes`.
+    pub node: u32,
+    pub start: i64,
+    pub end: i64,
+    /// How many jobs it stands for.
+    pub count: u32,
+    /// The most GPUs one of them held on this node.
+    pub gpus: u64,
+    /// Who used it most (GPU-seconds): indices into the user and account tables, for its colour.
+    pub user: u32,
+    pub account: u32,
+}
+
+/// One job of a window as the Gantt and the grid read it, and nothing more: no TRES rendering, no
+/// exit codes, no report beyond the two means its efficiency class is read from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WindowJob {
+    pub job_id: String,
+    pub job_id_raw: u32,
+    pub name: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    /// As sacct prints it (`CANCELLED by 1001`).
+    pub state: String,
+    /// Epoch seconds; 0: never started.
+    pub start: i64,
+    /// Epoch seconds; 0 while running.
+    pub end: i64,
+    pub gpus: u64,
+    /// As slurmdbd stores it (`gpu[001-004]`).
+    pub node_list: String,
+    /// Node names, expanded.
+    pub hosts: Vec<String>,
+    pub mean_gpu_util: Option<f64>,
+    pub mean_tensor_active: Option<f64>,
+}
+
+impl From<&wire::Job> for WindowJob {
+    fn from(job: &wire::Job) -> Self {
+        Self {
+            job_id: job.job_id.clone(),
+            job_id_raw: job.job_id_raw,
+            name: job.job_name.clone(),
+            user: job.user.clone(),
+            account: job.account.clone(),
+            partition: job.partition.clone(),
+            state: job.state.clone(),
+            start: job.start.map_or(0, |t| t.timestamp()),
+            end: job.end.map_or(0, |t| t.timestamp()),
+            gpus: job.alloc_gpus,
+            node_list: job.node_list.clone(),
+            hosts: hostlist::expand_lenient(&job.node_list),
+            mean_gpu_util: job.mean_gpu_util,
+            mean_tensor_active: job.mean_tensor_active,
+        }
+    }
 }
 
 /// One job allocation; strings are indices into the data's tables.
@@ -75,98 +142,6 @@ pub struct GanttJob {
     pub efficiency: u8,
 }
 
-/// A job on the wire: (job id, name, user, account, partition, state, start − window start,
-/// duration or −1 while running, GPUs, node indices, efficiency class).
-type JobRow = (String, u32, u32, u32, u32, u32, i64, i64, u64, Vec<u32>, u8);
-
-/// [`GanttData`] as sent: the same fields, each job a [`JobRow`].
-#[derive(Serialize, Deserialize)]
-struct GanttWire {
-    cluster: String,
-    start: i64,
-    end: i64,
-    now: i64,
-    racks: Racks,
-    users: Vec<String>,
-    accounts: Vec<String>,
-    partitions: Vec<String>,
-    states: Vec<String>,
-    names: Vec<String>,
-    jobs: Vec<JobRow>,
-    truncated: bool,
-    #[serde(default)]
-    min_duration: i64,
-    #[serde(default)]
-    hidden_short: u64,
-    #[serde(default)]
-    slots: ColourSlots,
-}
-
-impl From<GanttData> for GanttWire {
-    fn from(data: GanttData) -> Self {
-        let origin = data.start;
-        let jobs = data
-            .jobs
-            .into_iter()
-            .map(|job| {
-                let duration = if job.end > 0 { job.end - job.start } else { -1 };
-                let GanttJob { job_id, name, user, account, partition, state, start, gpus, nodes, efficiency, .. } =
-                    job;
-                (job_id, name, user, account, partition, state, start - origin, duration, gpus, nodes, efficiency)
-            })
-            .collect();
-        Self {
-            cluster: data.cluster,
-            start: data.start,
-            end: data.end,
-            now: data.now,
-            racks: data.racks,
-            users: data.users,
-            accounts: data.accounts,
-            partitions: data.partitions,
-            states: data.states,
-            names: data.names,
-            jobs,
-            truncated: data.truncated,
-            min_duration: data.min_duration,
-            hidden_short: data.hidden_short,
-            slots: data.slots,
-        }
-    }
-}
-
-impl From<GanttWire> for GanttData {
-    fn from(wire: GanttWire) -> Self {
-        let origin = wire.start;
-        let jobs = wire
-            .jobs
-            .into_iter()
-            .map(|(job_id, name, user, account, partition, state, offset, duration, gpus, nodes, efficiency)| {
-                let start = origin + offset;
-                let end = if duration >= 0 { start + duration } else { 0 };
-                GanttJob { job_id, name, user, account, partition, state, start, end, gpus, nodes, efficiency }
-            })
-            .collect();
-        Self {
-            cluster: wire.cluster,
-            start: wire.start,
-            end: wire.end,
-            now: wire.now,
-            racks: wire.racks,
-            users: wire.users,
-            accounts: wire.accounts,
-            partitions: wire.partitions,
-            states: wire.states,
-            names: wire.names,
-            jobs,
-            truncated: wire.truncated,
-            min_duration: wire.min_duration,
-            hidden_short: wire.hidden_short,
-            slots: wire.slots,
-        }
-    }
-}
-
 #[derive(Default)]
 struct Interner {
     values: Vec<String>,
@@ -186,8 +161,8 @@ impl Interner {
 }
 
 /// The node names a job list touches, for laying out nodes the node list does not name.
-pub fn job_nodes(jobs: &[wire::Job]) -> BTreeSet<String> {
-    jobs.iter().flat_map(|job| hostlist::expand_lenient(&job.node_list)).collect()
+pub fn job_nodes(jobs: &[WindowJob]) -> BTreeSet<String> {
+    jobs.iter().flat_map(|job| job.hosts.iter().cloned()).collect()
 }
 
 /// GPUs a job holds on each of its nodes, rounded up (slurmdbd keeps only the total).
@@ -202,7 +177,7 @@ impl GanttData {
         cluster: &str,
         (start, end, now): (i64, i64, i64),
         racks: Racks,
-        jobs: &[wire::Job],
+        jobs: &[WindowJob],
         truncated: bool,
     ) -> Self {
         let node_index = racks.index();
@@ -210,26 +185,23 @@ impl GanttData {
             (Interner::default(), Interner::default(), Interner::default(), Interner::default(), Interner::default());
         let mut compact = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let Some(job_start) = job.start else {
+            if job.start <= 0 {
                 continue;
-            };
-            let nodes: Vec<u32> = hostlist::expand_lenient(&job.node_list)
-                .iter()
-                .filter_map(|name| node_index.get(name.as_str()).copied())
-                .collect();
+            }
+            let nodes: Vec<u32> = job.hosts.iter().filter_map(|name| node_index.get(name.as_str()).copied()).collect();
             if nodes.is_empty() {
                 continue;
             }
             compact.push(GanttJob {
                 job_id: job.job_id.clone(),
-                name: names.get(&job.job_name),
+                name: names.get(&job.name),
                 user: users.get(&job.user),
                 account: accounts.get(&job.account),
                 partition: partitions.get(&job.partition),
                 state: states.get(job.state.split_whitespace().next().unwrap_or("")),
-                start: job_start.timestamp(),
-                end: job.end.map_or(0, |t| t.timestamp()),
-                gpus: job.alloc_gpus,
+                start: job.start,
+                end: job.end,
+                gpus: job.gpus,
                 nodes,
                 efficiency: crate::palette::efficiency_class(job.mean_gpu_util, job.mean_tensor_active),
             });
@@ -247,9 +219,10 @@ impl GanttData {
             states: states.values,
             names: names.values,
             jobs: compact,
+            packed: Vec::new(),
             truncated,
             min_duration: 0,
-            hidden_short: 0,
+            packed_jobs: 0,
             slots: ColourSlots::default(),
         }
     }
@@ -281,6 +254,17 @@ impl GanttData {
         if by != ColourBy::Job {
             for job in &self.jobs {
                 *counts.entry(self.category(job, by).to_string()).or_default() += 1;
+            }
+        }
+        // A packed bar is coloured by who used it most, and counts its jobs for them.
+        let pick = |values: &[String], index: u32| values.get(index as usize).cloned().unwrap_or_default();
+        for bar in &self.packed {
+            match by {
+                ColourBy::User => *counts.entry(pick(&self.users, bar.user)).or_default() += bar.count as usize,
+                ColourBy::Account => {
+                    *counts.entry(pick(&self.accounts, bar.account)).or_default() += bar.count as usize
+                }
+                _ => {}
             }
         }
         match by {
@@ -320,6 +304,41 @@ impl GanttData {
             ColourBy::Efficiency => {
                 self.jobs.iter().map(|job| categories.colour(self.category(job, ColourBy::Efficiency))).collect()
             }
+        }
+    }
+
+    /// A packed bar's hover title: `37 short jobs, 12:00–12:40; zoom in to see them`, times in `zone`.
+    pub fn packed_title(&self, bar: &PackedBar, zone: Zone) -> String {
+        let (start, end) = (zone.short(bar.start), zone.short(bar.end));
+        // The end's date is said only when it differs from the start's.
+        let end = match (start.split_once(' '), end.split_once(' ')) {
+            (Some((start_day, _)), Some((end_day, end_time))) if start_day == end_day => end_time.to_string(),
+            _ => end,
+        };
+        let (jobs, them) = if bar.count == 1 { ("short job", "it") } else { ("short jobs", "them") };
+        format!("{} {jobs}, {start}–{end}; zoom in to see {them}", bar.count)
+    }
+
+    /// A packed bar's details: who used it most, the most GPUs one job held and the node.
+    pub fn packed_summary(&self, bar: &PackedBar) -> Vec<(&'static str, String)> {
+        let pick = |values: &[String], i: u32| values.get(i as usize).cloned().unwrap_or_default();
+        vec![
+            ("mostly", format!("{} ({})", pick(&self.users, bar.user), pick(&self.accounts, bar.account))),
+            ("GPUs", format!("up to {} per job", bar.gpus)),
+            ("node", self.racks.nodes.get(bar.node as usize).map(|node| node.name.clone()).unwrap_or_default()),
+        ]
+    }
+
+    /// A packed bar's colour: its main user's or account's when colouring by those, otherwise one
+    /// neutral grey (a run of many jobs has no one state, partition or efficiency).
+    pub fn packed_colour(&self, bar: &PackedBar, by: ColourBy, categories: &Categories) -> &'static str {
+        fn pick(values: &[String], index: u32) -> &str {
+            values.get(index as usize).map_or("", String::as_str)
+        }
+        match by {
+            ColourBy::User => categories.colour(pick(&self.users, bar.user)),
+            ColourBy::Account => categories.colour(pick(&self.accounts, bar.account)),
+            _ => crate::palette::OTHER,
         }
     }
 
@@ -466,12 +485,13 @@ mod tests {
     fn sample() -> GanttData {
         let known = hostlist::expand_lenient("gpu[001-020]");
         let racks = Topology::default().resolve("c", &known, 8);
-        let jobs = vec![
+        let jobs = [
             job("1", "alice", "gpu[001-002]", 1000, Some(2000), 16),
             job("2", "bob", "gpu001", 1500, None, 4),
             job("3", "alice", "gpu015", 100, Some(5000), 2),
             job("4", "carol", "None assigned", 100, Some(200), 0),
         ];
+        let jobs: Vec<WindowJob> = jobs.iter().map(WindowJob::from).collect();
         GanttData::assemble("c", (0, 10_000, 3000), racks, &jobs, false)
     }
 
@@ -484,12 +504,67 @@ mod tests {
         assert_eq!(data.jobs[1].end, 0);
         assert_eq!(data.names[data.jobs[0].name as usize], "name-1");
         let json = serde_json::to_string(&data).expect("serializes");
-        assert!(
-            json.contains("\"jobs\":[[\"1\",0,0,0,0,0,1000,1000,16,[0,1],0],[\"2\",1,1,0,0,1,1500,-1,4,[0],0]"),
-            "{json}"
-        );
+        // Columns in start order (job 3 at 100, job 1 at 1000, job 2 at 1500), starts as gaps,
+        // job 1's two nodes as one range.
+        assert!(json.contains("\"job_ids\":[\"3\",\"1\",\"2\"]"), "{json}");
+        assert!(json.contains("\"job_starts\":[100,900,500]"), "{json}");
+        assert!(json.contains("\"job_durations\":[4900,1000,-1]"), "{json}");
+        assert!(json.contains("\"job_ranges\":[1,1,1],\"node_ranges\":[14,1,0,2,0,1]"), "{json}");
         let back: GanttData = serde_json::from_str(&json).expect("parses");
-        assert_eq!(back, data);
+        let mut in_start_order = data.clone();
+        in_start_order.jobs.sort_by_key(|job| job.start);
+        assert_eq!(back, in_start_order);
+        let mut broken: serde_json::Value = serde_json::from_str(&json).expect("parses");
+        broken["job_gpus"] = serde_json::json!([1]);
+        let refused = serde_json::from_value::<GanttData>(broken).expect_err("a short column is refused");
+        assert!(refused.to_string().contains("columns disagree"), "{refused}");
+    }
+
+    #[test]
+    fn short_neighbours_pack_into_one_bar_and_no_job_goes_missing() {
+        let known = hostlist::expand_lenient("gpu[001-004]");
+        let racks = Topology::default().resolve("c", &known, 8);
+        let jobs: Vec<WindowJob> = [
+            // Three short jobs of bob's and carol's within a few seconds of each other on gpu001, one long job of alice's.
+            job("10", "bob", "gpu001", 1000, Some(1010), 1),
+            job("11", "bob", "gpu001", 1015, Some(1025), 2),
+            job("12", "carol", "gpu[001-002]", 1030, Some(1035), 2),
+            job("13", "alice", "gpu001", 1, Some(5000), 8),
+            // A lone short job on gpu003: it stays a job of its own.
+            job("14", "bob", "gpu003", 3000, Some(3005), 1),
+            // Running jobs are never packed, however recent.
+            job("15", "bob", "gpu003", 3004, None, 1),
+        ]
+        .iter()
+        .map(WindowJob::from)
+        .collect();
+        let mut data = GanttData::assemble("c", (0, 40_000, 3006), racks, &jobs, false);
+        let before = data.jobs.len();
+        pack_short_jobs(&mut data, 11);
+        let ids: Vec<&str> = data.jobs.iter().map(|job| job.job_id.as_str()).collect();
+        assert_eq!(ids, ["13", "14", "15"]);
+        assert_eq!(data.packed_jobs, 3);
+        assert_eq!(data.jobs.len() as u64 + data.packed_jobs, before as u64, "every job is drawn or counted");
+        assert_eq!(data.min_duration, 11);
+        assert_eq!(data.packed.len(), 2, "one bar on gpu001, and job 12 alone on gpu002");
+        let first = data.packed[0];
+        assert_eq!((first.node, first.start, first.end, first.count, first.gpus), (0, 1000, 1035, 3, 2));
+        assert_eq!(data.users[first.user as usize], "bob", "bob's 30 GPU-seconds outweigh carol's 5");
+        assert_eq!(data.users, ["alice", "bob", "carol"], "the tables name only what is drawn");
+        assert_eq!(data.names.len(), 3, "the names of jobs 13, 14 and 15");
+        assert_eq!((data.packed[1].node, data.packed[1].count), (1, 1));
+        assert_eq!(data.packed_title(&first, Zone::UTC), "3 short jobs, 1970-01-01 00:16–00:17; zoom in to see them");
+        let json = serde_json::to_string(&data).expect("serializes");
+        let back: GanttData = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back.packed.len(), 2);
+        assert!(back.packed.contains(&first));
+        let legend = data.categories(ColourBy::User);
+        let bob = legend.legend.iter().find(|entry| entry.label == "bob").expect("bob in the legend");
+        assert_eq!(bob.count, 5, "bob's two bars of his own and the three jobs of the bar he used most");
+        let mut nothing_short = sample();
+        pack_short_jobs(&mut nothing_short, 10);
+        assert!(nothing_short.packed.is_empty());
+        assert_eq!(nothing_short.min_duration, 0, "nothing packed: the page needs no reload for detail");
     }
 
     #[test]
@@ -583,7 +658,11 @@ mod tests {
         let known = hostlist::expand_lenient("gpu[001-020]");
         let racks = Topology::default().resolve("c", &known, 8);
         // A narrower window: bob is now the only user, and a big job of carol's appears.
-        let jobs = vec![job("2", "bob", "gpu001", 1500, None, 4), job("5", "carol", "gpu[001-020]", 1600, None, 160)];
+        let jobs: Vec<WindowJob> =
+            [job("2", "bob", "gpu001", 1500, None, 4), job("5", "carol", "gpu[001-020]", 1600, None, 160)]
+                .iter()
+                .map(WindowJob::from)
+                .collect();
         let mut narrow = GanttData::assemble("c", (1400, 1800, 3000), racks, &jobs, false);
         narrow.slots = slots.clone();
         let colour_of = |data: &GanttData, user: &str| {

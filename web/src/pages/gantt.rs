@@ -18,14 +18,16 @@ use crate::api::{Loader, now};
 use crate::app::display_time;
 use crate::gantt::{
     Expansion, GanttData, GanttIndex, LABEL_WIDTH, MAX_SPAN, METRICS, RowKind, RowLayout, Viewport, job_at, layout,
-    row_jobs,
+    packed_at, row_jobs,
 };
 use crate::pages::FilterField;
 use crate::pages::gantt_focus::{FocusPanel, scroll_to_row};
+use crate::pages::gantt_packed::{packed_tooltip, status_line, thousands, zoom_to_packed};
 use crate::palette::ColourBy;
 use crate::query::{Filters, GanttQuery, encode};
 
-const AXIS_HEIGHT: f64 = 24.0;
+/// Height of the time axis above the chart's body, CSS pixels.
+pub(crate) const AXIS_HEIGHT: f64 = 24.0;
 const REFRESH: Duration = Duration::from_secs(60);
 
 /// Loaded data with its index, and the filters it was loaded for.
@@ -62,6 +64,7 @@ pub fn GanttPage() -> impl IntoView {
     let ready = RwSignal::new(false);
     let auto_refresh = RwSignal::new(true);
     let hover: RwSignal<Option<(u32, f64, f64)>> = RwSignal::new(None);
+    let hover_packed: RwSignal<Option<(u32, f64, f64)>> = RwSignal::new(None);
     let selected_row: RwSignal<Option<usize>> = RwSignal::new(None);
     let selected_job: RwSignal<Option<u32>> = RwSignal::new(None);
     let clock = RwSignal::new(now());
@@ -105,6 +108,16 @@ pub fn GanttPage() -> impl IntoView {
         let by = colour.get();
         categories.with(|categories| {
             loaded.with(|l| l.as_ref().map(|l| Arc::new(l.data.colour_table(by, categories))).unwrap_or_default())
+        })
+    });
+    let packed_colours: Memo<Arc<Vec<&'static str>>> = Memo::new(move |_| {
+        let by = colour.get();
+        categories.with(|categories| {
+            loaded.with(|l| {
+                let colours =
+                    |data: &GanttData| data.packed.iter().map(|bar| data.packed_colour(bar, by, categories)).collect();
+                l.as_ref().map(|l| Arc::new(colours(&l.data))).unwrap_or_default()
+            })
         })
     });
 
@@ -238,7 +251,7 @@ pub fn GanttPage() -> impl IntoView {
     let focus_on = move |job_id: &str, current: &Loaded, rows: &RowLayout, body: &web_sys::HtmlCanvasElement| {
         let Some(job) = current.data.jobs.iter().position(|job| job.job_id == job_id) else {
             let why = if current.data.min_duration > 0 {
-                "it may be too short to draw at this zoom, or outside the filters"
+                "it may be too short to draw at this zoom (inside an outlined packed bar), or outside the filters"
             } else {
                 "it did not run on these nodes in this window, or the filters leave it out"
             };
@@ -298,6 +311,7 @@ pub fn GanttPage() -> impl IntoView {
         let rows = Arc::new(layout(&current.data.racks, &expansion_now, METRICS));
         layout_cache.set_value(Some(rows.clone()));
         let colours = colour_table.get();
+        let packed_colours = packed_colours.get();
         let frame = crate::canvas::Frame {
             data: &current.data,
             index: &current.index,
@@ -306,6 +320,7 @@ pub fn GanttPage() -> impl IntoView {
             view: v,
             now: now_at.max(current.data.now),
             colours: &colours,
+            packed_colours: &packed_colours,
             selected_row: row,
             selected_job: job,
             visible: (0.0, rows.height),
@@ -331,7 +346,8 @@ pub fn GanttPage() -> impl IntoView {
         let _ = body.set_attribute("data-loaded-start", &current.data.start.to_string());
         let _ = body.set_attribute("data-loaded-end", &current.data.end.to_string());
         let _ = body.set_attribute("data-truncated", &current.data.truncated.to_string());
-        let _ = body.set_attribute("data-hidden-short", &current.data.hidden_short.to_string());
+        let _ = body.set_attribute("data-packed-jobs", &current.data.packed_jobs.to_string());
+        let _ = body.set_attribute("data-packed", &current.data.packed.len().to_string());
         let _ = body.set_attribute("data-cluster", &current.data.cluster);
         let _ = body.set_attribute("data-users", &current.data.users.join(","));
         if !ready.get_untracked() {
@@ -339,25 +355,7 @@ pub fn GanttPage() -> impl IntoView {
             // When the first chart with data was on screen, from navigation start: the page is interactive.
             let _ = body.set_attribute("data-first-draw-ms", &format!("{:.1}", started + elapsed));
         }
-        let shown = current.data.jobs.len();
-        let note = if current.data.truncated {
-            " (newest submissions only: zoom in or filter)".to_string()
-        } else if current.data.hidden_short > 0 {
-            format!(
-                " ({} jobs shorter than {} not drawn at this zoom)",
-                thousands(current.data.hidden_short as usize),
-                crate::timefmt::duration(current.data.min_duration)
-            )
-        } else {
-            String::new()
-        };
-        status.set(format!(
-            "{} jobs on {} nodes, {} – {}{note}",
-            thousands(shown),
-            current.data.racks.nodes.len(),
-            display_time(v.start as i64),
-            display_time(v.end as i64),
-        ));
+        status.set(status_line(&current.data, &v));
         if let Some(job_id) = focus_pending.get_value() {
             focus_pending.set_value(None);
             focus_on(&job_id, &current, &rows, &body);
@@ -376,6 +374,10 @@ pub fn GanttPage() -> impl IntoView {
             clock.get_untracked().max(current.data.now),
             (x, y),
         )
+    };
+    let hit_packed = move |x: f64, y: f64| -> Option<u32> {
+        let current = loaded.get_untracked()?;
+        packed_at(&current.data, rows_now()?.as_ref(), &view_port.get_untracked(), (x, y))
     };
     let open_job = {
         let navigate = navigate.clone();
@@ -425,10 +427,14 @@ pub fn GanttPage() -> impl IntoView {
                 drag.set_value(Some((from, origin, true)));
                 view_port.set(origin.pan(from - x));
                 hover.set(None);
+                hover_packed.set(None);
             }
             return;
         }
-        hover.set(hit(x, y).map(|job| (job, x, y)));
+        // A packed bar is drawn over its row's jobs, so it is what the pointer is on.
+        let packed = hit_packed(x, y);
+        hover_packed.set(packed.map(|bar| (bar, x, y)));
+        hover.set(if packed.is_some() { None } else { hit(x, y).map(|job| (job, x, y)) });
     };
     let on_mouseup = {
         let open_job = open_job.clone();
@@ -443,6 +449,13 @@ pub fn GanttPage() -> impl IntoView {
                 if let Some(row) = rows_now().and_then(|rows| rows.row_at(y)) {
                     selected_row.set(Some(row));
                     toggle_row(row);
+                }
+            } else if let Some(bar) = hit_packed(x, y) {
+                // Zooming in loads the bar's range again, in full detail.
+                let packed = loaded.get_untracked().and_then(|current| current.data.packed.get(bar as usize).copied());
+                if let Some(packed) = packed {
+                    hover_packed.set(None);
+                    view_port.update(|v| *v = zoom_to_packed(*v, &packed));
                 }
             } else if let Some(job) = hit(x, y) {
                 open_job(job);
@@ -742,11 +755,16 @@ pub fn GanttPage() -> impl IntoView {
                     on:mouseleave=move |_| {
                         drag.set_value(None);
                         hover.set(None);
+                        hover_packed.set(None);
                     }
                     on:wheel=on_wheel
                     on:keydown=on_keydown
                 ></canvas>
                 {tooltip}
+                {move || {
+                    let (bar, x, y) = hover_packed.get()?;
+                    packed_tooltip(&loaded.get()?.data, bar, (x, y), width.get_untracked(), zone)
+                }}
             </div>
         </section>
     }
@@ -766,29 +784,9 @@ fn fallback_image(url: &str, nonce: Option<String>) -> String {
     )
 }
 
-/// `20,000`.
-pub fn thousands(value: usize) -> String {
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (index, character) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(character);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thousands_are_grouped() {
-        assert_eq!(thousands(20_000), "20,000");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_234_567), "1,234,567");
-    }
 
     #[test]
     fn the_fallback_escapes_its_url() {

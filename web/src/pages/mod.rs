@@ -3,6 +3,7 @@
 
 pub mod gantt;
 pub mod gantt_focus;
+pub mod gantt_packed;
 pub mod grid;
 pub mod job;
 pub mod jobs;

@@ -1,0 +1,193 @@
+//! The Gantt's and the grid's read of a window: the jobs that started in it with what a chart draws
+//! (ids, names, owner, state, times, GPUs, nodes, efficiency means) and nothing more. Where the
+//! listing maps every job to its full wire form and looks up digests page by page, this reads the
+//! window in large batches, then the archived reports' digests once for the whole window, then the
+//! running jobs' live means in one query.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use slurmlens_wire as wire;
+
+use super::{App, AppError, Viewer};
+use crate::domain::job::{JobFilter, JobRecord, TimeWindow};
+use crate::domain::scope::ViewerScope;
+use crate::domain::tres::TresCatalog;
+use crate::sources::slurmdbd::SlurmDbd;
+
+/// Jobs read from slurmdbd per statement: few round trips, bounded memory per batch.
+const BATCH: usize = 20_000;
+
+/// One started job of a window, as a chart draws it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartJob {
+    /// As sacct prints it (`123`, `123_4`, `123+1`).
+    pub job_id: String,
+    pub job_id_raw: u32,
+    pub name: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    /// As sacct prints it (`CANCELLED by 1001`).
+    pub state: String,
+    /// Epoch seconds.
+    pub start: u64,
+    /// Epoch seconds; 0 while running.
+    pub end: u64,
+    pub gpus: u64,
+    /// As stored (`gpu[001-004]`), and expanded.
+    pub node_list: String,
+    pub hosts: Vec<String>,
+    /// The archived report's means, or a running job's so far; `None` without either.
+    pub mean_gpu_util: Option<f64>,
+    pub mean_tensor_active: Option<f64>,
+}
+
+/// A window's started jobs, and whether the cap left some out.
+#[derive(Debug, Clone, Default)]
+pub struct ChartWindow {
+    /// Newest submission first.
+    pub jobs: Vec<ChartJob>,
+    pub truncated: bool,
+}
+
+fn chart_job(record: JobRecord, catalog: &TresCatalog) -> ChartJob {
+    let gpus = catalog.gpus(&record.tres_alloc);
+    ChartJob {
+        job_id: record.identity.to_string(),
+        job_id_raw: record.identity.id_job,
+        state: record.state.name().to_string(),
+        start: record.time_start,
+        end: record.time_end,
+        gpus,
+        hosts: record.nodes.hosts().to_vec(),
+        name: record.job_name,
+        user: record.user,
+        account: record.account,
+        partition: record.partition,
+        node_list: record.node_list,
+        mean_gpu_util: None,
+        mean_tensor_active: None,
+    }
+}
+
+/// The started jobs of `window` that `scope` may see, in large batches, up to about `cap` (then
+/// `true`: more were left).
+async fn read_started(
+    reader: &SlurmDbd,
+    scope: &ViewerScope,
+    window: TimeWindow,
+    filter: &JobFilter,
+    catalog: &TresCatalog,
+    cap: usize,
+) -> Result<(Vec<JobRecord>, bool), AppError> {
+    let mut records: Vec<JobRecord> = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (batch, next) = reader.jobs_in_window(scope, window, filter, catalog, cursor, BATCH).await?;
+        records.extend(batch.into_iter().filter(|record| record.time_start > 0 && !record.never_ran()));
+        match next {
+            Some(next) if records.len() < cap => cursor = Some(next),
+            next => return Ok((records, next.is_some())),
+        }
+    }
+}
+
+impl App {
+    /// The jobs `viewer` may see that started and overlap `window` on `cluster`, filtered as the
+    /// listing filters, newest submission first, at most about `cap` (then `truncated`): the same
+    /// jobs as the listing's pages, read once, without the listing's per-job wire form.
+    pub async fn chart_window(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        window: TimeWindow,
+        filter: &JobFilter,
+        cap: usize,
+    ) -> Result<ChartWindow, AppError> {
+        let reader = self.cluster(cluster)?;
+        let scope = self.scope(viewer, reader).await?;
+        self.check_window(&scope, window)?;
+        let catalog = reader.tres_catalog().await?;
+        let (records, truncated) = read_started(reader, &scope, window, filter, &catalog, cap).await?;
+        Ok(ChartWindow { jobs: self.chart_jobs(reader, records, &catalog).await, truncated })
+    }
+
+    /// The jobs `viewer` may see that held their allocation at `at`, read once, with the GPU indices
+    /// the Slurm plugin recorded for them (none without the store, or while it fails: the grid then
+    /// counts). A moment in the future is refused.
+    pub async fn chart_moment(
+        &self,
+        viewer: &Viewer,
+        cluster: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<(Vec<ChartJob>, Vec<wire::HeldGpu>), AppError> {
+        let reader = self.cluster(cluster)?;
+        let window = super::gpus::moment(at)?;
+        let scope = self.scope(viewer, reader).await?;
+        let catalog = reader.tres_catalog().await?;
+        let (mut records, _) =
+            read_started(reader, &scope, window, &JobFilter::default(), &catalog, usize::MAX).await?;
+        let second = u64::try_from(at.timestamp()).unwrap_or(0);
+        records.retain(|record| record.running_at(second));
+        let held = self
+            .recorded_gpus(reader, &records)
+            .await
+            .into_iter()
+            .flat_map(|(job_id, gpus)| {
+                gpus.into_iter().map(move |gpu| wire::HeldGpu { job_id, node: gpu.node, gpu: gpu.index })
+            })
+            .collect();
+        Ok((self.chart_jobs(reader, records, &catalog).await, held))
+    }
+
+    /// `records` as charts draw them, with their efficiency means.
+    async fn chart_jobs(&self, reader: &SlurmDbd, records: Vec<JobRecord>, catalog: &TresCatalog) -> Vec<ChartJob> {
+        let means = self.chart_means(reader, &records, catalog).await;
+        records
+            .into_iter()
+            .map(|record| {
+                let key = (record.identity.id_job, record.time_submit);
+                let mut job = chart_job(record, catalog);
+                if let Some(&(gpu_util, tensor_active)) = means.get(&key) {
+                    job.mean_gpu_util = gpu_util;
+                    job.mean_tensor_active = tensor_active;
+                }
+                job
+            })
+            .collect()
+    }
+
+    /// The means each job is coloured by, keyed by (job id, submit time): archived reports' in one
+    /// read for the whole window, running jobs' so far in one query. Either source failing leaves
+    /// its jobs without (logged), as the listing does.
+    async fn chart_means(
+        &self,
+        reader: &SlurmDbd,
+        records: &[JobRecord],
+        catalog: &TresCatalog,
+    ) -> BTreeMap<(u32, u64), (Option<f64>, Option<f64>)> {
+        let mut means = BTreeMap::new();
+        if let Some(store) = self.store() {
+            let keys: Vec<(u32, u64)> = records.iter().map(|r| (r.identity.id_job, r.time_submit)).collect();
+            match store.digests_among(reader.cluster(), &keys).await {
+                Ok(found) => {
+                    means.extend(
+                        found.into_iter().map(|(key, digest)| (key, (digest.mean_gpu_util, digest.mean_tensor_active))),
+                    );
+                }
+                Err(error) => tracing::warn!(%error, "archived reports unavailable; charting without them"),
+            }
+        }
+        let live = self.live_means_of(reader, records, catalog).await;
+        for record in records {
+            let key = (record.identity.id_job, record.time_submit);
+            if let Some(live) = live.get(&record.identity.id_job).filter(|live| live.gpu_util.is_some())
+                && !means.contains_key(&key)
+            {
+                means.insert(key, (live.gpu_util, live.tensor_active));
+            }
+        }
+        means
+    }
+}
