@@ -6,7 +6,10 @@ use super::*;
 #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
 fn reads_toml_then_environment() {
     figment::Jail::expect_with(|jail| {
-        jail.create_file("slurmlens.toml", "clusters = [\"lab\"]\n[slurmdbd]\nurl = \"mysql://file\"\nmax_connections = 4\nacquire_timeout_ms = 10\n")?;
+        jail.create_file(
+            "slurmlens.toml",
+            "clusters = [\"lab\"]\n[slurmdbd]\nurl = \"mysql://file\"\nmax_connections = 4\nacquire_timeout_ms = 10\n",
+        )?;
         jail.set_env("SLURMLENS_SLURMDBD_URL", "mysql://env");
         jail.set_env("SLURMLENS_CLUSTERS", "lab,sakura");
         let config = Config::load(Some(Path::new("slurmlens.toml"))).map_err(|e| e.to_string())?;
@@ -31,11 +34,7 @@ fn the_example_configuration_loads_as_documented() {
         assert_eq!(config.access.tokens.per_minute, 600);
         assert_eq!(config.slurmdbd.statement_timeout_s.seconds(), 10.0);
         assert_eq!(
-            (
-                config.limits.window_days.get(),
-                config.limits.heavy_per_identity.get(),
-                config.limits.heavy_total.get()
-            ),
+            (config.limits.window_days.get(), config.limits.heavy_per_identity.get(), config.limits.heavy_total.get()),
             (31, 4, 32)
         );
         assert_eq!((config.http.header_read_timeout_ms.get(), config.http.max_connections.get()), (10_000, 4096));
@@ -96,10 +95,7 @@ fn nothing_is_trusted_by_default_and_contradictions_fail_at_load() {
 
 #[test]
 fn urls_lose_their_passwords_when_shown() {
-    assert_eq!(
-        redact_url("mysql://reader:readerpw@db:3306/slurm_acct_db"),
-        "mysql://reader:***@db:3306/slurm_acct_db"
-    );
+    assert_eq!(redact_url("mysql://reader:readerpw@db:3306/slurm_acct_db"), "mysql://reader:***@db:3306/slurm_acct_db");
     assert_eq!(redact_url("http://user:p@ss@vm:8428/x?y=@"), "http://user:***@vm:8428/x?y=@");
     assert_eq!(redact_url("http://vm:8428"), "http://vm:8428");
     let config = Config {

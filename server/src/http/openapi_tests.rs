@@ -24,6 +24,7 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("GET", "/api/v1/gpus/values"),
     ("GET", "/api/v1/health"),
     ("GET", "/api/v1/jobs"),
+    ("GET", "/api/v1/jobs/export"),
     ("GET", "/api/v1/jobs/{job_id}"),
     ("GET", "/api/v1/jobs/{job_id}/gpus"),
     ("GET", "/api/v1/jobs/{job_id}/logs"),
