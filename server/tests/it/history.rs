@@ -218,18 +218,12 @@ async fn listings_are_read_through_an_index_that_fits_the_viewer() {
         }
         let plan = reader.analyze_listing(&scope, window, &filter, 100).await.expect("ANALYZE").expect("a statement");
         let (key, rows) = plan_of(&plan).expect("the plan reads the job table as `j`");
-        if *own < 1500 {
-            assert_eq!(key, "sacct_def2", "{user}'s few jobs are read by uid and end: {plan}");
-            // Their jobs that had not ended by the window's start, and no other.
-            assert!(rows <= (*own as f64) * 1.05 + 10.0, "{user} read {rows} rows for their {own} jobs: {plan}");
-        } else if *own > 2500 {
-            // Many: read in submit order, the page full after a share of the range.
-            assert_eq!(key, "archive_purge", "{user}'s {own} jobs are read in submit order: {plan}");
-            assert!(rows <= in_range, "{user} read {rows} rows, more than the bounded range's {in_range}: {plan}");
-        }
-        plans.insert(user.clone(), (key, rows));
+        assert_eq!(key, "sacct_def2", "{user}'s jobs are read by uid and end: {plan}");
+        // Their jobs that had not ended by the window's start, and no other.
+        assert!(rows <= (*own as f64) * 1.05 + 10.0, "{user} read {rows} rows for their {own} jobs: {plan}");
+        plans.insert(user.clone(), rows);
     }
-    assert!(plans.values().any(|(key, _)| key == "sacct_def2"), "a plain user with few jobs: {plans:?}");
+    assert!(!plans.is_empty(), "sakura has plain users");
     let plan = reader.analyze_listing(&ViewerScope::Staff, window, &filter, 100).await.expect("ANALYZE").expect("plan");
     let (key, rows) = plan_of(&plan).expect("the plan reads the job table as `j`");
     assert_eq!(key, "archive_purge", "staff read submissions backwards: {plan}");

@@ -3,8 +3,7 @@
 //! history before it.
 //!
 //! - A plain user's jobs: `sacct_def2 (id_user, time_end, time_eligible)`, the index `sacct -u` uses:
-//!   their jobs not ended before the window's start, whatever the cluster's history holds; a user with
-//!   more than [`MANY_OWN_ROWS`] of them there is read as everyone else is (below).
+//!   their jobs not ended before the window's start, whatever the cluster's history holds.
 //! - Everyone else (staff, coordinators, a search by text): `archive_purge (time_submit, time_end)`
 //!   from the window's end back to its floor ([`horizon::LONG_SPAN_S`] before its start), then the
 //!   few older submissions that still overlap it ([`horizon`]).
@@ -45,10 +44,6 @@ pub(super) enum Route {
     Whole,
 }
 
-/// Above this many jobs of their own in a window, a user's listing reads `archive_purge` (see
-/// [`SlurmDbd::route`]): sorting a few thousand rows costs about what skipping other users' rows does.
-const MANY_OWN_ROWS: u64 = 2000;
-
 /// The columns that order a listing, repeated under names a `UNION`'s `ORDER BY` can use.
 const SORT_COLUMNS: &str = "j.time_submit AS sort_submit, j.time_end AS sort_end, j.job_db_inx AS sort_inx";
 /// A listing's order: newest submission first, exactly `archive_purge`'s order read backwards.
@@ -67,35 +62,15 @@ impl SlurmDbd {
         if matches!(filter.search, Some(JobSearch::Id(_))) {
             return Ok(Route::Whole);
         }
-        let spans = self.horizon.spans(&self.pool, &self.cluster).await?;
         if let ViewerScope::User { name, coordinated_accounts } = scope
             && coordinated_accounts.is_empty()
         {
-            let uids = self.user_uids(name).await?;
-            // A user with many jobs in the window is read in submit order like everyone else (their
-            // page fills after a few rows); through `sacct_def2` each page would sort all of them.
-            if spans.is_none() || self.own_rows(&uids, start).await? <= MANY_OWN_ROWS {
-                return Ok(Route::UserJobs(uids));
-            }
+            return Ok(Route::UserJobs(self.user_uids(name).await?));
         }
-        Ok(match spans {
+        Ok(match self.horizon.spans(&self.pool, &self.cluster).await? {
             Some(spans) => Route::Bounded(spans.older_part(start)),
             None => Route::Whole,
         })
-    }
-
-    /// How many of `uids`' jobs had not ended by `start`: a count of `sacct_def2`'s entries, no row read.
-    async fn own_rows(&self, uids: &[u32], start: u64) -> Result<u64, SlurmDbdError> {
-        if uids.is_empty() {
-            return Ok(0);
-        }
-        let list = uids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
-        let sql = format!(
-            "SELECT COUNT(*) FROM {} FORCE INDEX (sacct_def2) WHERE id_user IN ({list}) AND (time_end >= ? OR time_end = 0)",
-            self.cluster.table("job_table")
-        );
-        let count: i64 = sqlx::query_scalar(&sql).bind(start).fetch_one(&self.pool).await?;
-        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     /// The uids under which `user`'s jobs are recorded, from the newest job of each of their
