@@ -152,7 +152,8 @@ async fn list(target: &Target, query: &str, user: &str, whole: bool) -> anyhow::
     }
 }
 
-/// GETs a page's data endpoint as `user`; rows are the length of its `jobs` list.
+/// GETs a page's data endpoint as `user`; rows are its jobs: the grid's `jobs` list, or the Gantt's
+/// drawn jobs (`job_ids`) and those counted in its packed bars (`packed_counts`).
 async fn page_data(target: &Target, path: &str, user: &str) -> anyhow::Result<Cell> {
     let started = Instant::now();
     let (status, body) = target.get(path, user).await?;
@@ -161,7 +162,11 @@ async fn page_data(target: &Target, path: &str, user: &str) -> anyhow::Result<Ce
         return Ok(Cell { took, rows: 0, refused: Some(status.to_string()) });
     }
     let value: serde_json::Value = serde_json::from_slice(&body).with_context(|| format!("reading {path}"))?;
-    Ok(Cell { took, rows: value["jobs"].as_array().map_or(0, Vec::len), refused: None })
+    let listed = |key: &str| value[key].as_array().map_or(0, Vec::len);
+    let packed: u64 =
+        value["packed_counts"].as_array().map_or(0, |counts| counts.iter().filter_map(|c| c.as_u64()).sum());
+    let rows = listed("jobs") + listed("job_ids") + usize::try_from(packed).unwrap_or(0);
+    Ok(Cell { took, rows, refused: None })
 }
 
 fn time(at: DateTime<Utc>) -> i64 {

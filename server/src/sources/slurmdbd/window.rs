@@ -106,8 +106,8 @@ impl SlurmDbd {
             if rows.len() >= batch {
                 break;
             }
-            // Each statement continues where the one before it ended, so the batch's remainder is
-            // all it may add (the bound is re-bound as the statement's last value).
+            // Each statement's rows come after the one before it, so it adds only what the batch
+            // still lacks (its own LIMIT is the whole batch).
             let fetched = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
             for row in fetched.iter().take(batch - rows.len()) {
                 rows.push(super::rows::decode_job(row)?);
