@@ -1,7 +1,8 @@
 //! A server-rendered page made into one self-contained HTML file, for a ticket or an e-mail: the
 //! stylesheet inlined, every script dropped (the charts are SVG in the page already, so nothing is lost
 //! but interaction), links resolved against the site's address, and a note saying where and when it
-//! was printed. `slurmlens report JOBID --format html` writes the job page this way.
+//! was printed. `slurmlens report JOBID --format html` writes the job page this way; a shared report
+//! link (`/shared/…`) serves it this way, with who shared it and until when.
 
 use crate::app::STYLESHEET;
 
@@ -20,16 +21,18 @@ pub struct Printed<'a> {
     pub at: &'a str,
 }
 
+/// Who shared a page (`/shared/…`), until when, and their note.
+#[derive(Debug, Clone)]
+pub struct Shared<'a> {
+    pub by: &'a str,
+    pub until: &'a str,
+    pub note: &'a str,
+}
+
 /// `page` (a whole document, as the page routes answer) as a self-contained file.
 pub fn self_contained(page: &str, printed: &Printed<'_>) -> String {
     let site = printed.site.trim_end_matches('/');
-    let mut document = without_elements(page, "<script", "</script>");
-    document = without_elements(&document, "<link rel=\"modulepreload\"", ">");
-    document = without_elements(&document, "<link rel=\"preload\"", ">");
-    // A file is read, not used: no site navigation, no hints about hovering or dragging.
-    let stylesheet = format!("<style>\n{STYLESHEET}\n{FILE_RULES}\n</style>");
-    document = document.replacen("<link rel=\"stylesheet\" href=\"/web/style.css\"/>", &stylesheet, 1);
-    document = document.replacen("<link rel=\"stylesheet\" href=\"/web/style.css\">", &stylesheet, 1);
+    let mut document = static_document(page);
     let base = format!("<head><base href=\"{}/\"/>", escape(site));
     document = document.replacen("<head>", &base, 1);
     let live = format!("{site}{}", printed.path);
@@ -41,6 +44,29 @@ pub fn self_contained(page: &str, printed: &Printed<'_>) -> String {
         escape(&live)
     );
     document.replacen("<body>", &note, 1)
+}
+
+/// `page` as a shared link shows it: one document that loads nothing, saying who shared it and until when.
+pub fn shared(page: &str, shared: &Shared<'_>) -> String {
+    let note = if shared.note.is_empty() { String::new() } else { format!(" ({})", escape(shared.note)) };
+    let banner = format!(
+        "<body><p class=\"printed-note\" data-testid=\"shared-note\">Shared read-only by {}{note} until {}. \
+         It shows this job's facts and report only.</p>",
+        escape(shared.by),
+        escape(shared.until)
+    );
+    static_document(page).replacen("<body>", &banner, 1)
+}
+
+/// `page` with every script and preload gone and the stylesheet inline (with [`FILE_RULES`]).
+fn static_document(page: &str) -> String {
+    let mut document = without_elements(page, "<script", "</script>");
+    document = without_elements(&document, "<link rel=\"modulepreload\"", ">");
+    document = without_elements(&document, "<link rel=\"preload\"", ">");
+    // Read, not used: no site navigation, no hints about hovering or dragging.
+    let stylesheet = format!("<style>\n{STYLESHEET}\n{FILE_RULES}\n</style>");
+    document = document.replacen("<link rel=\"stylesheet\" href=\"/web/style.css\"/>", &stylesheet, 1);
+    document.replacen("<link rel=\"stylesheet\" href=\"/web/style.css\">", &stylesheet, 1)
 }
 
 /// `text` with every element from `open` up to the next `close` removed (`close` included).
@@ -88,6 +114,13 @@ mod tests {
         assert!(file.contains("<head><base href=\"https://lens.example.org/\"/>"), "{file}");
         assert!(file.contains("<svg><rect/></svg>") && file.contains("<p>after</p>"), "the page stays: {file}");
         assert!(file.contains("from <a href=\"https://lens.example.org/jobs/7?cluster=lab\">"), "{file}");
+    }
+
+    #[test]
+    fn a_shared_page_says_who_shared_it_and_loads_nothing() {
+        let page = shared(PAGE, &Shared { by: "alice", until: "2026-12-09 16:00 UTC", note: "ticket <4711>" });
+        assert!(!page.contains("<script") && !page.contains("/web/style.css") && !page.contains("<base"), "{page}");
+        assert!(page.contains("Shared read-only by alice (ticket &lt;4711&gt;) until 2026-12-09 16:00 UTC."), "{page}");
     }
 
     #[test]

@@ -35,9 +35,12 @@ const RETRY_AFTER_S: u32 = 2;
 fn is_heavy(method: &Method, path: &str) -> bool {
     let job_report = path.strip_prefix("/api/v1/jobs/").is_some_and(|rest| rest.ends_with("/report"));
     let job_page = path.strip_prefix("/jobs/").is_some_and(|rest| !rest.is_empty() && !rest.contains('/'));
+    // A shared link's page and JSON are a job page and a report for whoever holds the link.
+    let shared = path.starts_with("/shared/") || path.starts_with("/api/v1/shared/");
     (method == Method::GET || method == Method::HEAD)
         && (job_report
             || job_page
+            || shared
             || matches!(
                 path,
                 "/api/v1/jobs"
@@ -226,6 +229,8 @@ mod tests {
             "/web/v1/jobs.csv",
             "/",
             "/jobs/8",
+            "/shared/sls_0",
+            "/api/v1/shared/sls_0",
         ] {
             assert!(is_heavy(&Method::GET, path), "{path}");
         }

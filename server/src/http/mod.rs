@@ -16,6 +16,7 @@ mod otlp_map;
 mod pages;
 pub use pages::page_html;
 mod params;
+mod shares;
 mod signals;
 mod tokens;
 mod traces;
@@ -71,6 +72,11 @@ impl HttpState {
     pub fn app(&self) -> &App {
         &self.app
     }
+
+    /// How the pages are served (site root, topology, time zone).
+    pub fn web_options(&self) -> slurmlens_web::server::WebOptions {
+        self.web.as_ref().clone()
+    }
 }
 
 impl FromRef<HttpState> for App {
@@ -107,13 +113,18 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(tokens::create, tokens::list))
         .routes(routes!(tokens::revoke))
         .routes(routes!(tokens::uses))
+        .routes(routes!(shares::create, shares::list))
+        .routes(routes!(shares::revoke))
+        .routes(routes!(shares::shared_report))
 }
 
 /// The whole API, and the web pages.
 pub fn router(state: HttpState) -> Router {
     let pages = pages::routes(&state.app, state.web.as_ref().clone());
     let (api, _document) = api_routes().split_for_parts();
+    let shared = Router::new().route("/shared/{secret}", axum::routing::get(shares::shared_page));
     api.fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .merge(shared)
         .with_state(state.clone())
         .merge(pages)
         // Overload: heavy requests bounded per identity and in all, refused at once when over

@@ -74,6 +74,7 @@ fn data_error(error: AppError) -> DataError {
         AppError::Invalid { parameter, message } => DataError::invalid(format!("{parameter}: {message}")),
         AppError::NotFound(message) => DataError::not_found(message),
         AppError::Unauthorized(message) => DataError { status: 401, message },
+        AppError::Forbidden(message) => DataError { status: 403, message },
         AppError::Unavailable { service, cause } => {
             tracing::error!(service, %cause, "page data unavailable");
             DataError::unavailable(format!("{service} is unavailable right now; try again shortly"))

@@ -13,6 +13,7 @@ use crate::domain::job::RunWindow;
 
 pub mod lease;
 pub mod reports;
+pub mod shares;
 pub mod tokens;
 pub mod traces;
 

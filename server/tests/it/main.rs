@@ -19,6 +19,7 @@ mod replicas;
 mod report;
 mod sacct_parity;
 mod security;
+mod shares;
 mod signals;
 mod slurmdbd_versions;
 mod standins;

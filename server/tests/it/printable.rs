@@ -1,28 +1,10 @@
 //! `slurmlens report JOBID --format html`: the job page as one self-contained file, for a ticket.
 
-use chrono::Utc;
 use slurmlens::config::{AnonymousAccess, VictoriaMetricsConfig};
 use slurmlens::terminal::{Format, ReportArgs};
 use slurmlens_wire::JobReport;
 
-use crate::support::{lab, spawn_app, test_config};
-
-/// A GPU job of sakura's demo that ran an hour or more and ended within the telemetry's last day.
-async fn sakura_gpu_job() -> u32 {
-    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd database");
-    let now = Utc::now().timestamp();
-    let (id,): (u32,) = sqlx::query_as(
-        "SELECT id_job FROM sakura_job_table WHERE deleted = 0 AND time_end BETWEEN ? AND ? \
-         AND time_end - time_start >= 3600 AND tres_alloc LIKE '%,1001=%' ORDER BY time_end DESC LIMIT 1",
-    )
-    .bind(now - 20 * 3600)
-    .bind(now - 600)
-    .fetch_one(&pool)
-    .await
-    .expect("sakura's demo holds a GPU job of an hour or more that ended in the last day");
-    pool.close().await;
-    id
-}
+use crate::support::{lab, sakura_gpu_job, spawn_app, test_config};
 
 fn args(job_id: &str, output: &std::path::Path) -> ReportArgs {
     ReportArgs {
