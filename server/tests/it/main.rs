@@ -14,6 +14,7 @@ mod long_jobs;
 mod node_signals;
 mod otlp;
 mod plugin;
+mod real_logs;
 mod replicas;
 mod report;
 mod sacct_parity;
