@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lab.sh — a real, loopback-only Slurm lab for slurmlens tests and demos:
-# munge, MariaDB, slurmdbd, slurmctld, 4 × slurmd (fake GPUs) and VictoriaMetrics (also behind
-# vmauth), all with their state in one folder ($LAB). See README.md next to this file.
+# munge, MariaDB, slurmdbd, slurmctld, 4 × slurmd (fake GPUs), VictoriaMetrics (also behind vmauth) and
+# VictoriaLogs fed by rsyslog, all with their state in one folder ($LAB). See README.md next to this file.
 #
 #   lab.sh up                 start what is not running, register what is missing
 #   lab.sh down [--purge]     stop what this lab started (and delete its data with --purge)
