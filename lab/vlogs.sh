@@ -75,7 +75,8 @@ ruleset(name="job_and_forward") {
     action.resumeRetryCount="-1" action.resumeInterval="1")
 }
 
-# Slurm's logs: each line starts with its local time, "[2026-12-02T15:11:25.473] ".
+# Slurm's logs: each line starts with its local time, "[2026-12-02T15:11:25.473] " (the offset is the
+# machine's when rsyslog starts).
 $files
 input(type="imfile" file="$LOG/slurmctld.log" tag="slurmctld" ruleset="slurm" addMetadata="on")
 input(type="imfile" file="$LOG/lab-probe.log" tag="lab" ruleset="slurm" addMetadata="on")
