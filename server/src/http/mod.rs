@@ -14,6 +14,7 @@ pub mod openapi;
 mod otlp;
 mod otlp_map;
 mod pages;
+pub use pages::page_html;
 mod params;
 mod signals;
 mod tokens;

@@ -14,6 +14,7 @@ mod long_jobs;
 mod node_signals;
 mod otlp;
 mod plugin;
+mod printable;
 mod real_logs;
 mod replicas;
 mod report;
