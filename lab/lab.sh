@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lab.sh — a real, loopback-only Slurm lab for slurmlens tests and demos:
-# munge, MariaDB, slurmdbd, slurmctld, 4 × slurmd (fake GPUs) and VictoriaMetrics (also behind
-# vmauth), all with their state in one folder ($LAB). See README.md next to this file.
+# munge, MariaDB, slurmdbd, slurmctld, 4 × slurmd (fake GPUs), VictoriaMetrics (also behind vmauth) and
+# VictoriaLogs fed by rsyslog, all with their state in one folder ($LAB). See README.md next to this file.
 #
 #   lab.sh up                 start what is not running, register what is missing
 #   lab.sh down [--purge]     stop what this lab started (and delete its data with --purge)
@@ -35,7 +35,8 @@ NODES=(n1 n2 n3 n4)
 GPUS_PER_NODE=4
 LAB_USERS=(alice bob carol dave)
 PACKAGES=(mariadb-server mariadb-client slurmctld slurmd slurm-client slurmdbd munge victoria-metrics
-  prometheus-node-exporter)
+  prometheus-node-exporter
+  rsyslog)
 
 ETC=$LAB/etc
 RUN=$LAB/run
@@ -58,10 +59,13 @@ declare -A PIDFILE=(
   [vmagent]=$RUN/vmagent.pid
   [vmalert]=$RUN/vmalert.pid
   [vmauth]=$RUN/vmauth.pid
+  [victoria-logs]=$RUN/victoria-logs.pid
+  [rsyslogd]=$RUN/rsyslogd.pid
 )
 declare -A COMM=([munged]=munged [mariadbd]=mariadbd [slurmdbd]=slurmdbd [slurmctld]=slurmctld
   [victoria-metrics]=victoria-metrics [node-exporter]=prometheus-node-exporter [vmagent]=vmagent
-  [vmalert]=vmalert [vmauth]=vmauth)
+  [vmalert]=vmalert [vmauth]=vmauth
+  [victoria-logs]=victoria-logs [rsyslogd]=rsyslogd)
 for node in "${NODES[@]}"; do
   PIDFILE[slurmd.$node]=$RUN/slurmd.$node.pid
   COMM[slurmd.$node]=slurmd
@@ -70,10 +74,15 @@ done
 DAEMONS=(munged mariadbd slurmdbd slurmctld)
 for node in "${NODES[@]}"; do DAEMONS+=("slurmd.$node"); done
 DAEMONS+=(victoria-metrics node-exporter vmagent vmalert vmauth)
+DAEMONS+=(victoria-logs rsyslogd)
 
 log() { printf 'lab: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 now() { printf '%s' "${EPOCHREALTIME/./}"; } # microseconds; bash ≥ 5 builtin, no fork
+# shellcheck source=lab/go-tools.sh
+source "$HERE/go-tools.sh"
+# shellcheck source=lab/vlogs.sh
+source "$HERE/vlogs.sh"
 
 # ---------------------------------------------------------------- liveness ---
 
@@ -695,6 +704,8 @@ export LAB_VMAUTH_TOKEN=$VMAUTH_TOKEN
 export LAB_VMAUTH_USER=$VMAUTH_USER
 export LAB_VMAUTH_PASSWORD=$VMAUTH_PASSWORD
 export SLURMLENS_CLUSTER=lab
+export LAB_VLOGS_URL=http://127.0.0.1:$VLOGS_PORT
+export LAB_VLOGS_SYSLOG_PORT=$VLOGS_SYSLOG_PORT
 EOF
 }
 
@@ -807,6 +818,7 @@ cmd_up() {
   write_configs
   start_munged
   start_vm # no dependencies; its start-up overlaps with the database's
+  start_vlogs
   start_mariadb
   setup_mysql_users
   start_slurmdbd
@@ -825,6 +837,9 @@ cmd_up() {
   wait_for "vmalert on 127.0.0.1:$VMALERT_PORT" "$LAB_TIMEOUT" "$LOG/vmalert.log" vmalert_ok
   start_vmauth
   wait_for "vmauth on 127.0.0.1:$VMAUTH_PORT" "$LAB_TIMEOUT" "$LOG/vmauth.log" vmauth_ok
+  wait_for "VictoriaLogs on 127.0.0.1:$VLOGS_PORT" "$LAB_TIMEOUT" "$LOG/victoria-logs.log" vlogs_ok
+  start_rsyslog
+  wait_for "rsyslog shipping to VictoriaLogs" "$LAB_TIMEOUT" "$LOG/rsyslogd.out" rsyslog_ok
   wait_for "MariaDB on 127.0.0.1:$MYSQL_PORT" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" mysql_tcp_ok
   write_env
   print_status
@@ -897,6 +912,7 @@ cmd_down() {
     log "purging data in $LAB (keeping etc/ and the munge key)"
     rm -rf "$MYSQL_DIR" "$SPOOL" "$LAB/vm" "$LAB/vmagent" "$LOG" "$RUN" "$LAB/jobs" "$LAB/env.sh" "$LAB/mix.tsv" \
       "$LAB/munge/munged.seed"
+    rm -rf "$LAB/vlogs" "$RSYSLOG_DIR"
     # Empty per-node cgroup trees left by slurmd (slurm_n1 …); rmdir only removes empty ones.
     local node
     for node in "${NODES[@]}"; do

@@ -15,6 +15,7 @@ mod node_signals;
 mod otlp;
 mod plugin;
 mod printable;
+mod real_logs;
 mod replicas;
 mod report;
 mod sacct_parity;

@@ -14,7 +14,6 @@ use slurmlens::domain::trace::{TraceCategory, TraceName, TraceSummary};
 use slurmlens::store::Store;
 use slurmlens_wire::{Attribution, JobDetail, JobGpus, JobLogs, JobReport, JobTraces, MetricsState, ReportSource};
 
-use crate::standins;
 use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, submit_holding, test_config};
 
 async fn slurmdbd() -> sqlx::MySqlPool {
@@ -76,15 +75,14 @@ async fn coordinators() -> Vec<String> {
     users
 }
 
-/// A syslog entry as VictoriaLogs stores it.
-fn entry(time: i64, node: &str, message: String) -> serde_json::Value {
+/// A syslog entry as a shipper sends it to VictoriaLogs, marked with this run's `run`.
+fn entry(run: &str, time: i64, node: &str, message: String) -> serde_json::Value {
     json!({
         "_time": at(time).to_rfc3339_opts(SecondsFormat::Nanos, true),
         "_msg": message,
-        "_stream": format!("{{host=\"{node}\",app=\"syslog\"}}"),
-        "_stream_id": "0000000000000000e934a84adb05276890d7f7bfcadabe92",
         "host": node,
         "app": "syslog",
+        "run": run,
     })
 }
 
@@ -140,24 +138,20 @@ async fn logs_of_a_shared_node_are_the_jobs_own_for_its_user_and_whole_for_staff
     let canary = format!("logger: slurmlens-probe-{node}-canary");
     let alone_line = "kernel: mlx5_core 0000:3b:00.0: Link down".to_string();
     let alone_canary = format!("logger: slurmlens-probe-{alone_node}-alone");
-    let stand_in = standins::victorialogs(
-        &[
-            entry(shared_at, &node, own_line.clone()),
-            entry(shared_at + 1, &node, other_line.clone()),
-            entry(shared_at + 2, &node, canary.clone()),
-            entry(shared_at + 3, &node, uid_line.clone()),
-            entry(alone_at, &alone_node, alone_line.clone()),
-            entry(alone_at + 1, &alone_node, alone_canary.clone()),
-        ],
-        Duration::ZERO,
-    )
+    // Written into the lab's real VictoriaLogs, which then narrows the lines itself.
+    let run = crate::real_logs::run_mark("tenancy");
+    crate::real_logs::ingest(&[
+        entry(&run, shared_at, &node, own_line.clone()),
+        entry(&run, shared_at + 1, &node, other_line.clone()),
+        entry(&run, shared_at + 2, &node, canary.clone()),
+        entry(&run, shared_at + 3, &node, uid_line.clone()),
+        entry(&run, alone_at, &alone_node, alone_line.clone()),
+        entry(&run, alone_at + 1, &alone_node, alone_canary.clone()),
+    ])
     .await;
     let logs = VictoriaLogsConfig {
-        url: stand_in.base_url.clone(),
-        timeout_ms: 5000,
-        node_field: "host".parse().expect("field"),
-        filter: None,
-        max_lines: 500,
+        filter: Some(format!("run:={}", slurmlens::domain::logsql::quote(&run))),
+        ..crate::real_logs::config("host")
     };
     let app = spawn_app(Config { victorialogs: Some(logs), ..test_config(AnonymousAccess::Nobody) }).await;
     let path = format!("/api/v1/jobs/{id}/logs?cluster=sakura");
@@ -168,17 +162,13 @@ async fn logs_of_a_shared_node_are_the_jobs_own_for_its_user_and_whole_for_staff
     assert_eq!(messages(&seen), [own_line.as_str(), uid_line.as_str()], "job {id} shared {node} with {other}");
     assert!(seen.limited_to_job, "the answer says the lines were limited: {body:.600}");
     assert!(!body.contains(&canary) && !body.contains(&format!("JOB {other}")), "{body}");
-    let sent = stand_in.received().into_iter().map(|r| r.params["query"].clone()).collect::<Vec<_>>();
-    assert!(sent.iter().all(|query| query.contains(&format!("\"job_{id}\""))), "narrowed at the source: {sent:?}");
+    let sent = seen.query.clone().unwrap_or_default();
+    assert!(sent.contains(&format!("\"job_{id}\"")), "narrowed at the source: {sent}");
     // `contains=` searches only within that.
-    stand_in.clear();
     let (searched, _) = json_as::<JobLogs>(&app, &mine.user, &format!("{path}&contains=canary")).await;
     assert!(!messages(&searched).contains(&canary.as_str()), "{:?}", searched.lines);
-    let sent = stand_in.received().into_iter().map(|r| r.params["query"].clone()).collect::<Vec<_>>();
-    assert!(
-        sent.iter().all(|query| query.contains("\"canary\" (\"") && query.contains(&format!("\"job_{id}\""))),
-        "{sent:?}"
-    );
+    let sent = searched.query.clone().unwrap_or_default();
+    assert!(sent.contains("\"canary\" (\"") && sent.contains(&format!("\"job_{id}\"")), "{sent}");
     // The job page says so.
     let page = app.get_as(&mine.user, &format!("/jobs/{id}?cluster=sakura")).await.text().await.expect("page");
     assert!(page.contains("data-testid=\"logs-limited\""), "the page says the lines were limited");
@@ -192,13 +182,12 @@ async fn logs_of_a_shared_node_are_the_jobs_own_for_its_user_and_whole_for_staff
     }
 
     // A node held alone: every line of it.
-    stand_in.clear();
     let (held, _) =
         json_as::<JobLogs>(&app, &alone.user, &format!("/api/v1/jobs/{}/logs?cluster=sakura", alone.id)).await;
     assert!(!held.limited_to_job, "job {} held {alone_node} alone", alone.id);
     assert!(messages(&held).contains(&alone_line.as_str()) && messages(&held).contains(&alone_canary.as_str()));
-    let sent = stand_in.received().into_iter().map(|r| r.params["query"].clone()).collect::<Vec<_>>();
-    assert!(sent.iter().all(|query| !query.contains("\"job_")), "not narrowed: {sent:?}");
+    let sent = held.query.clone().unwrap_or_default();
+    assert!(!sent.contains("\"job_"), "not narrowed: {sent}");
 }
 
 /// The UUID this run gives a GPU (unique per run, as the report test's).
