@@ -11,6 +11,8 @@ use std::time::Duration;
 use prost::Message;
 
 use crate::otlp::{Records, SECRET, otlp_request, records, send_json_batches, send_with_js_sdk, stored, views};
+use slurmlens::config::{AnonymousAccess, VictoriaLogsConfig};
+
 use crate::support::{TestApp, database_shared, lab, repo_root};
 
 /// How long the collector gets to start, and the records to arrive through it.
@@ -24,6 +26,20 @@ struct Collector {
     log: PathBuf,
 }
 
+/// The variables of config.yaml that name the slurmlens it forwards to.
+fn forwarding_to(app: &TestApp, secret: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("SLURMLENS_OTLP_ENDPOINT", format!("{}/api/v1/otlp", app.base_url)),
+        ("SLURMLENS_INGEST_SECRET", secret.to_string()),
+    ]
+}
+
+/// A number no other call in this process gets: names of files and log markers.
+fn unique() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A port nothing listens on now: bound to port 0, read back, released for the collector to take.
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding port 0");
@@ -31,25 +47,31 @@ fn free_port() -> u16 {
 }
 
 impl Collector {
-    /// Starts the lab's collector on lab/otelcol/config.yaml, forwarding to `app` with `secret`, and
+    /// Starts the lab's collector on lab/otelcol/config.yaml, forwarding to `app` with `secret`.
+    async fn start(app: &TestApp, secret: &str) -> Collector {
+        Self::start_with(&app.client, &["config.yaml"], &forwarding_to(app, secret)).await
+    }
+
+    /// Starts the lab's collector on `configs` (files of lab/otelcol, merged in order) with `env`, and
     /// waits for its health check. A port taken between `free_port` and the collector's bind makes it
     /// exit: it is started again on others, three times at most.
-    async fn start(app: &TestApp, secret: &str) -> Collector {
+    async fn start_with(client: &reqwest::Client, configs: &[&str], env: &[(&str, String)]) -> Collector {
         let binary = lab().vars.get("LAB_OTELCOL_BIN").unwrap_or_else(|| {
             panic!("LAB_OTELCOL_BIN missing from the lab's env.sh: run `bash lab/lab.sh up` (it builds the collector)")
         });
-        let config = repo_root().join("lab/otelcol/config.yaml");
         let mut last_log = String::new();
-        for attempt in 0..3 {
+        for _ in 0..3 {
             let (otlp_port, health_port) = (free_port(), free_port());
-            let log = lab().dir.join(format!("otelcol-test-{}-{attempt}.log", std::process::id()));
+            let log = lab().dir.join(format!("otelcol-test-{}-{}.log", std::process::id(), unique()));
             let log_file = std::fs::File::create(&log).expect("creating the collector's log");
-            let child = tokio::process::Command::new(binary)
-                .arg(format!("--config={}", config.display()))
+            let mut command = tokio::process::Command::new(binary);
+            for config in configs {
+                command.arg(format!("--config={}", repo_root().join("lab/otelcol").join(config).display()));
+            }
+            let child = command
+                .envs(env.iter().map(|(name, value)| (name, value)))
                 .env("OTELCOL_OTLP_ENDPOINT", format!("127.0.0.1:{otlp_port}"))
                 .env("OTELCOL_HEALTH_ENDPOINT", format!("127.0.0.1:{health_port}"))
-                .env("SLURMLENS_OTLP_ENDPOINT", format!("{}/api/v1/otlp", app.base_url))
-                .env("SLURMLENS_INGEST_SECRET", secret)
                 .stdin(Stdio::null())
                 .stdout(log_file.try_clone().expect("the log file"))
                 .stderr(log_file)
@@ -57,7 +79,7 @@ impl Collector {
                 .spawn()
                 .unwrap_or_else(|e| panic!("starting {binary}: {e}"));
             let mut collector = Collector { child, otlp_url: format!("http://127.0.0.1:{otlp_port}"), log };
-            if collector.healthy(&app.client, health_port).await {
+            if collector.healthy(client, health_port).await {
                 return collector;
             }
             last_log = collector.log_text();
@@ -207,4 +229,115 @@ fn the_collector_configurations_in_the_repository_are_valid() {
             .unwrap_or_else(|e| panic!("running {binary}: {e}"));
         assert!(output.status.success(), "{files:?}: {}", String::from_utf8_lossy(&output.stderr));
     }
+}
+
+/// Polls VictoriaLogs for the entries matching `query` until there are `count` of them, or the time is up.
+async fn vlogs_entries(client: &reqwest::Client, vlogs_url: &str, query: &str, count: usize) -> Vec<serde_json::Value> {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let answer = client
+            .post(format!("{vlogs_url}/select/logsql/query"))
+            .form(&[("query", query)])
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status);
+        let entries: Vec<serde_json::Value> = match answer {
+            Ok(response) => response
+                .text()
+                .await
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|line| serde_json::from_str(line).ok())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if entries.len() >= count || tokio::time::Instant::now() >= deadline {
+            return entries;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Slurm's own stamp of a log line: local time to the millisecond, in brackets.
+fn slurm_stamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.with_timezone(&chrono::Local).format("[%Y-%m-%dT%H:%M:%S%.3f]").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slurmd_lines_tailed_by_the_collector_reach_victorialogs_and_the_jobs_logs() {
+    let Some(vlogs_url) = lab().vars.get("LAB_VLOGS_URL") else {
+        eprintln!("skipped: the lab runs no VictoriaLogs (no LAB_VLOGS_URL in env.sh)");
+        return;
+    };
+    let _db = database_shared().await;
+    let job_id = crate::support::finished_lab_job().await;
+    let started = crate::support::lab_job_start(job_id).await;
+    let plain = crate::support::spawn_app(crate::support::test_config(AnonymousAccess::Staff)).await;
+    let response = plain.get(&format!("/api/v1/jobs/{job_id}?cluster=lab")).await;
+    assert_eq!(response.status(), 200);
+    let detail: slurmlens_wire::JobDetail = response.json().await.expect("job detail");
+    let node = detail.nodes.first().expect("the job ran on a node").node.clone();
+
+    // A slurmd log of that node; the line already there is the past, which the collector skips.
+    let folder = lab().dir.join(format!("otelcol-node-logs-{}-{}", std::process::id(), unique()));
+    std::fs::create_dir_all(&folder).expect("creating the log folder");
+    let file = folder.join(format!("slurmd.{node}.log"));
+    let marker =
+        format!("otelcol-marker-{}-{}", std::process::id(), chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0));
+    std::fs::write(&file, format!("{} slurmd: {marker} before the collector\n", slurm_stamp(started))).expect("log");
+    let env = [
+        ("SLURMLENS_OTLP_ENDPOINT", "http://127.0.0.1:9/api/v1/otlp".to_string()),
+        ("SLURMLENS_INGEST_SECRET", "unused".to_string()),
+        ("SLURM_LOG_GLOB", file.display().to_string()),
+        ("SLURM_NODE_NAME", node.clone()),
+        ("VICTORIALOGS_URL", vlogs_url.clone()),
+    ];
+    let collector = Collector::start_with(&plain.client, &["config.yaml", "node-logs.yaml"], &env).await;
+    assert!(wait_logged(&collector, "Started watching file", 1).await, "{}", collector.log_text());
+
+    // slurmstepd's line about the job, two seconds into it, and one without Slurm's stamp.
+    let at = started + chrono::Duration::milliseconds(2_125);
+    let mut log = std::fs::OpenOptions::new().append(true).open(&file).expect("the log");
+    std::io::Write::write_all(
+        &mut log,
+        format!("{} [{job_id}.batch] {marker}: task 0 done\n{marker} a line without a stamp\n", slurm_stamp(at))
+            .as_bytes(),
+    )
+    .expect("appending to the log");
+
+    let entries = vlogs_entries(&plain.client, vlogs_url, &format!("\"{marker}\""), 2).await;
+    assert_eq!(entries.len(), 2, "the two new lines, not the one before the collector: {entries:?}");
+    let stamped = entries
+        .iter()
+        .find(|entry| entry["_msg"] == format!("[{job_id}.batch] {marker}: task 0 done"))
+        .unwrap_or_else(|| panic!("the stamped line, its stamp cut from the message: {entries:?}"));
+    assert_eq!(stamped["host.name"], node.as_str(), "{stamped}");
+    assert_eq!(stamped["service.name"], "slurmd", "{stamped}");
+    assert_eq!(stamped["slurm.job.id"], job_id.to_string(), "{stamped}");
+    let time: chrono::DateTime<chrono::Utc> =
+        stamped["_time"].as_str().and_then(|text| text.parse().ok()).expect("an RFC 3339 _time");
+    assert_eq!(time, at, "the time Slurm wrote, not the time the line was read");
+    drop(collector);
+
+    // slurmlens, told that the node is host.name, shows the line in the job's logs.
+    let logs = VictoriaLogsConfig {
+        url: vlogs_url.clone(),
+        timeout_ms: 5000,
+        node_field: "host.name".parse().expect("a field name"),
+        filter: None,
+        max_lines: 1000,
+    };
+    let app = crate::support::spawn_app(slurmlens::config::Config {
+        victorialogs: Some(logs),
+        ..crate::support::test_config(AnonymousAccess::Staff)
+    })
+    .await;
+    let response = app.get(&format!("/api/v1/jobs/{job_id}/logs?cluster=lab&limit=1000")).await;
+    assert_eq!(response.status(), 200);
+    let logs: slurmlens_wire::JobLogs = response.json().await.expect("the job's logs");
+    assert_eq!(logs.status, slurmlens_wire::LogsStatus::Ok, "{:?}", logs.message);
+    let shown: Vec<_> = logs.lines.iter().filter(|line| line.message.contains(&marker)).collect();
+    assert_eq!(shown.len(), 1, "the stamped line in the job's window: {:?}", logs.lines);
+    assert_eq!((shown[0].time, shown[0].node.as_deref()), (at, Some(node.as_str())));
+    let _ = std::fs::remove_dir_all(&folder);
 }
