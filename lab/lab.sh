@@ -581,19 +581,21 @@ vmauth_ok() {
 # ---------------------------------------------------------------- collector --
 
 # The OpenTelemetry Collector built by ocb from lab/otelcol/builder.yaml (once per machine, minutes;
-# then cached), running lab/otelcol/config.yaml, the configuration a site runs, with the lab's ports:
-# OTLP/HTTP in on loopback, slurmlens's records out to $OTELCOL_SLURMLENS_URL with the lab cluster's
-# ingest secret (the plugins' secret: the demo's server takes it for cluster lab).
+# then cached), running lab/otelcol/config.yaml (copied to etc/otelcol.yaml), the configuration a site
+# runs, with the lab's values in its environment: OTLP/HTTP in on loopback, slurmlens's records out to
+# $OTELCOL_SLURMLENS_URL with the lab cluster's ingest secret (the plugins' secret, which the demo's
+# server takes for cluster lab).
 OTELCOL_BIN=''
 start_otelcol() {
   OTELCOL_BIN=$(ocb_tool "$REPO_ROOT/lab/otelcol/builder.yaml") || die "the OpenTelemetry Collector did not build (see above)"
+  write_file "$ETC/otelcol.yaml" <"$REPO_ROOT/lab/otelcol/config.yaml"
   alive otelcol && return 0
   ensure_plugin_secret
   rm -f "${PIDFILE[otelcol]}"
   OTELCOL_OTLP_ENDPOINT=127.0.0.1:$OTELCOL_OTLP_PORT OTELCOL_HEALTH_ENDPOINT=127.0.0.1:$OTELCOL_HEALTH_PORT \
     SLURMLENS_OTLP_ENDPOINT=$OTELCOL_SLURMLENS_URL/api/v1/otlp SLURMLENS_INGEST_SECRET=$(<"$PLUGIN_SECRET") \
     start-stop-daemon --start --background --make-pidfile --pidfile "${PIDFILE[otelcol]}" \
-    --output "$LOG/otelcol.log" --exec "$OTELCOL_BIN" -- --config="$REPO_ROOT/lab/otelcol/config.yaml"
+    --output "$LOG/otelcol.log" --exec "$OTELCOL_BIN" -- --config="$ETC/otelcol.yaml"
 }
 
 otelcol_ok() { curl -fsS --max-time 2 "http://127.0.0.1:$OTELCOL_HEALTH_PORT/" >/dev/null; }
