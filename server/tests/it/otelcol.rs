@@ -2,17 +2,17 @@
 //! lab/otelcol/builder.yaml, `LAB_OTELCOL_BIN` in env.sh) runs lab/otelcol/config.yaml, the site's
 //! configuration, forwarding to this test's server; trace summaries and GPU records sent to it as OTLP
 //! (a protobuf request, and the OpenTelemetry JS SDK) are stored exactly as the JSON batches store them
-//! and shown alike by the API.
+//! and shown alike by the API. With lab/otelcol/node-logs.yaml merged in, a node's slurmd log lines reach
+//! the lab's VictoriaLogs and a job's logs.
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use prost::Message;
-
-use crate::otlp::{Records, SECRET, otlp_request, records, send_json_batches, send_with_js_sdk, stored, views};
 use slurmlens::config::{AnonymousAccess, VictoriaLogsConfig};
 
+use crate::otlp::{Records, SECRET, otlp_request, records, send_json_batches, send_with_js_sdk, stored, views};
 use crate::support::{TestApp, database_shared, lab, repo_root};
 
 /// How long the collector gets to start, and the records to arrive through it.
