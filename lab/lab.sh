@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lab.sh — a real, loopback-only Slurm lab for slurmlens tests and demos:
-# munge, MariaDB, slurmdbd, slurmctld, 4 × slurmd (fake GPUs), VictoriaMetrics (also behind vmauth) and
-# VictoriaLogs fed by rsyslog, all with their state in one folder ($LAB). See README.md next to this file.
+# munge, MariaDB, slurmdbd, slurmctld, 4 × slurmd (fake GPUs), VictoriaMetrics (also behind vmauth),
+# VictoriaLogs fed by rsyslog and an OpenTelemetry Collector, all with their state in one folder ($LAB).
+# See README.md next to this file.
 #
 #   lab.sh up                 start what is not running, register what is missing
 #   lab.sh down [--purge]     stop what this lab started (and delete its data with --purge)
@@ -26,6 +27,11 @@ VMAGENT_PORT=${LAB_VMAGENT_PORT:-$((VM_PORT + 1))}
 VMALERT_PORT=${LAB_VMALERT_PORT:-$((VM_PORT + 3))}
 # vmauth in front of VictoriaMetrics, on its own default port (8427).
 VMAUTH_PORT=${LAB_VMAUTH_PORT:-$((VM_PORT - 1))}
+# The OpenTelemetry Collector (lab/otelcol): OTLP/HTTP and health_check on their own default ports; it
+# forwards slurmlens's records to the demo's server (e2e/demo.sh listens on 127.0.0.1:8080).
+OTELCOL_OTLP_PORT=${LAB_OTELCOL_OTLP_PORT:-4318}
+OTELCOL_HEALTH_PORT=${LAB_OTELCOL_HEALTH_PORT:-13133}
+OTELCOL_SLURMLENS_URL=${LAB_OTELCOL_SLURMLENS_URL:-http://127.0.0.1:8080}
 # How often vmagent scrapes node_exporter: short, so a test job of a few seconds has node series.
 NODE_SCRAPE_INTERVAL=${LAB_NODE_SCRAPE_INTERVAL:-2s}
 # How long a daemon gets to become ready, or to exit after SIGTERM, before we give up / SIGKILL.
@@ -61,11 +67,13 @@ declare -A PIDFILE=(
   [vmauth]=$RUN/vmauth.pid
   [victoria-logs]=$RUN/victoria-logs.pid
   [rsyslogd]=$RUN/rsyslogd.pid
+  [otelcol]=$RUN/otelcol.pid
 )
 declare -A COMM=([munged]=munged [mariadbd]=mariadbd [slurmdbd]=slurmdbd [slurmctld]=slurmctld
   [victoria-metrics]=victoria-metrics [node-exporter]=prometheus-node-exporter [vmagent]=vmagent
   [vmalert]=vmalert [vmauth]=vmauth
   [victoria-logs]=victoria-logs [rsyslogd]=rsyslogd)
+COMM[otelcol]=otelcol-slurmlens
 for node in "${NODES[@]}"; do
   PIDFILE[slurmd.$node]=$RUN/slurmd.$node.pid
   COMM[slurmd.$node]=slurmd
@@ -75,6 +83,7 @@ DAEMONS=(munged mariadbd slurmdbd slurmctld)
 for node in "${NODES[@]}"; do DAEMONS+=("slurmd.$node"); done
 DAEMONS+=(victoria-metrics node-exporter vmagent vmalert vmauth)
 DAEMONS+=(victoria-logs rsyslogd)
+DAEMONS+=(otelcol)
 
 log() { printf 'lab: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -575,6 +584,28 @@ vmauth_ok() {
     "http://127.0.0.1:$VMAUTH_PORT$VMAUTH_PREFIX/health") == OK ]]
 }
 
+# ---------------------------------------------------------------- collector --
+
+# The OpenTelemetry Collector built by ocb from lab/otelcol/builder.yaml (once per machine, minutes;
+# then cached), running lab/otelcol/config.yaml (copied to etc/otelcol.yaml), the configuration a site
+# runs, with the lab's values in its environment: OTLP/HTTP in on loopback, slurmlens's records out to
+# $OTELCOL_SLURMLENS_URL with the lab cluster's ingest secret (the plugins' secret, which the demo's
+# server takes for cluster lab).
+OTELCOL_BIN=''
+start_otelcol() {
+  OTELCOL_BIN=$(ocb_tool "$REPO_ROOT/lab/otelcol/builder.yaml") || die "the OpenTelemetry Collector did not build (see above)"
+  write_file "$ETC/otelcol.yaml" <"$REPO_ROOT/lab/otelcol/config.yaml"
+  alive otelcol && return 0
+  ensure_plugin_secret
+  rm -f "${PIDFILE[otelcol]}"
+  OTELCOL_OTLP_ENDPOINT=127.0.0.1:$OTELCOL_OTLP_PORT OTELCOL_HEALTH_ENDPOINT=127.0.0.1:$OTELCOL_HEALTH_PORT \
+    SLURMLENS_OTLP_ENDPOINT=$OTELCOL_SLURMLENS_URL/api/v1/otlp SLURMLENS_INGEST_SECRET=$(<"$PLUGIN_SECRET") \
+    start-stop-daemon --start --background --make-pidfile --pidfile "${PIDFILE[otelcol]}" \
+    --output "$LOG/otelcol.log" --exec "$OTELCOL_BIN" -- --config="$ETC/otelcol.yaml"
+}
+
+otelcol_ok() { curl -fsS --max-time 2 "http://127.0.0.1:$OTELCOL_HEALTH_PORT/" >/dev/null; }
+
 # ---------------------------------------------------------------- accounting --
 
 # sacctmgr -i add … exits 1 when the thing exists, so every add below is preceded by a lookup.
@@ -703,6 +734,9 @@ export LAB_VMAUTH_URL=http://127.0.0.1:$VMAUTH_PORT$VMAUTH_PREFIX
 export LAB_VMAUTH_TOKEN=$VMAUTH_TOKEN
 export LAB_VMAUTH_USER=$VMAUTH_USER
 export LAB_VMAUTH_PASSWORD=$VMAUTH_PASSWORD
+export LAB_OTELCOL_OTLP_URL=http://127.0.0.1:$OTELCOL_OTLP_PORT
+export LAB_OTELCOL_HEALTH_PORT=$OTELCOL_HEALTH_PORT
+export LAB_OTELCOL_BIN=$(printf '%q' "$OTELCOL_BIN")
 export SLURMLENS_CLUSTER=lab
 export LAB_VLOGS_URL=http://127.0.0.1:$VLOGS_PORT
 export LAB_VLOGS_SYSLOG_PORT=$VLOGS_SYSLOG_PORT
@@ -724,6 +758,14 @@ print_status() {
 PLUGINS=$LAB/plugins
 PLUGIN_CONF=$ETC/slurmlens-plugin.conf
 PLUGIN_SECRET=$ETC/slurmlens-plugin.secret
+
+# The lab cluster's ingest secret, shared by the plugins and the collector: created once, root-only.
+ensure_plugin_secret() {
+  if [[ ! -s $PLUGIN_SECRET ]]; then
+    (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$PLUGIN_SECRET")
+  fi
+  chmod 600 "$PLUGIN_SECRET"
+}
 
 # Wires slurmlens's Slurm plugins (slurm-plugin/) in once $LAB/plugins holds them: PluginDir,
 # CliFilterPlugins and PlugStackConfig appended to slurm.extra.conf, plugstack.conf, a spool folder,
@@ -747,10 +789,7 @@ EOF
     printf '%s\n' "$line" >>"$ETC/slurm.extra.conf"
     changed=0
   done
-  if [[ ! -s $PLUGIN_SECRET ]]; then
-    (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$PLUGIN_SECRET")
-  fi
-  chmod 600 "$PLUGIN_SECRET"
+  ensure_plugin_secret
   mkdir -p "$SPOOL/slurmlens"
   chmod 700 "$SPOOL/slurmlens"
   if [[ ! -f $PLUGIN_CONF ]]; then
@@ -840,6 +879,8 @@ cmd_up() {
   wait_for "VictoriaLogs on 127.0.0.1:$VLOGS_PORT" "$LAB_TIMEOUT" "$LOG/victoria-logs.log" vlogs_ok
   start_rsyslog
   wait_for "rsyslog shipping to VictoriaLogs" "$LAB_TIMEOUT" "$LOG/rsyslogd.out" rsyslog_ok
+  start_otelcol
+  wait_for "the OpenTelemetry Collector on 127.0.0.1:$OTELCOL_OTLP_PORT" "$LAB_TIMEOUT" "$LOG/otelcol.log" otelcol_ok
   wait_for "MariaDB on 127.0.0.1:$MYSQL_PORT" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" mysql_tcp_ok
   write_env
   print_status
@@ -937,7 +978,7 @@ cmd_mysql_start() {
 }
 
 usage() {
-  sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
