@@ -343,3 +343,68 @@ async fn the_grafana_dashboard_queries_our_metrics_and_victoriametrics_reads_eac
         assert_eq!(answer["status"], "success", "`{promql}`: {answer}");
     }
 }
+
+/// Ingested records are counted by kind (stored, and replayed duplicates), and a source that does not
+/// answer is counted as `unavailable`.
+#[tokio::test]
+async fn ingest_and_source_failures_are_counted() {
+    let _db = database_shared().await;
+    let secret = "operations-ingest-secret-0123456789";
+    let (app, _pool) = crate::support::ingest_app("operations_ingest", secret).await;
+    let kind = |samples: &[Sample], kind: &str| value(samples, "slurmlens_ingested_records_total", &[("kind", kind)]);
+    let before = scrape(&app).await;
+    let record = |name: &str| {
+        serde_json::json!({"interval_start": "2026-01-02T03:04:00Z", "interval_s": 10, "gpu": 0, "pid": 4242,
+            "job_id": 7, "category": "kernel", "name": name, "count": 3, "total_ns": 3000, "max_ns": 1500})
+    };
+    let batch =
+        serde_json::json!({"cluster": "lab", "node": "n1", "records": [record("k_one"), record("k_two")]}).to_string();
+    for _ in 0..2 {
+        let response = app
+            .client
+            .post(format!("{}/api/v1/traces", app.base_url))
+            .bearer_auth(secret)
+            .body(batch.clone())
+            .send()
+            .await
+            .expect("a response");
+        assert_eq!(response.status(), 200);
+    }
+    let after = scrape(&app).await;
+    let grew = |name: &str| kind(&after, name).unwrap_or(0.0) - kind(&before, name).unwrap_or(0.0);
+    assert!(grew("traces") >= 2.0, "two summaries stored: {}", grew("traces"));
+    assert!(grew("trace_duplicates") >= 2.0, "a replay of two: {}", grew("trace_duplicates"));
+
+    // Nothing listens on the discard port: VictoriaMetrics is unavailable, the grid degrades.
+    let mut config = test_config(AnonymousAccess::Staff);
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: "http://127.0.0.1:9".into(),
+        bearer_token: None,
+        timeout_ms: 2000,
+        readings_max_age_s: 3600,
+    });
+    let down = spawn_app(config).await;
+    let unavailable = [("source", "victoriametrics"), ("kind", "unavailable")];
+    let failures_before = value(&scrape(&down).await, "slurmlens_source_errors_total", &unavailable);
+    down.get("/api/v1/gpus/values?cluster=lab&metric=gpu_util").await;
+    let failures = value(&scrape(&down).await, "slurmlens_source_errors_total", &unavailable);
+    assert!(failures > failures_before, "VictoriaMetrics' failure is counted: {failures_before:?} → {failures:?}");
+}
+
+/// `[telemetry] listen`'s router: `/metrics` without sign-in, and nothing else.
+#[tokio::test]
+async fn the_metrics_listener_serves_metrics_alone() {
+    let config = test_config(AnonymousAccess::Nobody);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
+    let address = listener.local_addr().expect("an address");
+    let router = slurmlens::http::metrics_router(slurmlens::serve::http_state(&config).expect("state"));
+    let limits = slurmlens::serve::ConnectionLimits::from_config(&config);
+    tokio::spawn(slurmlens::serve::serve_router(listener, router, limits, std::future::pending()));
+    let client = reqwest::Client::new();
+    let metrics = client.get(format!("http://{address}/metrics")).send().await.expect("a response");
+    assert_eq!(metrics.status(), 200);
+    assert!(metrics.headers().contains_key("x-request-id"));
+    parse_exposition(&metrics.text().await.expect("a body"));
+    let other = client.get(format!("http://{address}/api/v1/jobs")).send().await.expect("a response");
+    assert_eq!(other.status(), 404, "the API is not served there");
+}
