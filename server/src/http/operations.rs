@@ -56,11 +56,27 @@ pub(super) async fn observe(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED, MatchedPath::as_str).to_string();
     let telemetry = telemetry::global();
-    telemetry.in_flight(1);
+    let in_flight = InFlight::enter();
     let response = next.run(request).await;
-    telemetry.in_flight(-1);
+    drop(in_flight);
     telemetry.request(&method, &route, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// One request being answered; leaving (answered, or dropped when its client hung up) ends it.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> Self {
+        telemetry::global().in_flight(1);
+        Self
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        telemetry::global().in_flight(-1);
+    }
 }
 
 /// The span each request's log lines are written in: its id, method and route template (never the
