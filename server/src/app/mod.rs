@@ -44,6 +44,9 @@ pub enum Viewer {
     Anonymous,
     /// A signed-in person.
     Signed(Identity),
+    /// Whoever runs the server's own command line (`slurmlens report`), who holds its configuration and
+    /// so its database access: staff. The HTTP edge never makes this viewer.
+    Operator,
 }
 
 /// A signed-in viewer.
@@ -60,7 +63,7 @@ impl Viewer {
     /// The signed-in identity, if any.
     pub fn identity(&self) -> Option<&Identity> {
         match self {
-            Self::Anonymous => None,
+            Self::Anonymous | Self::Operator => None,
             Self::Signed(identity) => Some(identity),
         }
     }
@@ -193,6 +196,7 @@ impl App {
     pub async fn scope(&self, viewer: &Viewer, reader: &SlurmDbd) -> Result<ViewerScope, AppError> {
         let access = &self.inner.access;
         match viewer {
+            Viewer::Operator => Ok(ViewerScope::Staff),
             Viewer::Signed(identity) if is_staff(identity, access) => Ok(ViewerScope::Staff),
             Viewer::Signed(identity) => Ok(reader.scope_for_user(&identity.user).await?),
             Viewer::Anonymous => match access.anonymous {

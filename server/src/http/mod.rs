@@ -15,6 +15,7 @@ mod operations;
 mod otlp;
 mod otlp_map;
 mod pages;
+pub use pages::page_html;
 mod params;
 mod signals;
 mod tokens;

@@ -15,6 +15,7 @@ mod node_signals;
 mod operations;
 mod otlp;
 mod plugin;
+mod printable;
 mod replicas;
 mod report;
 mod sacct_parity;

@@ -293,10 +293,17 @@ async fn a_shared_nodes_gpus_reach_a_tenant_only_as_a_band_live_and_archived() {
     let ours = (0..4u16).map(|gpu| test_uuid(&node, gpu)).collect::<Vec<_>>().join("|");
     let deadline = Instant::now() + Duration::from_secs(30);
     // Both series kinds: a busy VictoriaMetrics may index the XID series a moment after the readings.
+    // Also through the selector the report reads them by (node and GPU index, not UUID): VictoriaMetrics
+    // answers each selector from its own index lookup, and under load one may see new series later.
     let count = format!("count(last_over_time(DCGM_FI_DEV_GPU_UTIL{{UUID=~\"{ours}\"}}[1m]))");
     let xids = format!("count(last_over_time(DCGM_FI_DEV_XID_ERRORS{{UUID=~\"{ours}\"}}[1m]))");
+    let by_node = format!(
+        "count(max_over_time(DCGM_FI_DEV_XID_ERRORS{{Hostname=\"{node}\",gpu=~\"0|1|2|3\",err_msg=~\"sec-tenancy-secret-of-gpu-.*\"}}[{}s]))",
+        end - start + 1
+    );
     while crate::support::instant_query(&vm_url, &count, end).await != Some(4.0)
         || crate::support::instant_query(&vm_url, &xids, end).await != Some(4.0)
+        || crate::support::instant_query(&vm_url, &by_node, end).await.is_none_or(|n| n < 4.0)
     {
         assert!(Instant::now() < deadline, "VictoriaMetrics never served the imported series");
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -314,7 +321,8 @@ async fn a_shared_nodes_gpus_reach_a_tenant_only_as_a_band_live_and_archived() {
     assert_eq!(per_gpu.len(), 4, "{per_gpu:?}");
     assert!(per_gpu.iter().all(|&(_, rule, series)| rule == Attribution::NodeOnly && series > 0), "{per_gpu:?}");
     assert!(staff.shared_node_bands.is_empty());
-    assert!(staff_body.contains("sec-tenancy-secret-of-gpu-"), "staff read the GPUs' XIDs");
+    let xid_events: Vec<_> = staff.gpus.iter().map(|gpu| (gpu.gpu, &gpu.xid_events)).collect();
+    assert!(staff_body.contains("sec-tenancy-secret-of-gpu-"), "staff read the GPUs' XIDs: {xid_events:?}");
 
     let (archived, body) = json_as::<JobReport>(&app, "alice", &path).await;
     assert_eq!(archived.source, ReportSource::Archived);
