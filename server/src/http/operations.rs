@@ -95,6 +95,7 @@ pub(super) async fn metrics(State(state): State<HttpState>, request: Request) ->
     let staff = match &viewer {
         Viewer::Signed(identity) => state.app.is_staff(identity),
         Viewer::Anonymous => state.app.access().anonymous == AnonymousAccess::Staff,
+        Viewer::Operator => true,
     };
     if scraper || staff {
         return exposition(&state);
@@ -103,7 +104,7 @@ pub(super) async fn metrics(State(state): State<HttpState>, request: Request) ->
         Viewer::Anonymous => {
             ApiError::Unauthorized("/metrics is for staff, or the scraper's [telemetry] token".into()).into_response()
         }
-        Viewer::Signed(_) => ApiError::Forbidden("/metrics is for staff".into()).into_response(),
+        Viewer::Signed(_) | Viewer::Operator => ApiError::Forbidden("/metrics is for staff".into()).into_response(),
     }
 }
 
