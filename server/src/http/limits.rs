@@ -160,6 +160,12 @@ impl HttpBody for Holding {
 }
 
 impl HeavyLimiter {
+    /// Heavy requests running in this process now, and the most that may.
+    pub(crate) fn in_use(&self) -> (u32, u32) {
+        let free = u32::try_from(self.total.available_permits()).unwrap_or(u32::MAX);
+        (self.total_slots.saturating_sub(free), self.total_slots)
+    }
+
     /// The request's slots across replicas, when they are shared; `None` when they are not, or when
     /// MariaDB did not answer (then the process's bounds alone hold, and the log says so).
     async fn enter_shared(&self, identity: Option<&str>) -> Result<Option<crate::store::lease::Slots>, Refusal> {
@@ -199,6 +205,10 @@ pub(crate) async fn limit_heavy(State(state): State<HttpState>, request: Request
         Err(refusal) => refusal,
     };
     let limits = state.app.limits();
+    crate::telemetry::global().heavy_refused(match refusal {
+        Refusal::Identity => "identity",
+        Refusal::Total => "total",
+    });
     let error = match refusal {
         Refusal::Identity => ApiError::RateLimited(format!(
             "at most {} heavy requests (job listings, reports, Gantt, grid, exports) may run at once per \

@@ -30,6 +30,16 @@ impl LogsError {
     }
 }
 
+impl LogsError {
+    /// The variant, as `/metrics` labels it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "unavailable",
+            Self::Query(_) => "query",
+        }
+    }
+}
+
 impl From<reqwest::Error> for LogsError {
     fn from(error: reqwest::Error) -> Self {
         if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }
@@ -68,8 +78,25 @@ impl VictoriaLogs {
     }
 
     /// Runs `query` over `[start, end]` and reads at most `limit` entries (VictoriaLogs then keeps the
-    /// latest ones), sorted by time.
+    /// latest ones), sorted by time. Timed, and its failures counted, for `/metrics`.
     pub async fn query(
+        &self,
+        query: &str,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<LogAnswer, LogsError> {
+        let started = std::time::Instant::now();
+        let answer = self.query_once(query, start, end, limit).await;
+        let telemetry = crate::telemetry::global();
+        telemetry.source_call(crate::telemetry::Source::VictoriaLogs, started.elapsed());
+        if let Err(error) = &answer {
+            telemetry.source_error(crate::telemetry::Source::VictoriaLogs, error.kind());
+        }
+        answer
+    }
+
+    async fn query_once(
         &self,
         query: &str,
         start: DateTime<Utc>,

@@ -66,6 +66,11 @@ impl Store {
         Ok(Self { pool })
     }
 
+    /// The connection pool's state now (for `/metrics`).
+    pub fn pool_use(&self) -> crate::telemetry::PoolUse {
+        crate::telemetry::PoolUse::of(&self.pool)
+    }
+
     /// Applies pending migrations (forward-only).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR.run(&self.pool).await.map_err(|e| StoreError::Query(e.to_string()))
