@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: starts the lab (real MariaDB, munge, slurmdbd, slurmctld,
 # 4 slurmd, VictoriaMetrics on loopback), then formatting, lints, the architecture's boundaries, unit,
-# property and integration tests, the fuzzers (docs/FUZZING.md), then the web bundle, the browser tests and the Debian package.
+# property and integration tests, the fuzzers (docs/FUZZING.md), then the web bundle, the browser tests
+# and the Debian package.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
