@@ -8,7 +8,8 @@
 #     privileges, the unit's umask and descriptor limit (systemd is not PID 1 here);
 #  4. reads /api/v1/health, a lab job it just submitted in a job list, the web bundle, and a 401 without
 #     identity; under strace, so that every system call the server made is checked against the unit's
-#     SystemCallFilter= (what systemd would refuse it);
+#     SystemCallFilter=, and the files it opened against ProtectSystem= and ProtectHome= (what systemd
+#     would refuse it);
 #  5. stops it (SIGTERM: it exits 0), then `dpkg -r` (the conffile stays) and `--purge` (nothing stays).
 # Needs root, a running lab (lab/lab.sh up) and target/debug/slurmlens; prints each phase's seconds.
 set -euo pipefail
@@ -132,7 +133,7 @@ touch "$WORK/strace" && chown "$uid" "$WORK/strace"
   ulimit -n "$nofile"
   cd /
   exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all \
-    strace -f -qq -c -o "$WORK/strace" \
+    strace -f -qq -o "$WORK/strace" \
     env -i PATH=/usr/bin:/bin CREDENTIALS_DIRECTORY="$credentials" "${command[@]}"
 ) >"$WORK/server.log" 2>&1 &
 server_pid=$!
@@ -198,11 +199,19 @@ allowed=$(sed -n 's/^SystemCallFilter=\([^~].*\)/\1/p' "$unit")
 denied=$(sed -n 's/^SystemCallFilter=~//p' "$unit")
 # shellcheck disable=SC2086 # lists of names
 permitted=$(comm -23 <(expand $allowed | sort -u) <(expand $denied | sort -u))
-used=$(awk 'NR > 2 && $NF != "total" && $1 !~ /^-/ { print $NF }' "$WORK/strace" | sort -u)
+# One line per call, `PID name(args) = result` (or `<... name resumed>` for a call another thread interrupted).
+used=$(sed -nE 's/^[0-9]+ +([a-z0-9_]+)\(.*/\1/p; s/^[0-9]+ +<\.\.\. ([a-z0-9_]+) resumed>.*/\1/p' "$WORK/strace" | sort -u)
 [[ -n $used ]] || die "strace recorded no system calls"
 refused=$(comm -23 <(printf '%s\n' "$used") <(printf '%s\n' "$permitted"))
 [[ -z $refused ]] || die "the server made system calls the unit's SystemCallFilter= refuses: $(echo $refused)"
 log "$(wc -l <<<"$used") distinct system calls, all allowed by the unit's SystemCallFilter="
+# ProtectSystem=strict without ReadWritePaths=: nothing may be opened for writing but in its private /tmp
+# and /dev/null; ProtectHome=: nothing under the homes is even looked at.
+writes=$(grep -E '^[0-9]+ +(open|openat|openat2|creat)\(.*O_(WRONLY|RDWR|CREAT)' "$WORK/strace" \
+  | grep -vE '"(/dev/null|/tmp/[^"]*|/var/tmp/[^"]*)"' || true)
+[[ -z $writes ]] || die "the server opened files for writing, which ProtectSystem=strict refuses: $writes"
+homes=$(grep -E '"(/home|/root|/run/user)(/[^"]*)?"' "$WORK/strace" || true)
+[[ -z $homes ]] || die "the server looked under the homes, which ProtectHome= hides: $homes"
 phase "stopped"
 
 dpkg -r "$PACKAGE" >/dev/null
