@@ -88,6 +88,7 @@ stack=$(readelf -lW /usr/bin/slurmlens | awk '$1 == "GNU_STACK" { print $7 }')
 ! readelf -dW /usr/bin/slurmlens | grep -q TEXTREL || die "the binary has text relocations"
 
 # --- 3. configure for the lab, start as the unit would ------------------------------------------------
+[[ $(stat -c %a:%U "$CONFIG") == 600:root ]] || die "$CONFIG is $(stat -c %a:%U "$CONFIG"), not 600:root"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base=http://127.0.0.1:$port
 # The lines a site edits: its address and its databases' URLs, each in its own section.
@@ -99,7 +100,7 @@ awk -v listen="127.0.0.1:$port" -v base="$base" -v slurmdbd="$SLURMLENS_SLURMDBD
   /^url = / && section == "[slurmdbd]" { $0 = "url = \"" slurmdbd "\"" }
   /^url = / && section == "[database]" { $0 = "url = \"" database "\"" }
   /^url = / && section == "[victoriametrics]" { $0 = "url = \"" vm "\"" }
-  # A server that lives for seconds: its archiver would only contend with the tests for the lab'"'"'s lease.
+  # A server that lives for seconds: its archiver would only contend with the tests for their lease.
   /^archive_interval_s = / && section == "[report]" { $0 = "archive_interval_s = 0" }
   { print }' "$CONFIG" >"$WORK/slurmlens.toml"
 cat "$WORK/slurmlens.toml" >"$CONFIG"   # in place: the conffile keeps its owner and mode
