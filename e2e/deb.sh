@@ -8,8 +8,8 @@
 #     privileges, the unit's umask and descriptor limit (systemd is not PID 1 here);
 #  4. reads /api/v1/health, a lab job it just submitted in a job list, the web bundle, and a 401 without
 #     identity; under strace, so that every system call the server made is checked against the unit's
-#     SystemCallFilter=, and the files it opened against ProtectSystem= and ProtectHome= (what systemd
-#     would refuse it);
+#     SystemCallFilter=, its mappings against MemoryDenyWriteExecute=, and the files it opened against
+#     ProtectSystem= and ProtectHome= (what systemd would refuse it);
 #  5. stops it (SIGTERM: it exits 0), then `dpkg -r` (the conffile stays) and `--purge` (nothing stays).
 # Needs root, a running lab (lab/lab.sh up) and target/debug/slurmlens; prints each phase's seconds.
 set -euo pipefail
@@ -211,6 +211,10 @@ log "$(wc -l <<<"$used") distinct system calls, all allowed by the unit's System
 writes=$(grep -E '^[0-9]+ +(open|openat|openat2|creat)\(.*O_(WRONLY|RDWR|CREAT)' "$WORK/strace" \
   | grep -vE '"(/dev/null|/tmp/[^"]*|/var/tmp/[^"]*)"' || true)
 [[ -z $writes ]] || die "the server opened files for writing, which ProtectSystem=strict refuses: $writes"
+# MemoryDenyWriteExecute=: systemd refuses a mapping both writable and executable, and making one executable.
+wx=$(grep -E '^[0-9]+ +(mmap|mprotect|pkey_mprotect)\(.*PROT_EXEC' "$WORK/strace" \
+  | grep -E 'PROT_WRITE|^[0-9]+ +(mprotect|pkey_mprotect)\(' || true)
+[[ -z $wx ]] || die "the server mapped memory that MemoryDenyWriteExecute= refuses: $wx"
 homes=$(grep -E '"(/home|/root|/run/user)(/[^"]*)?"' "$WORK/strace" || true)
 [[ -z $homes ]] || die "the server looked under the homes, which ProtectHome= hides: $homes"
 phase "stopped"
