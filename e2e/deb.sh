@@ -8,8 +8,9 @@
 #     privileges, the unit's umask and descriptor limit (systemd is not PID 1 here);
 #  4. reads /api/v1/health, a lab job it just submitted in a job list, the web bundle, and a 401 without
 #     identity; under strace, so that every system call the server made is checked against the unit's
-#     SystemCallFilter=, its mappings against MemoryDenyWriteExecute=, and the files it opened against
-#     ProtectSystem= and ProtectHome= (what systemd would refuse it);
+#     SystemCallFilter=, its sockets against RestrictAddressFamilies=, its mappings against
+#     MemoryDenyWriteExecute=, the files it opened against ProtectSystem= and ProtectHome= (what
+#     systemd would refuse it);
 #  5. stops it (SIGTERM: it exits 0), then `dpkg -r` (the conffile stays) and `--purge` (nothing stays).
 # Needs root, a running lab (lab/lab.sh up) and target/debug/slurmlens; prints each phase's seconds.
 set -euo pipefail
@@ -205,17 +206,23 @@ used=$(sed -nE 's/^[0-9]+ +([a-z0-9_]+)\(.*/\1/p; s/^[0-9]+ +<\.\.\. ([a-z0-9_]+
 [[ -n $used ]] || die "strace recorded no system calls"
 refused=$(comm -23 <(printf '%s\n' "$used") <(printf '%s\n' "$permitted"))
 [[ -z $refused ]] || die "the server made system calls the unit's SystemCallFilter= refuses: $(echo $refused)"
-log "$(wc -l <<<"$used") distinct system calls, all allowed by the unit's SystemCallFilter="
+families=$(sed -nE 's/^[0-9]+ +socket(pair)?\((AF_[A-Z0-9]+),.*/\2/p' "$WORK/strace" | sort -u)
+for family in $families; do
+  [[ " $(unit_value RestrictAddressFamilies) " == *" $family "* ]] \
+    || die "the server opened an $family socket, which the unit's RestrictAddressFamilies= refuses"
+done
+log "$(wc -l <<<"$used") distinct system calls, all allowed by the unit's SystemCallFilter=; sockets:" $(echo $families)
+# MemoryDenyWriteExecute=: systemd refuses a mapping both writable and executable, and making one executable.
+wx=$(grep -E '^[0-9]+ +(mmap|mprotect|pkey_mprotect)\(.*PROT_EXEC' "$WORK/strace" \
+  | grep -E 'PROT_WRITE|^[0-9]+ +(mprotect|pkey_mprotect)\(' || true)
+[[ -z $wx ]] || die "the server mapped memory that MemoryDenyWriteExecute= refuses: $wx"
 # ProtectSystem=strict without ReadWritePaths=: nothing may be opened for writing but in its private /tmp
 # and /dev/null; ProtectHome=: nothing under the homes is even looked at.
 writes=$(grep -E '^[0-9]+ +(open|openat|openat2|creat)\(.*O_(WRONLY|RDWR|CREAT)' "$WORK/strace" \
   | grep -vE '"(/dev/null|/tmp/[^"]*|/var/tmp/[^"]*)"' || true)
 [[ -z $writes ]] || die "the server opened files for writing, which ProtectSystem=strict refuses: $writes"
-# MemoryDenyWriteExecute=: systemd refuses a mapping both writable and executable, and making one executable.
-wx=$(grep -E '^[0-9]+ +(mmap|mprotect|pkey_mprotect)\(.*PROT_EXEC' "$WORK/strace" \
-  | grep -E 'PROT_WRITE|^[0-9]+ +(mprotect|pkey_mprotect)\(' || true)
-[[ -z $wx ]] || die "the server mapped memory that MemoryDenyWriteExecute= refuses: $wx"
-homes=$(grep -E '"(/home|/root|/run/user)(/[^"]*)?"' "$WORK/strace" || true)
+homes=$(grep -E '^[0-9]+ +[a-z0-9_]*(open|stat|access|readlink|execve|chdir|mkdir)[a-z0-9_]*\(' "$WORK/strace" \
+  | grep -E '"(/home|/root|/run/user)(/[^"]*)?"' || true)
 [[ -z $homes ]] || die "the server looked under the homes, which ProtectHome= hides: $homes"
 phase "stopped"
 
