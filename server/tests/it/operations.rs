@@ -3,7 +3,6 @@
 //! scraper read it; JSON log lines carry each request's id.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 use slurmlens::config::{AnonymousAccess, IngestSecret, TelemetryConfig, VictoriaMetricsConfig};
 
@@ -203,37 +202,47 @@ async fn only_staff_and_the_scraper_read_metrics() {
     assert_eq!(open.get("/metrics").await.status(), 200);
 }
 
-/// A `MakeWriter` into a shared buffer: the log lines a test's own subscriber wrote.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("not poisoned").extend_from_slice(bytes);
-        Ok(bytes.len())
+/// The real `slurmlens serve` with `[log] format = "json"`, its log (standard error) kept: a process of
+/// its own, so its log is exactly what it writes, whatever other tests log meanwhile.
+async fn json_logging_child() -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurmlens"));
+    for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("SLURMLENS_")) {
+        command.env_remove(name);
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    command
+        .arg("serve")
+        .env("SLURMLENS_LISTEN", "127.0.0.1:0")
+        .env("SLURMLENS_CLUSTERS", "lab")
+        .env("SLURMLENS_SLURMDBD__URL", lab().var("SLURMLENS_SLURMDBD_URL"))
+        .env("SLURMLENS_ACCESS__ANONYMOUS", "staff")
+        .env("SLURMLENS_REPORT__ARCHIVE_INTERVAL_S", "0")
+        .env("SLURMLENS_LOG__FORMAT", "json")
+        .env("SLURMLENS_LOG", "info,sqlx=warn,tower_http=debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("starting slurmlens serve");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let address = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("reading stdout") {
+            if let Some(rest) = line.strip_prefix("slurmlens serving at http://") {
+                return rest.split('/').next().map(str::to_string);
+            }
+        }
+        None
+    })
+    .await
+    .expect("slurmlens serve starts within 60 s")
+    .expect("slurmlens serve prints its address");
+    (child, format!("http://{address}"))
 }
 
-impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'w self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-/// Runs on this test's one thread, so the server's spans and events go to the subscriber set here.
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread")]
 async fn json_log_lines_carry_the_request_id_given_or_made() {
-    let _db = database_shared().await;
-    let captured = Captured::default();
-    let filter = tracing_subscriber::EnvFilter::new("info,tower_http=debug");
-    let subscriber =
-        slurmlens::telemetry::log_subscriber(slurmlens::telemetry::LogFormat::Json, filter, captured.clone());
-    let _log = tracing::subscriber::set_default(subscriber);
-    let app = spawn_app(test_config(AnonymousAccess::Staff)).await;
+    let (mut child, base_url) = json_logging_child().await;
+    let app = TestApp { base_url, client: reqwest::Client::new() };
 
     let given = "it-operations-4bf92f35";
     let response = app
@@ -258,7 +267,10 @@ async fn json_log_lines_carry_the_request_id_given_or_made() {
         "a new id replaces a malformed one: {made}"
     );
 
-    let text = String::from_utf8(captured.0.lock().expect("not poisoned").clone()).expect("UTF-8 log");
+    // The server's whole log, once it has stopped.
+    child.start_kill().expect("stopping the server");
+    let output = child.wait_with_output().await.expect("the server's output");
+    let text = String::from_utf8(output.stderr).expect("UTF-8 log");
     let lines: Vec<serde_json::Value> = text
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}")))
