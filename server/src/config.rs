@@ -65,6 +65,9 @@ pub struct Config {
     /// default) or an IANA name (`Europe/Berlin`). The API always speaks UTC.
     #[serde(default)]
     pub time_zone: slurmlens_web::clock::Zone,
+    /// Where a report's charts link to: Grafana Explore, a per-job dashboard, VictoriaMetrics' vmui.
+    #[serde(default)]
+    pub links: LinksConfig,
 }
 
 /// `POST /api/v1/gpu_allocations`: one secret per cluster, shared with that cluster's Slurm plugin
@@ -536,6 +539,7 @@ impl Default for Config {
             site_root: None,
             topology: None,
             time_zone: slurmlens_web::clock::Zone::UTC,
+            links: LinksConfig::default(),
         }
     }
 }
@@ -567,6 +571,7 @@ impl Config {
         figment = figment.merge(env);
         let config: Self = figment.extract().map_err(Box::new)?;
         config.access.validate().map_err(|message| Box::new(figment::Error::from(message)))?;
+        config.links.validate().map_err(|message| Box::new(figment::Error::from(message)))?;
         Ok(config)
     }
 
@@ -588,6 +593,79 @@ impl Config {
             pyroscope.url = redact_url(&pyroscope.url);
         }
         config
+    }
+}
+
+/// `[links]`: where each chart of a report links to, as users reach those tools (the server's own
+/// VictoriaMetrics URL may be internal). Without Grafana, charts link to vmui alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinksConfig {
+    /// Grafana's base URL (`https://grafana.example.org`); none: no Grafana links.
+    #[serde(default)]
+    pub grafana_url: Option<String>,
+    /// The uid of Grafana's data source for the site's VictoriaMetrics: Explore links open it.
+    #[serde(default)]
+    pub grafana_datasource_uid: Option<String>,
+    /// That data source's type: `prometheus` (the default) or `victoriametrics-metrics-datasource`.
+    #[serde(default = "default_datasource_type")]
+    pub grafana_datasource_type: String,
+    /// The Grafana organisation the links open in.
+    #[serde(default = "default_org_id")]
+    pub grafana_org_id: u32,
+    /// The uid of a per-job dashboard taking `var-cluster`, `var-job` and `var-host` (one per node) with
+    /// the job's window; none: no dashboard link.
+    #[serde(default)]
+    pub grafana_dashboard_uid: Option<String>,
+    /// vmui's URL (`https://vm.example.org/vmui/`); none: beside `[victoriametrics] url` (its
+    /// `/vmui/`, credentials removed). `""`: no vmui links.
+    #[serde(default)]
+    pub vmui_url: Option<String>,
+}
+
+fn default_datasource_type() -> String {
+    "prometheus".into()
+}
+
+fn default_org_id() -> u32 {
+    1
+}
+
+impl Default for LinksConfig {
+    fn default() -> Self {
+        Self {
+            grafana_url: None,
+            grafana_datasource_uid: None,
+            grafana_datasource_type: default_datasource_type(),
+            grafana_org_id: default_org_id(),
+            grafana_dashboard_uid: None,
+            vmui_url: None,
+        }
+    }
+}
+
+impl LinksConfig {
+    /// Links go to people's browsers: plain http(s) URLs without credentials, and a Grafana URL with
+    /// something to open.
+    fn validate(&self) -> Result<(), String> {
+        for (name, url) in [("grafana_url", &self.grafana_url), ("vmui_url", &self.vmui_url)] {
+            let Some(url) = url.as_deref().filter(|url| !url.is_empty()) else { continue };
+            let parsed = reqwest::Url::parse(url).map_err(|error| format!("[links] {name} {url:?}: {error}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") || !parsed.has_host() {
+                return Err(format!("[links] {name} must be an http(s) URL, not {url:?}"));
+            }
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                return Err(format!("[links] {name} must not hold credentials: it is shown to every viewer"));
+            }
+        }
+        let has_uid = self.grafana_datasource_uid.is_some() || self.grafana_dashboard_uid.is_some();
+        match (&self.grafana_url, has_uid) {
+            (Some(_), false) => Err("[links] grafana_url needs grafana_datasource_uid (Explore links), \
+                grafana_dashboard_uid (the per-job dashboard) or both"
+                .into()),
+            (None, true) => Err("[links] a Grafana uid is set but grafana_url is not".into()),
+            _ => Ok(()),
+        }
     }
 }
 

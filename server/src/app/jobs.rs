@@ -230,10 +230,13 @@ impl App {
         let catalog = reader.tres_catalog().await?;
         let report = self.reporter().report_for(reader, &record, &catalog, points).await?;
         // Staff see a shared node's GPUs one by one; anyone else as one band (issue #15, M1).
-        Ok(match self.scope(viewer, reader).await? {
+        let mut report = match self.scope(viewer, reader).await? {
             ViewerScope::Staff => report,
             _ => super::report::for_tenant(report),
-        })
+        };
+        // The charts' links are made from what this viewer sees, so they name nothing the page does not.
+        self.reporter().attach_links(&mut report, record.identity.id_job, record.nodes.hosts());
+        Ok(report)
     }
 
     /// Where the job's traced GPU time went (empty without trace summaries).

@@ -15,6 +15,7 @@ mod otlp;
 mod otlp_map;
 mod pages;
 mod params;
+mod script;
 mod signals;
 mod tokens;
 mod traces;
@@ -89,6 +90,7 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(export::export))
         .routes(routes!(jobs::show))
         .routes(routes!(jobs::report))
+        .routes(routes!(script::job_script))
         .routes(routes!(ingest::job_gpus))
         .routes(routes!(ingest::post_gpu_allocations))
         .routes(routes!(traces::post_traces))

@@ -17,6 +17,7 @@ mod plugin;
 mod replicas;
 mod report;
 mod sacct_parity;
+mod script;
 mod security;
 mod signals;
 mod slurmdbd_versions;
