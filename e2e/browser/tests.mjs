@@ -1063,6 +1063,129 @@ test('tokens_page_makes_shows_once_and_revokes_a_token', async (page) => {
   return page;
 });
 
+/** The cluster's node names found among a PromQL query's quoted label values (`"a|b"` alternatives too). */
+function nodesNamed(query, nodeNames) {
+  const values = [...query.matchAll(/"([^"]*)"/g)].flatMap((m) => m[1].split('|'));
+  return values.filter((value) => nodeNames.has(value));
+}
+
+test('every_report_chart_links_its_exact_query_to_vmui_and_grafana_naming_only_the_jobs_nodes', async (page) => {
+  const candidates = (await recent('COMPLETED', 4)).filter((j) => j.elapsed_raw >= 3600 && j.alloc_gpus <= 12);
+  let job = null;
+  let full = null;
+  for (const candidate of candidates.slice(0, 40)) {
+    const r = await api(base, `/api/v1/jobs/${candidate.job_id}/report?cluster=sakura&points=120&series=per_gpu`);
+    if (r.metrics.status === 'ok' && r.gpus.length >= 2) { job = candidate; full = r; break; }
+  }
+  assert(job, 'a completed 4-12 GPU job with metrics in the last two days');
+  assert(full.chart_queries.length >= 3, `the report carries its charts' queries: ${full.chart_queries.length}`);
+  await page.goto(`${base}/jobs/${job.job_id}?cluster=sakura`);
+  await hydrated(page);
+  const figures = await page.$$eval('[data-testid=report-chart]', (figs) => figs.map((fig) => ({
+    chart: fig.dataset.chart,
+    title: fig.querySelector('figcaption').textContent,
+    links: [...fig.querySelectorAll('.chart-query')].map((q) => ({
+      metric: q.dataset.metric,
+      vmui: q.querySelector('[data-testid=chart-vmui]')?.getAttribute('href') ?? null,
+      grafana: q.querySelector('[data-testid=chart-grafana]')?.getAttribute('href') ?? null,
+      query: q.querySelector('[data-testid=chart-query]')?.textContent ?? null,
+    })),
+  })));
+  assert(figures.length >= 3, `charts drawn: ${figures.length}`);
+  for (const figure of figures) {
+    assert(figure.links.length >= 1, `the chart "${figure.title}" links its query`);
+    for (const link of figure.links) {
+      const asked = full.chart_queries.find((q) => q.metric === link.metric);
+      assert(asked, `the API has ${link.metric}'s query`);
+      assertEqual([link.query, link.vmui, link.grafana], [asked.query, asked.vmui_url, asked.grafana_url ?? null], `${figure.title}: the API's query and links`);
+    }
+  }
+  // The links carry exactly the query, its range and its step.
+  const util = full.chart_queries.find((q) => q.metric === 'gpu_util');
+  const [start, end] = [Date.parse(util.start), Date.parse(util.end)];
+  const vmui = new URLSearchParams(new URL(util.vmui_url).hash.replace(/^#\/\?/, ''));
+  assertEqual([vmui.get('g0.expr'), vmui.get('g0.range_input'), vmui.get('g0.step_input')], [util.query, `${(end - start) / 1000}s`, `${util.step_s}s`], 'vmui: query, range, step');
+  assertEqual(vmui.get('g0.end_input'), util.end.replace(/Z$/, '').replace(/\.\d+$/, ''), 'vmui: the range ends at the chart\'s end');
+  const panes = JSON.parse(new URL(util.grafana_url).searchParams.get('panes'));
+  const pane = Object.values(panes)[0];
+  assertEqual([pane.queries[0].expr, pane.range.from, pane.range.to], [util.query, String(start), String(end)], 'Explore: query and range');
+  // Tenant safety: no query names a node the job did not hold.
+  const detail = await api(base, `/api/v1/jobs/${job.job_id}?cluster=sakura`);
+  const held = new Set(detail.nodes.map((n) => n.node));
+  const nodeNames = new Set((await api(base, '/api/v1/nodes?cluster=sakura')).map((n) => n.node));
+  for (const q of full.chart_queries) {
+    const named = nodesNamed(q.query, nodeNames);
+    assert(named.every((node) => held.has(node)), `${q.metric} names only the job's nodes: ${named}`);
+  }
+  const dashboard = await page.getAttribute('[data-testid=report-dashboard]', 'href');
+  assertEqual(dashboard, full.dashboard_url, 'the per-job dashboard link');
+  const hosts = new URL(dashboard).searchParams.getAll('var-host');
+  assertEqual(hosts.sort(), [...held].sort(), 'the dashboard is given the job\'s hosts');
+  // As the job's owner (not staff) the same charts link to the same nodes' queries.
+  await page.setExtraHTTPHeaders({ 'X-Remote-User': job.user });
+  const owner = await (await fetch(`${base}/api/v1/jobs/${job.job_id}/report?cluster=sakura&points=120&series=per_gpu`, { headers: { 'X-Remote-User': job.user } })).json();
+  for (const q of owner.chart_queries) {
+    assert(nodesNamed(q.query, nodeNames).every((node) => held.has(node)), `the owner's ${q.metric} names only the job's nodes`);
+  }
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto(`${base}/jobs/${job.job_id}?cluster=sakura`);
+    await hydrated(page);
+    const first = page.locator('[data-testid=report-chart]').first();
+    await first.locator('details summary').first().click();
+    await first.scrollIntoViewIfNeeded();
+    await first.screenshot({ path: join(out, `report_chart_links_${width}px.png`) });
+  }
+  return null;
+});
+
+test('job_script_reaches_owner_coordinator_and_staff_and_its_environment_only_owner_and_staff', async (page) => {
+  // The newest job of alice (account ml, which carol coordinates) whose script slurmdbd stored.
+  const alices = await api(base, '/api/v1/jobs?cluster=lab&start=0&limit=100&user=alice');
+  let job = null;
+  let stored = null;
+  for (const candidate of alices.items) {
+    const r = await api(base, `/api/v1/jobs/${candidate.job_id}/script?cluster=lab`);
+    if (r.script && r.environment) { job = candidate; stored = r; break; }
+  }
+  assert(job, 'a lab job of alice with a stored script and environment (the integration tests submit them)');
+  const as = async (user) => {
+    await page.setExtraHTTPHeaders(user ? { 'X-Remote-User': user } : {});
+    const response = await page.goto(`${base}/jobs/${job.job_id}?cluster=lab`);
+    if (response.status() === 200) await hydrated(page);
+    return response.status();
+  };
+  const firstEnv = stored.environment.text.split('\n')[0];
+  for (const user of [null, 'alice']) {
+    assertEqual(await as(user), 200, `${user ?? 'staff'} sees the job`);
+    assertEqual(await page.textContent('[data-testid=script-text]'), stored.script.text, `${user ?? 'staff'}: the script as stored`);
+    assertEqual(await page.textContent('[data-testid=script-submit-line]'), stored.submit_line, 'the submit line');
+    assertEqual(await page.textContent('[data-testid=script-env]'), stored.environment.text, `${user ?? 'staff'}: the environment`);
+    assert((await page.textContent('[data-testid=script-audience]')).includes('coordinators of account ml'), 'the page says who can see it');
+  }
+  assertEqual(await as('carol'), 200, 'the coordinator sees the job');
+  assertEqual(await page.textContent('[data-testid=script-text]'), stored.script.text, 'carol: the script');
+  assertEqual(await page.$$eval('[data-testid=script-env]', (e) => e.length), 0, 'carol: no environment');
+  assert((await page.textContent('[data-testid=script-env-withheld]')).includes('alice and staff only'), 'carol is told why');
+  assert(!(await page.content()).includes(firstEnv), 'no part of the environment reaches carol\'s page');
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await as(width === 1440 ? 'carol' : 'alice');
+    if (width === 390) await page.click('[data-testid=script-environment] summary');
+    const section = page.locator('[data-testid=script-section]');
+    await section.scrollIntoViewIfNeeded();
+    await section.screenshot({ path: join(out, `job_script_${width}px.png`) });
+    // Long script lines scroll inside their box: the section is never wider than the screen.
+    const right = await section.evaluate((s) => Math.max(...[...s.querySelectorAll('pre')].map((p) => p.getBoundingClientRect().right)));
+    assert(right <= width, `the script's boxes fit ${width} px: ${right}`);
+  }
+  assertEqual(await as('bob'), 404, 'another tenant gets what a missing job gets');
+  assertEqual(await page.$$eval('[data-testid=script-section]', (s) => s.length), 0, 'bob: no script section');
+  assert(!(await page.content()).includes(stored.script.text.split('\n').slice(-2)[0]), 'no part of the script reaches bob');
+  page.expectErrors = true; // the 404 page's own failed loads
+  return null;
+});
+
 const browser = await launch();
 let failed = 0;
 for (const { name, body } of tests) {

@@ -71,6 +71,9 @@ pub struct Config {
     /// How the log is written (`SLURMLENS_LOG` filters it).
     #[serde(default)]
     pub log: LogConfig,
+    /// Where a report's charts link to: Grafana Explore, a per-job dashboard, VictoriaMetrics' vmui.
+    #[serde(default)]
+    pub links: LinksConfig,
 }
 
 /// `GET /metrics` (Prometheus text): on the main listener to staff, and to a scraper that sends
@@ -563,6 +566,7 @@ impl Default for Config {
             time_zone: slurmlens_web::clock::Zone::UTC,
             telemetry: TelemetryConfig::default(),
             log: LogConfig::default(),
+            links: LinksConfig::default(),
         }
     }
 }
@@ -597,6 +601,7 @@ impl Config {
         if config.telemetry.token.as_ref().is_some_and(|token| token.0.trim().len() < 16) {
             return Err(Box::new(figment::Error::from("[telemetry] token must be at least 16 characters".to_string())));
         }
+        config.links.validate().map_err(|message| Box::new(figment::Error::from(message)))?;
         Ok(config)
     }
 
@@ -618,6 +623,79 @@ impl Config {
             pyroscope.url = redact_url(&pyroscope.url);
         }
         config
+    }
+}
+
+/// `[links]`: where each chart of a report links to, as users reach those tools (the server's own
+/// VictoriaMetrics URL may be internal). Without Grafana, charts link to vmui alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinksConfig {
+    /// Grafana's base URL (`https://grafana.example.org`); none: no Grafana links.
+    #[serde(default)]
+    pub grafana_url: Option<String>,
+    /// The uid of Grafana's data source for the site's VictoriaMetrics: Explore links open it.
+    #[serde(default)]
+    pub grafana_datasource_uid: Option<String>,
+    /// That data source's type: `prometheus` (the default) or `victoriametrics-metrics-datasource`.
+    #[serde(default = "default_datasource_type")]
+    pub grafana_datasource_type: String,
+    /// The Grafana organisation the links open in.
+    #[serde(default = "default_org_id")]
+    pub grafana_org_id: u32,
+    /// The uid of a per-job dashboard taking `var-cluster`, `var-job` and `var-host` (one per node) with
+    /// the job's window; none: no dashboard link.
+    #[serde(default)]
+    pub grafana_dashboard_uid: Option<String>,
+    /// vmui's URL (`https://vm.example.org/vmui/`); none: beside `[victoriametrics] url` (its
+    /// `/vmui/`, credentials removed). `""`: no vmui links.
+    #[serde(default)]
+    pub vmui_url: Option<String>,
+}
+
+fn default_datasource_type() -> String {
+    "prometheus".into()
+}
+
+fn default_org_id() -> u32 {
+    1
+}
+
+impl Default for LinksConfig {
+    fn default() -> Self {
+        Self {
+            grafana_url: None,
+            grafana_datasource_uid: None,
+            grafana_datasource_type: default_datasource_type(),
+            grafana_org_id: default_org_id(),
+            grafana_dashboard_uid: None,
+            vmui_url: None,
+        }
+    }
+}
+
+impl LinksConfig {
+    /// Links go to people's browsers: plain http(s) URLs without credentials, and a Grafana URL with
+    /// something to open.
+    fn validate(&self) -> Result<(), String> {
+        for (name, url) in [("grafana_url", &self.grafana_url), ("vmui_url", &self.vmui_url)] {
+            let Some(url) = url.as_deref().filter(|url| !url.is_empty()) else { continue };
+            let parsed = reqwest::Url::parse(url).map_err(|error| format!("[links] {name} {url:?}: {error}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") || !parsed.has_host() {
+                return Err(format!("[links] {name} must be an http(s) URL, not {url:?}"));
+            }
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                return Err(format!("[links] {name} must not hold credentials: it is shown to every viewer"));
+            }
+        }
+        let has_uid = self.grafana_datasource_uid.is_some() || self.grafana_dashboard_uid.is_some();
+        match (&self.grafana_url, has_uid) {
+            (Some(_), false) => Err("[links] grafana_url needs grafana_datasource_uid (Explore links), \
+                grafana_dashboard_uid (the per-job dashboard) or both"
+                .into()),
+            (None, true) => Err("[links] a Grafana uid is set but grafana_url is not".into()),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -213,3 +213,34 @@ fn telemetry_and_log_format_are_read_and_a_short_scrape_token_refused() {
         Ok(())
     });
 }
+
+#[test]
+#[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+fn links_are_plain_urls_without_credentials_and_grafana_names_what_to_open() {
+    figment::Jail::expect_with(|jail| {
+        let defaults = Config::load(None).map_err(|e| e.to_string())?.links;
+        assert_eq!((defaults.grafana_url, defaults.vmui_url), (None, None), "vmui beside VictoriaMetrics by default");
+        assert_eq!((defaults.grafana_datasource_type.as_str(), defaults.grafana_org_id), ("prometheus", 1));
+        jail.create_file(
+            "slurmlens.toml",
+            "clusters = [\"lab\"]\n[links]\ngrafana_url = \"https://grafana.example.org\"\n\
+             grafana_datasource_uid = \"vm\"\ngrafana_dashboard_uid = \"slurm-job\"\nvmui_url = \"https://vm.example.org/vmui/\"\n",
+        )?;
+        let links = Config::load(Some(Path::new("slurmlens.toml"))).map_err(|e| e.to_string())?.links;
+        assert_eq!(links.grafana_dashboard_uid.as_deref(), Some("slurm-job"));
+        jail.set_env("SLURMLENS_LINKS__VMUI_URL", "https://user:pw@vm.example.org/vmui/");
+        let refused = Config::load(Some(Path::new("slurmlens.toml"))).expect_err("credentials in a link").to_string();
+        assert!(refused.contains("credentials"), "{refused}");
+        jail.set_env("SLURMLENS_LINKS__VMUI_URL", "javascript:alert(1)");
+        assert!(Config::load(Some(Path::new("slurmlens.toml"))).is_err(), "only http(s) links");
+        jail.set_env("SLURMLENS_LINKS__VMUI_URL", "");
+        Config::load(Some(Path::new("slurmlens.toml"))).map_err(|e| e.to_string())?;
+        jail.create_file(
+            "bare.toml",
+            "clusters = [\"lab\"]\n[links]\ngrafana_url = \"https://grafana.example.org\"\n",
+        )?;
+        let refused = Config::load(Some(Path::new("bare.toml"))).expect_err("Grafana with nothing to open").to_string();
+        assert!(refused.contains("grafana_datasource_uid"), "{refused}");
+        Ok(())
+    });
+}

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::app::App;
 use crate::app::gpus::ReadingSettings;
-use crate::app::report::{Archiver, ArchiverSettings, ReportSettings, Reporter};
+use crate::app::report::{Archiver, ArchiverSettings, LinkSettings, ReportSettings, Reporter, vmui_beside};
 use crate::app::signals::Signals;
 use crate::config::Config;
 use crate::http::ingest::IngestSecrets;
@@ -104,8 +104,28 @@ pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporte
             min_window_s: config.report.rules_min_window_s,
             max_lag_s: config.report.rules_max_lag_s,
         },
+        links: link_settings(config),
     };
     Ok(Reporter::new(vm, store, settings))
+}
+
+/// `[links]` as the report uses them: vmui where configured, else beside the metrics source.
+fn link_settings(config: &Config) -> LinkSettings {
+    let links = &config.links;
+    let vmui_url = match links.vmui_url.as_deref() {
+        Some("") => None,
+        Some(url) if url.ends_with('/') => Some(url.to_string()),
+        Some(url) => Some(format!("{url}/")),
+        None => config.victoriametrics.as_ref().and_then(|vm| vmui_beside(&vm.url)),
+    };
+    LinkSettings {
+        grafana_url: links.grafana_url.as_ref().map(|url| url.trim_end_matches('/').to_string()),
+        datasource_uid: links.grafana_datasource_uid.clone(),
+        datasource_type: links.grafana_datasource_type.clone(),
+        org_id: links.grafana_org_id,
+        dashboard_uid: links.grafana_dashboard_uid.clone(),
+        vmui_url,
+    }
 }
 
 /// The VictoriaMetrics client, if one is configured.

@@ -61,6 +61,9 @@ pub struct JobView {
     /// The job's CPU profile (`/api/v1/jobs/{id}/profile`); `None` where it could not be asked.
     #[serde(default)]
     pub profile: Option<wire::JobProfile>,
+    /// The job's script (`/api/v1/jobs/{id}/script`); `None` where it could not be asked.
+    #[serde(default)]
+    pub script: Option<wire::JobScript>,
 }
 
 impl JobView {
@@ -68,7 +71,19 @@ impl JobView {
     /// The charts are drawn as `view` says: in the viewer's zone, over the range they zoomed to.
     pub fn new(detail: wire::JobDetail, report: Option<wire::JobReport>, view: ChartView) -> Self {
         let charts = report.as_ref().map(|report| crate::charts::for_report(report, view)).unwrap_or_default();
-        Self { detail, report: report.map(crate::charts::without_series), charts, logs: None, profile: None }
+        Self {
+            detail,
+            report: report.map(crate::charts::without_series),
+            charts,
+            logs: None,
+            profile: None,
+            script: None,
+        }
+    }
+
+    /// With the job's script, submit line and (where the viewer may see it) environment.
+    pub fn with_script(self, script: Option<wire::JobScript>) -> Self {
+        Self { script, ..self }
     }
 
     /// With the job's logs and profile; the important log lines are marked on the report's timelines.
@@ -272,10 +287,11 @@ impl Loader {
             ));
             let logs = fetch_json::<wire::JobLogs>(format!("/api/v1/jobs/{id}/logs{suffix}"));
             let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
+            let script = fetch_json::<wire::JobScript>(format!("/api/v1/jobs/{id}/script{suffix}"));
             async move {
                 let detail = detail.await?;
                 let page = JobView::new(detail, report.await.ok(), view);
-                Ok(page.with_signals(logs.await.ok(), profile.await.ok(), view))
+                Ok(page.with_signals(logs.await.ok(), profile.await.ok(), view).with_script(script.await.ok()))
             }
         }
     }

@@ -117,6 +117,10 @@ pub trait PageData: Send + Sync {
     fn logs<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobLogs>> {
         Box::pin(async { Ok(None) })
     }
+    /// `GET /api/v1/jobs/{job_id}/script`; `None` where it could not be read.
+    fn script<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobScript>> {
+        Box::pin(async { Ok(None) })
+    }
     /// `GET /api/v1/jobs/{job_id}/profile`; `None` where the job has none to show.
     fn profile<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {
         Box::pin(async { Ok(None) })
@@ -404,10 +408,14 @@ pub async fn job_view(
 ) -> Result<JobView, DataError> {
     let detail = data.job(cluster, job_id).await?;
     // A report, logs or profile that fail degrade their section to "not available", not the page.
-    let (report, logs, profile) =
-        futures::join!(data.report(cluster, job_id), data.logs(cluster, job_id), data.profile(cluster, job_id));
+    let (report, logs, profile, script) = futures::join!(
+        data.report(cluster, job_id),
+        data.logs(cluster, job_id),
+        data.profile(cluster, job_id),
+        data.script(cluster, job_id)
+    );
     let page = JobView::new(detail, report.ok().flatten(), view);
-    Ok(page.with_signals(logs.ok().flatten(), profile.ok().flatten(), view))
+    Ok(page.with_signals(logs.ok().flatten(), profile.ok().flatten(), view).with_script(script.ok().flatten()))
 }
 
 /// The job list's rows for `query`, as the page shows them.

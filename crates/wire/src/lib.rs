@@ -8,8 +8,10 @@
 mod errors;
 mod ingest;
 mod jobs;
+mod links;
 mod nodes;
 mod report;
+mod script;
 mod signals;
 mod tokens;
 mod traces;
@@ -21,11 +23,13 @@ pub use ingest::{
     GpuAllocationRejection,
 };
 pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
+pub use links::ChartQuery;
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
     NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, Verdict, XidEvent,
 };
+pub use script::{EnvironmentAccess, JobScript, StoredText};
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};
 pub use tokens::{CreatedShare, CreatedToken, NewShare, NewToken, ShareInfo, TokenInfo, TokenUse};
 pub use traces::{

@@ -10,6 +10,7 @@ use crate::vocabulary::{
 };
 
 use crate::jobs::Job;
+use crate::links::ChartQuery;
 use crate::traces::JobTraces;
 
 /// `GET /api/v1/jobs/{job_id}/report`: how a job used every GPU and link it was given.
@@ -58,6 +59,14 @@ pub struct JobReport {
     /// The job's Lustre I/O, when the file system's exporter is scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<IoReport>,
+    /// Per chart, the PromQL it was drawn from and links to run it in vmui and Grafana (made when the
+    /// report is read, from the site's `[links]`; empty without a metrics source).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chart_queries: Vec<ChartQuery>,
+    /// The site's per-job Grafana dashboard with the job's id, hosts and window as variables
+    /// (`[links] grafana_dashboard_uid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard_url: Option<String>,
 }
 
 /// A job's file-system I/O (Lustre exporter).

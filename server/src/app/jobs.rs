@@ -214,7 +214,13 @@ impl App {
     ) -> Result<wire::JobDetail, AppError> {
         let (reader, record, steps) = self.visible_job(viewer, cluster, job_id).await?;
         let catalog = reader.tres_catalog().await?;
-        Ok(wire_map::job_detail(&record, &steps, &catalog, reader.cluster().as_str(), now_epoch()))
+        let mut detail = wire_map::job_detail(&record, &steps, &catalog, reader.cluster().as_str(), now_epoch());
+        // The command line may carry what its owner would not share (`--export=TOKEN=…`): a shared
+        // report's holder does not get it.
+        if matches!(viewer, Viewer::Shared(_)) {
+            detail.submit_line = String::new();
+        }
+        Ok(detail)
     }
 
     /// The job's report with `points` per timeline: live while it runs, archived once it ended; for a
@@ -230,10 +236,13 @@ impl App {
         let catalog = reader.tres_catalog().await?;
         let report = self.reporter().report_for(reader, &record, &catalog, points).await?;
         // Staff see a shared node's GPUs one by one; anyone else as one band (issue #15, M1).
-        Ok(match self.scope(viewer, reader).await? {
+        let mut report = match self.scope(viewer, reader).await? {
             ViewerScope::Staff => report,
             _ => super::report::for_tenant(report),
-        })
+        };
+        // The charts' links are made from what this viewer sees, so they name nothing the page does not.
+        self.reporter().attach_links(&mut report, record.identity.id_job, record.nodes.hosts());
+        Ok(report)
     }
 
     /// Where the job's traced GPU time went (empty without trace summaries).

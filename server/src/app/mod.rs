@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod nodes;
 pub mod report;
+pub mod script;
 pub mod shares;
 pub mod signals;
 pub mod traces;

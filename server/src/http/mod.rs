@@ -17,6 +17,7 @@ mod otlp_map;
 mod pages;
 pub use pages::page_html;
 mod params;
+mod script;
 mod shares;
 mod signals;
 mod tokens;
@@ -104,6 +105,7 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(export::export))
         .routes(routes!(jobs::show))
         .routes(routes!(jobs::report))
+        .routes(routes!(script::job_script))
         .routes(routes!(ingest::job_gpus))
         .routes(routes!(ingest::post_gpu_allocations))
         .routes(routes!(traces::post_traces))

@@ -183,6 +183,10 @@ impl PageData for Viewing {
         Box::pin(async move { optional(self.app.job_logs(&self.viewer, cluster, job_id, request).await) })
     }
 
+    fn script<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobScript>> {
+        Box::pin(async move { optional(self.app.job_script(&self.viewer, cluster, job_id).await) })
+    }
+
     fn profile<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {
         let request =
             crate::app::signals::ProfileRequest { top: crate::app::signals::DEFAULT_TOP, ..Default::default() };

@@ -21,6 +21,7 @@ mod real_logs;
 mod replicas;
 mod report;
 mod sacct_parity;
+mod script;
 mod security;
 mod shares;
 mod signals;

@@ -116,6 +116,11 @@ async fn a_shared_link_shows_one_job_to_its_holder_until_revoked_and_each_openin
     assert!(matches!(refused, slurmlens::app::AppError::NotFound(_)), "{refused:?}");
     let logs = application.job_logs(&viewer, Some("sakura"), &job, Default::default()).await;
     assert!(matches!(logs, Err(slurmlens::app::AppError::Forbidden(_))), "{logs:?}");
+    let script = application.job_script(&viewer, Some("sakura"), &job).await;
+    assert!(matches!(script, Err(slurmlens::app::AppError::Forbidden(_))), "no script: {script:?}");
+    let shown = application.show_job(&viewer, Some("sakura"), &job).await.expect("the job's facts");
+    assert!(shown.submit_line.is_empty() && !detail.submit_line.is_empty(), "no command line");
+    assert!(!html.contains(&detail.submit_line), "the page shows no command line either");
 
     // The owner lists both links with the openings; someone else cannot, nor revoke.
     let links = list(&app, &owner, &job).await;

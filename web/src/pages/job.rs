@@ -14,6 +14,7 @@ use slurmlens_wire as wire;
 use crate::api::{JobView, Loader};
 use crate::app::Time;
 use crate::pages::LoadError;
+use crate::pages::job_script::ScriptSection;
 use crate::pages::report::ReportSummary;
 use crate::palette::state_colour;
 use crate::query::{GanttQuery, GridQuery, encode, percent_encode};
@@ -99,7 +100,7 @@ fn bytes(value: Option<u64>) -> String {
 
 #[component]
 fn JobDetailView(view: JobView) -> impl IntoView {
-    let JobView { detail, report, charts, logs, profile } = view;
+    let JobView { detail, report, charts, logs, profile, script } = view;
     let has_report = report.is_some().to_string();
     let job = detail.job.clone();
     let cluster = job.cluster.clone();
@@ -235,6 +236,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 None => view! { <p class="muted" data-testid="report-missing">"report not available yet"</p> }.into_any(),
             }}
         </section>
+        <ScriptSection script />
         <LogsSection logs />
         <ProfileSection profile />
     }

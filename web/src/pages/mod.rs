@@ -1,4 +1,4 @@
-//! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`) and personal API
+//! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script) and personal API
 //! tokens (`/tokens`).
 
 pub mod gantt;
@@ -6,6 +6,7 @@ pub mod gantt_focus;
 pub mod gantt_packed;
 pub mod grid;
 pub mod job;
+pub mod job_script;
 pub mod jobs;
 pub mod report;
 pub mod tokens;

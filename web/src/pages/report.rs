@@ -64,7 +64,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         <p data-testid="report-totals">{total_text.join(" · ")}</p>
         {report.failure.clone().map(|failure| view! { <FailureCard failure /> })}
         <div class="verdicts">{verdicts}</div>
-        <ReportCharts charts />
+        <ReportCharts charts queries=report.chart_queries.clone() dashboard=report.dashboard_url.clone() />
         {report.traces.clone().map(|traces| view! { <TimeShares traces /> })}
         {match report.io.clone() {
             Some(io) => view! { <IoLine io /> }.into_any(),
@@ -420,7 +420,11 @@ fn BurstTable(bursts: Vec<wire::NodeBursts>) -> impl IntoView {
 /// moment and the lines' values there under every chart (crosshairs linked), and dragging across one
 /// zooms them all to that range ([`crate::chart_hover`]).
 #[component]
-fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
+fn ReportCharts(
+    charts: Vec<charts::Chart>,
+    queries: Vec<wire::ChartQuery>,
+    dashboard: Option<String>,
+) -> impl IntoView {
     let zone = crate::clock::use_zone();
     let container = NodeRef::<leptos::html::Div>::new();
     let query = leptos_router::hooks::use_query_map();
@@ -493,6 +497,7 @@ fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
                     <figcaption>{chart.title}</figcaption>
                     <div inner_html=chart.svg></div>
                     <p class="readout" data-testid="chart-readout" aria-live="polite"></p>
+                    <ChartLinks metrics=chart.metrics queries=queries.clone() />
                 </figure>
             }
         })
@@ -501,6 +506,9 @@ fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
         <p class="muted chart-hint">
             "Hover a chart for its values at that moment; drag across one to zoom all of them. "
             {zoomed.then(|| view! { <a href=zoom_href(None) data-testid="zoom-reset">"Show the whole job"</a> })}
+            {dashboard.map(|href| view! {
+                <a href=href target="_blank" rel="noopener" data-testid="report-dashboard">"The job's Grafana dashboard"</a>
+            })}
         </p>
         <div
             class="charts"
@@ -514,4 +522,34 @@ fn ReportCharts(charts: Vec<charts::Chart>) -> impl IntoView {
             {figures}
         </div>
     }
+}
+
+/// Under a chart: per metric it draws, the PromQL it was drawn from (over the job's window) and links
+/// that open that query in vmui and Grafana Explore, where the site has them.
+#[component]
+fn ChartLinks(metrics: Vec<String>, queries: Vec<wire::ChartQuery>) -> impl IntoView {
+    let labelled = metrics.len() > 1;
+    let links = metrics
+        .iter()
+        .filter_map(|metric| queries.iter().find(|query| query.metric == *metric))
+        .map(|query| {
+            let label = labelled.then(|| format!("{}: ", query.metric.replace('_', " ")));
+            view! {
+                <span class="chart-query" data-metric=query.metric.clone()>
+                    {label}
+                    {query.vmui_url.clone().map(|href| view! {
+                        <a href=href target="_blank" rel="noopener" data-testid="chart-vmui">"vmui"</a>
+                    })}
+                    {query.grafana_url.clone().map(|href| view! {
+                        <a href=href target="_blank" rel="noopener" data-testid="chart-grafana">"Grafana"</a>
+                    })}
+                    <details>
+                        <summary>"PromQL"</summary>
+                        <code data-testid="chart-query">{query.query.clone()}</code>
+                    </details>
+                </span>
+            }
+        })
+        .collect_view();
+    view! { <div class="chart-links" data-testid="chart-links">{links}</div> }
 }

@@ -154,10 +154,32 @@ impl PageData for Viewing {
                 "job": job, "source": "live", "generated_at": "2026-11-29T11:00:00Z",
                 "window_start": "2026-11-29T10:30:00Z", "window_end": "2026-11-29T11:00:00Z",
                 "metrics": {"status": "ok", "step_s": 60}, "gpus": [],
-                "nodes": [{"node": "n2", "summary": [{"metric": "rdma_tx", "unit": "B/s", "mean": 1e9, "max": 2e9, "samples": 0}], "series": []}],
-                "totals": {"gpu_hours": 2.0, "idle_gpu_hours": 0.0}, "verdicts": []
+                "nodes": [{"node": "n2", "summary": [{"metric": "rdma_tx", "unit": "B/s", "mean": 1e9, "max": 2e9, "samples": 0}],
+                           "series": [{"metric": "rdma_tx", "unit": "B/s", "points": [[1_795_948_260_i64, 1e9], [1_795_948_800_i64, 2e9]]}]}],
+                "totals": {"gpu_hours": 2.0, "idle_gpu_hours": 0.0}, "verdicts": [],
+                "chart_queries": [{"metric": "rdma_tx", "query": "sum by (instance) (rate(x{instance=~\"n2\"}[60s]))",
+                                   "start": "2026-11-29T10:31:00Z", "end": "2026-11-29T11:00:00Z", "step_s": 60,
+                                   "vmui_url": "http://vm:8428/vmui/#/?g0.expr=q&g0.tab=0"}],
+                "dashboard_url": "https://grafana.example.org/d/slurm-job?var-job=8&var-host=n2"
             });
             Ok(Some(serde_json::from_value(report).expect("a report")))
+        })
+    }
+
+    /// Job 7's script as a coordinator of its account reads it: cut, the environment withheld.
+    fn script<'a>(&'a self, _: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobScript>> {
+        Box::pin(async move {
+            let text = "#!/bin/sh\necho \"<b>hi</b>\"\n".to_string();
+            Ok((job_id == "7").then(|| wire::JobScript {
+                job_id: "7".into(),
+                cluster: "lab".into(),
+                user: "alice".into(),
+                account: "ml".into(),
+                submit_line: "sbatch train.sh".into(),
+                script: Some(wire::StoredText { shown_chars: 25, total_chars: 300_000, truncated: true, text }),
+                environment: None,
+                environment_access: wire::EnvironmentAccess::Withheld,
+            }))
         })
     }
 
@@ -263,6 +285,31 @@ fn a_report_without_node_or_lustre_exporters_says_so() {
     assert!(html.contains("data-testid=\"report-nodes-missing\""), "{html}");
     assert!(html.contains("data-source=\"none\""), "the file-system line says none: {html}");
     assert!(!html.contains("data-testid=\"report-nodes\""), "no empty node table");
+}
+
+#[test]
+fn a_job_page_shows_its_script_escaped_cut_and_who_may_read_it() {
+    let (status, html) = get("/jobs/7?cluster=lab");
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("echo \"&lt;b&gt;hi&lt;/b&gt;\""), "the script as text: {html}");
+    assert!(!html.contains("<b>hi</b>"), "the script is text, never markup");
+    assert!(html.contains("cut after its first 25 of 300000 characters"), "{html}");
+    assert!(html.contains("coordinators of account ml and staff"), "the page says who can see it");
+    assert!(html.contains("data-testid=\"script-env-withheld\"") && !html.contains("data-testid=\"script-env\""));
+    let (_, other) = get("/jobs/8?cluster=lab");
+    assert!(other.contains("script not available"), "a job without a script says so");
+}
+
+#[test]
+fn each_chart_links_its_query_and_the_report_its_dashboard() {
+    let (status, html) = get("/jobs/8?cluster=lab");
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("href=\"http://vm:8428/vmui/#/?g0.expr=q&amp;g0.tab=0\""), "{html}");
+    assert!(
+        html.contains(r#"<code data-testid="chart-query">sum by (instance) (rate(x{instance=~"n2"}[60s]))</code>"#)
+    );
+    assert!(html.contains("data-testid=\"report-dashboard\""), "{html}");
+    assert!(!html.contains("data-testid=\"chart-grafana\""), "no Grafana configured: vmui alone");
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod assemble;
 mod flight;
 mod form;
 mod gather;
+mod links;
 mod live;
 mod plan;
 mod readings;
@@ -25,6 +26,7 @@ use slurmlens_wire as wire;
 pub use archive::{Archiver, ArchiverSettings, MAX_TRIES, Round, RoundSummary, archive_round, schedule_archive};
 pub use flight::{ARCHIVES_AT_ONCE, MIN_BUDGET_POINTS, POINTS_BUDGET, budgeted_points};
 pub use form::{SPREAD_ABOVE_GPUS, SeriesChoice, in_form};
+pub use links::{LinkSettings, vmui_beside};
 pub use live::{LiveJob, LiveMeans};
 pub use plan::ReportQueries;
 pub use readings::GpuScope;
@@ -363,6 +365,8 @@ pub struct ReportSettings {
     pub live_cache: Duration,
     /// Long jobs' GPU figures through the site's recording rules.
     pub rules: RulesSettings,
+    /// The site's tools each chart links to (`[links]`).
+    pub links: LinkSettings,
 }
 
 impl Default for ReportSettings {
@@ -374,6 +378,7 @@ impl Default for ReportSettings {
             topology: slurmlens_slurm::topology::Topology::default(),
             live_cache: Duration::from_secs(30),
             rules: RulesSettings::default(),
+            links: LinkSettings::default(),
         }
     }
 }
@@ -422,6 +427,8 @@ fn unassembled(
         bursts: Vec::new(),
         traces: None,
         io: None,
+        chart_queries: Vec::new(),
+        dashboard_url: None,
         job,
     }
 }

@@ -8,6 +8,7 @@
 mod export;
 mod horizon;
 mod rows;
+mod script;
 mod shape;
 mod timed;
 mod window;
@@ -29,6 +30,7 @@ use crate::domain::tres::{TresCatalog, TresId, TresKind, TresMap};
 
 pub use horizon::{LATE_END_S, LONG_SPAN_S};
 pub use rows::NodeEventRecord;
+pub use script::{JobScriptRecord, StoredText};
 
 use horizon::Horizon;
 pub use shape::TableShape;

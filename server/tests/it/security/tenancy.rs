@@ -249,6 +249,17 @@ fn assert_banded(report: &JobReport, body: &str, node: &str) {
     assert!(band.summary.iter().any(|summary| summary.metric == "gpu_util"), "{:?}", band.summary);
     assert!(!body.contains("sec-tenancy-secret"), "no XID message of the node's GPUs: {body:.2000}");
     assert!(!body.contains("GPU-sec-tenancy"), "no GPU's UUID: {body:.2000}");
+    // Issue #19: the charts' links carry the job's own node's queries, never another node's.
+    assert!(report.chart_queries.iter().any(|query| query.metric == "gpu_util"), "{:?}", report.chart_queries);
+    for query in &report.chart_queries {
+        // Lustre's job statistics are named by the job itself, everything else by its node.
+        let own_jobstats = query.query.contains(&format!("jobid=~\"{}(", report.job.job_id));
+        assert!(query.query.contains(node) || own_jobstats, "{}: {}", query.metric, query.query);
+        for other in ["n1", "n2", "n3", "n4"].into_iter().filter(|other| *other != node) {
+            let named = [format!("\"{other}"), format!("|{other}")];
+            assert!(!named.iter().any(|name| query.query.contains(name.as_str())), "{}: {}", other, query.query);
+        }
+    }
 }
 
 /// M1: a 1-GPU job on a 4-GPU node, with no record of which GPU was its own: its user sees the node's
