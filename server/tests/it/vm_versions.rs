@@ -180,3 +180,32 @@ async fn a_sample_written_twice_keeps_the_larger_on_current_releases() {
     assert!(matches!(kept[0], Some(v) if v == 3.0 || v == 5.0), "1.79 keeps one of them: {kept:?}");
     assert_eq!(kept[1], Some(5.0), "the current release keeps the larger: {kept:?}");
 }
+
+/// A counter scraped every 30 s, read at a 15 s step: `rate(x[15s])` is 0 at every other step on a
+/// current release (1.79 widened the range to the samples' interval), while `rate(x)` with no range reads
+/// the same steady rate from both: the report's timelines write no range (`node_signals::rate`).
+#[tokio::test]
+async fn a_rate_with_no_range_reads_alike_where_a_short_range_does_not() {
+    let name = metric("rate");
+    let t0 = (Utc::now().timestamp() - 1200) / 30 * 30;
+    let stamps: Vec<i64> = (0..21).map(|i| (t0 + i * 30) * 1000).collect();
+    let values: Vec<f64> = (0..21).map(|i| f64::from(i) * 1000.0).collect();
+    let line = serde_json::json!({"metric": {"__name__": name}, "values": values, "timestamps": stamps});
+    let mut zeros = Vec::new();
+    for (version, _, vm) in both() {
+        vm.import_json_lines(format!("{line}\n")).await.unwrap_or_else(|e| panic!("{version}: {e}"));
+        let (start, end) = (at(t0 + 34), at(t0 + 500));
+        let read = |query: String| {
+            let vm = vm.clone();
+            async move { vm.query_range(&query, start, end, 15).await.unwrap_or_else(|e| panic!("{version}: {e}")) }
+        };
+        let unranged = read(format!("rate({name})")).await;
+        let points = &unranged[0].points;
+        assert!(points.len() >= 30, "{version}: {points:?}");
+        assert!(points.iter().all(|&(_, rate)| (rate - 1000.0 / 30.0).abs() < 1e-9), "{version}: {points:?}");
+        let short = read(format!("rate({name}[15s])")).await;
+        zeros.push(short[0].points.iter().filter(|&&(_, rate)| rate == 0.0).count());
+    }
+    assert_eq!(zeros[0], 0, "1.79 widens a short range: {zeros:?}");
+    assert!(zeros[1] >= 10, "a current release reads 0 where the range holds no sample: {zeros:?}");
+}
