@@ -44,7 +44,7 @@ async fn what_slurmlens_reads_is_the_same_from_both_versions() {
     for gpu in 0..2u32 {
         // A DCGM blank (no value) at the 8th sample, which the client drops.
         let values: Vec<f64> = (0..stamps.len())
-            .map(|i| if i == 7 { 9.223_372_036_854_775_794e18 } else { ((i * 7) % 100) as f64 + f64::from(gpu) })
+            .map(|i| if i == 7 { 9.223_372_036_854_776e18 } else { ((i * 7) % 100) as f64 + f64::from(gpu) })
             .collect();
         let labels = serde_json::json!({"__name__": gauge, "gpu": gpu.to_string(), "Hostname": "n1"});
         body += &format!("{}\n", serde_json::json!({"metric": labels, "values": values, "timestamps": stamps}));
