@@ -64,7 +64,9 @@ trap 'kill "$LIVE_PID" 2>/dev/null || true; wait "$LIVE_PID" 2>/dev/null || true
 trap 'exit 130' INT
 trap 'exit 143' TERM
 # The archiver makes the digests of the jobs the telemetry covers (48 h), not of 30 days that would say
-# "no data".
+# "no data". Logs come from the lab's VictoriaLogs, where rsyslog ships the lab nodes' logs (syslog names
+# the node `hostname`): the lab's jobs show their real lines; sakura's nodes have none.
+SLURMLENS_VICTORIALOGS__URL=$LAB_VLOGS_URL SLURMLENS_VICTORIALOGS__NODE_FIELD=hostname \
 SLURMLENS_INGEST__SECRETS__LAB=$SECRET SLURMLENS_REPORT__BACKFILL_DAYS=$(( (${SLURMLENS_DEMO_HOURS:-48} + 23) / 24 )) \
 SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_LISTEN=$LISTEN SLURMLENS_ACCESS__ANONYMOUS=staff \
   SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: starts the lab (real MariaDB, munge, slurmdbd, slurmctld,
 # 4 slurmd, VictoriaMetrics on loopback), then formatting, lints, the architecture's boundaries, unit,
-# property and integration tests, the fuzzers (docs/FUZZING.md), then the web bundle and the browser tests.
+# property and integration tests, the fuzzers (docs/FUZZING.md), then the web bundle, the browser tests
+# and the Debian package.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -84,6 +85,10 @@ bash web/build.sh
 
 step "browser tests (Debian's headless Chromium against the server on sakura + lab; screenshots in e2e/out)"
 bash e2e/browser/run.sh
+
+step "Debian package: built from the debug binary, installed, started as its unit would on the lab, removed"
+# After the web bundle, which it packages; cargo-deb is built once per machine (packaging/build-deb.sh).
+bash e2e/deb.sh
 
 step "docker compose config (only where a Docker client with compose exists)"
 if docker compose version >/dev/null 2>&1; then

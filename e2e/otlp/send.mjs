@@ -5,8 +5,9 @@
 //
 //   node e2e/otlp/send.mjs <endpoint> <ingest secret> <records.json> <json|protobuf> [gzip]
 //
-// <endpoint> is what an exporter is configured with (`http://127.0.0.1:8080/api/v1/otlp`); the SDK's
-// `/v1/logs` is appended as the Collector's otlphttp exporter does. <records.json> is
+// <endpoint> is what an exporter is configured with (`http://127.0.0.1:8080/api/v1/otlp`, or a Collector's
+// OTLP/HTTP receiver `http://127.0.0.1:4318`); the SDK's `/v1/logs` is appended as the Collector's otlphttp
+// exporter does. <ingest secret> `-` sends none (a Collector adds its own). <records.json> is
 // `{"cluster": "lab", "traces": [TraceBatch, …], "gpu_allocations": [GpuAllocationRecord, …],
 // "plain_logs": N}` (N ordinary log lines, which the server must ignore and count).
 // Prints `{"exports", "failed", "warnings"}` (warnings: the SDK's, e.g. a partial success) and exits
@@ -53,7 +54,7 @@ function loggerFor(node) {
     const Exporter = encoding === 'json' ? JsonLogExporter : ProtobufLogExporter;
     const exporter = new Exporter({
       url: `${endpoint.replace(/\/$/, '')}/v1/logs`,
-      headers: { Authorization: `Bearer ${secret}` },
+      headers: secret === '-' ? {} : { Authorization: `Bearer ${secret}` },
       ...(compression === 'gzip' ? { compression: 'gzip' } : {}),
     });
     // Keeps each export's result, which the processor otherwise only logs.

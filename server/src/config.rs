@@ -65,6 +65,31 @@ pub struct Config {
     /// default) or an IANA name (`Europe/Berlin`). The API always speaks UTC.
     #[serde(default)]
     pub time_zone: slurmlens_web::clock::Zone,
+    /// Who may read `GET /metrics`, and an optional listener of its own.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+    /// How the log is written (`SLURMLENS_LOG` filters it).
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+/// `GET /metrics` (Prometheus text): on the main listener to staff, and to a scraper that sends
+/// `Authorization: Bearer <token>`; on `listen`, if set, to anyone who reaches that address (bind it to
+/// loopback or a management network), with nothing else served there.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The scraper's bearer token (at least 16 characters); none: staff only on the main listener.
+    pub token: Option<IngestSecret>,
+    /// A second address serving `/metrics` alone, without sign-in.
+    pub listen: Option<SocketAddr>,
+}
+
+/// The log's format: `text` (the default) or `json` (one object per line, with the request id).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: crate::telemetry::LogFormat,
 }
 
 /// `POST /api/v1/gpu_allocations`: one secret per cluster, shared with that cluster's Slurm plugin
@@ -536,6 +561,8 @@ impl Default for Config {
             site_root: None,
             topology: None,
             time_zone: slurmlens_web::clock::Zone::UTC,
+            telemetry: TelemetryConfig::default(),
+            log: LogConfig::default(),
         }
     }
 }
@@ -567,6 +594,9 @@ impl Config {
         figment = figment.merge(env);
         let config: Self = figment.extract().map_err(Box::new)?;
         config.access.validate().map_err(|message| Box::new(figment::Error::from(message)))?;
+        if config.telemetry.token.as_ref().is_some_and(|token| token.0.trim().len() < 16) {
+            return Err(Box::new(figment::Error::from("[telemetry] token must be at least 16 characters".to_string())));
+        }
         Ok(config)
     }
 

@@ -185,3 +185,31 @@ fn reads_ingest_secrets_from_file_and_environment_and_never_prints_them() {
         Ok(())
     });
 }
+
+#[test]
+#[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+fn telemetry_and_log_format_are_read_and_a_short_scrape_token_refused() {
+    figment::Jail::expect_with(|jail| {
+        let config = Config::load(None).map_err(|e| e.to_string())?;
+        assert!(config.telemetry.token.is_none() && config.telemetry.listen.is_none());
+        assert_eq!(config.log.format, crate::telemetry::LogFormat::Text);
+        jail.create_file(
+            "slurmlens.toml",
+            "[telemetry]\ntoken = \"scrape-token-0123456789\"\nlisten = \"127.0.0.1:9465\"\n[log]\nformat = \"json\"\n",
+        )?;
+        let config = Config::load(Some(Path::new("slurmlens.toml"))).map_err(|e| e.to_string())?;
+        assert_eq!(config.telemetry.token, Some(IngestSecret("scrape-token-0123456789".into())));
+        assert_eq!(config.telemetry.listen, Some("127.0.0.1:9465".parse().expect("an address")));
+        assert_eq!(config.log.format, crate::telemetry::LogFormat::Json);
+        assert!(!format!("{:?}", config.redacted()).contains("scrape-token"), "the token is never shown");
+        jail.create_file("short.toml", "[telemetry]\ntoken = \"short\"\n")?;
+        let error = Config::load(Some(Path::new("short.toml"))).expect_err("a short token is refused").to_string();
+        assert!(error.contains("[telemetry] token"), "{error}");
+        jail.create_file("bad.toml", "[log]\nformat = \"xml\"\n")?;
+        assert!(Config::load(Some(Path::new("bad.toml"))).is_err(), "an unknown format is refused");
+        jail.set_env("SLURMLENS_LOG__FORMAT", "text");
+        let config = Config::load(Some(Path::new("slurmlens.toml"))).map_err(|e| e.to_string())?;
+        assert_eq!(config.log.format, crate::telemetry::LogFormat::Text, "the environment overrides the file");
+        Ok(())
+    });
+}

@@ -48,19 +48,22 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SLURMLENS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     // The document depends on the code alone, so it needs no configuration (nor a valid one).
     if let Command::Openapi = cli.command {
         print!("{}", slurmlens::http::openapi::document_json());
         return Ok(());
     }
+    // Read before the log is set up, since it says the log's format: a failure is printed by `main`'s error.
     let config = Config::load(cli.config.as_deref()).context("loading configuration")?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLURMLENS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    // `try_init` also forwards the `log` crate's records (rustls') into it, as `fmt().init()` did.
+    tracing_subscriber::util::SubscriberInitExt::try_init(slurmlens::telemetry::log_subscriber(
+        config.log.format,
+        filter,
+        std::io::stderr,
+    ))
+    .context("setting up the log")?;
     match cli.command {
         Command::Serve => {
             let listener = slurmlens::serve::bind(&config).await?;

@@ -57,7 +57,10 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
 /// The HTTP edge over the application: its ingest secrets and how the pages are served.
 pub fn http_state(config: &Config) -> anyhow::Result<HttpState> {
     let ingest = IngestSecrets::from_config(&config.ingest, &config.clusters).map_err(anyhow::Error::msg)?;
-    Ok(HttpState::new(app(config)?).with_ingest(ingest).with_web(web_options(config)?))
+    Ok(HttpState::new(app(config)?)
+        .with_ingest(ingest)
+        .with_web(web_options(config)?)
+        .with_telemetry(config.telemetry.clone()))
 }
 
 /// The site's rack layout from `topology` (none: racks from node names).
@@ -185,6 +188,18 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
                 Err(error) => {
                     tracing::warn!(cluster = %reader.cluster(), %error, "building the long-span catalogue failed")
                 }
+            }
+        });
+    }
+    if let Some(metrics_address) = config.telemetry.listen {
+        let metrics_listener =
+            TcpListener::bind(metrics_address).await.with_context(|| format!("binding {metrics_address}"))?;
+        tracing::info!(address = %metrics_address, "serving /metrics");
+        let (metrics_router, limits) =
+            (crate::http::metrics_router(state.clone()), ConnectionLimits::from_config(config));
+        tokio::spawn(async move {
+            if let Err(error) = serve_router(metrics_listener, metrics_router, limits, shutdown_signal()).await {
+                tracing::error!(%error, "the /metrics listener stopped");
             }
         });
     }
@@ -351,7 +366,18 @@ async fn archive_loop(app: App, settings: ArchiverSettings, every: Duration) {
     let mut archiver = Archiver::new(settings);
     loop {
         let started = std::time::Instant::now();
-        match archiver.round(&app).await {
+        let round = archiver.round(&app).await;
+        if let Ok(summary) = &round
+            && !summary.skipped
+        {
+            crate::telemetry::global().archive_round(crate::telemetry::ArchiveRound {
+                due: summary.due as u64,
+                made: summary.made() as u64,
+                unavailable: summary.unavailable as u64,
+                took: started.elapsed(),
+            });
+        }
+        match round {
             Ok(summary) if summary.due == 0 => {}
             Ok(summary) => tracing::info!(
                 due = summary.due,

@@ -1,4 +1,5 @@
-//! `slurmlens report JOBID`: the job report in a terminal, in the spirit of Princeton's `jobstats`.
+//! `slurmlens report JOBID`: the job report in a terminal, in the spirit of Princeton's `jobstats`; as
+//! the API's JSON; or as the job page in one self-contained HTML file to attach to a ticket.
 
 use std::fmt::Write;
 
@@ -18,9 +19,24 @@ pub struct ReportArgs {
     /// Cluster (default: the first configured).
     #[arg(long)]
     pub cluster: Option<String>,
-    /// Print the JSON the API serves instead of text.
-    #[arg(long)]
+    /// Print the JSON the API serves instead of text (the same as `--format json`).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// `text` for a terminal, `json` as the API serves it, `html`: the job page as one file (styles
+    /// inline, charts as SVG, no scripts), what staff see of it.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<std::path::PathBuf>,
+}
+
+/// How `slurmlens report` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Html,
 }
 
 fn bar(percent: f64) -> String {
@@ -137,15 +153,41 @@ pub async fn run(config: &Config, args: &ReportArgs) -> anyhow::Result<()> {
     // The terminal form runs where the operator runs it, with the configuration's database access.
     let app = app(config)?;
     let reader = app.cluster(args.cluster.as_deref()).map_err(|error| anyhow::anyhow!("{error}"))?;
-    let Some(report) = app.reporter().report(reader, &ViewerScope::Staff, selector, 60).await? else {
-        bail!("no job {} on cluster {}", args.job_id, reader.cluster());
+    let format = if args.json { Format::Json } else { args.format };
+    let text = match format {
+        Format::Html => html(config, &app, reader.cluster().as_str(), &args.job_id).await?,
+        Format::Text | Format::Json => {
+            let Some(report) = app.reporter().report(reader, &ViewerScope::Staff, selector, 60).await? else {
+                bail!("no job {} on cluster {}", args.job_id, reader.cluster());
+            };
+            match format {
+                Format::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
+                _ => render(&report),
+            }
+        }
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
+    match &args.output {
+        Some(path) => std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?,
+        None => print!("{text}"),
     }
     Ok(())
+}
+
+/// The job page as the site serves it to staff, made into one self-contained file.
+async fn html(config: &Config, app: &crate::app::App, cluster: &str, job_id: &str) -> anyhow::Result<String> {
+    use slurmlens_web::query::{encode, percent_encode};
+    let path = format!("/jobs/{}?{}", percent_encode(job_id), encode(&[("cluster", cluster.to_string())]));
+    let options = crate::serve::web_options(config)?;
+    let page = match crate::http::page_html(app, options, crate::app::Viewer::Operator, &path).await {
+        Ok(page) => page,
+        Err((status, _)) if status == axum::http::StatusCode::NOT_FOUND => {
+            bail!("no job {job_id} on cluster {cluster}")
+        }
+        Err((status, body)) => bail!("the job page answered {status}: {body:.300}"),
+    };
+    let at = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string();
+    let printed = slurmlens_web::printable::Printed { site: &config.public_url, path: &path, at: &at };
+    Ok(slurmlens_web::printable::self_contained(&page, &printed))
 }
 
 #[cfg(test)]

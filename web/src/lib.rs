@@ -20,6 +20,8 @@ pub mod grid;
 pub mod joblist;
 pub mod pages;
 pub mod palette;
+#[cfg(feature = "ssr")]
+pub mod printable;
 pub mod query;
 #[cfg(feature = "ssr")]
 pub mod server;

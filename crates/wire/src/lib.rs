@@ -27,7 +27,7 @@ pub use report::{
     NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, Verdict, XidEvent,
 };
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};
-pub use tokens::{CreatedToken, NewToken, TokenInfo, TokenUse};
+pub use tokens::{CreatedShare, CreatedToken, NewShare, NewToken, ShareInfo, TokenInfo, TokenUse};
 pub use traces::{
     GpuTraceBreakdown, JobTraces, TraceBatch, TraceBreakdown, TraceReceipt, TraceRecord, TraceRejection, TraceTop,
     TraceVerdict,

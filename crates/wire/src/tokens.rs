@@ -1,4 +1,4 @@
-//! Personal API tokens and their audit log.
+//! Personal API tokens and their audit log; shared report links.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -55,4 +55,48 @@ pub struct TokenUse {
     pub path: String,
     /// The status answered (refusals included).
     pub status: u16,
+}
+
+/// `POST /api/v1/jobs/{job_id}/shares`: a read-only link to one job's report.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NewShare {
+    /// Days until the link expires (1 to 90); 7 when absent.
+    #[serde(default)]
+    pub expires_in_days: Option<u32>,
+    /// Whom or what it is for (a ticket number, a colleague), up to 200 characters; shown on the shared page.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// The answer to `POST /api/v1/jobs/{job_id}/shares`: the only time the link is shown.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CreatedShare {
+    pub id: u64,
+    /// `/shared/sls_…` on this site: whoever has it reads this job's report, as its owner sees it, until
+    /// it expires or is revoked. Every opening is logged.
+    pub path: String,
+    pub expires: DateTime<Utc>,
+}
+
+/// `GET /api/v1/jobs/{job_id}/shares`: one link made to the job, without its secret.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ShareInfo {
+    pub id: u64,
+    pub cluster: String,
+    pub job_id: String,
+    /// Who made it (the job's owner, or staff).
+    pub created_by: String,
+    pub note: String,
+    pub created: DateTime<Utc>,
+    pub expires: DateTime<Utc>,
+    pub revoked: Option<DateTime<Utc>>,
+    /// How many times it was opened, and when last.
+    pub uses: u64,
+    pub last_used: Option<DateTime<Utc>>,
+    /// `live`, `expired` or `revoked`.
+    pub state: TokenState,
 }

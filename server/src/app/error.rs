@@ -14,6 +14,9 @@ pub enum AppError {
     /// No identity where the use case needs one.
     #[error("{0}")]
     Unauthorized(String),
+    /// The viewer may see the thing but not do this to it (share a job that is not theirs).
+    #[error("{0}")]
+    Forbidden(String),
     /// No such thing, or one the viewer may not see (the two are indistinguishable).
     #[error("{0}")]
     NotFound(String),

@@ -127,6 +127,7 @@ impl App {
         let store = self.require_store()?;
         if !allocations.is_empty() {
             store.upsert_gpu_allocations(cluster, allocations).await?;
+            crate::telemetry::global().ingested(crate::telemetry::Ingested::GpuRecords, allocations.len() as u64);
         }
         // Every node of a job posts its end, and a spool replay repeats them: one per job is enough
         // (the latest), and the report's archive is scheduled once per job.
@@ -223,7 +224,11 @@ impl App {
         } else {
             self.require_store()?.insert_trace_summaries(cluster, node, &summaries).await?
         };
-        Ok(wire::TraceReceipt { stored, duplicates: valid.saturating_sub(stored), rejected })
+        let duplicates = valid.saturating_sub(stored);
+        let telemetry = crate::telemetry::global();
+        telemetry.ingested(crate::telemetry::Ingested::Traces, stored);
+        telemetry.ingested(crate::telemetry::Ingested::TraceDuplicates, duplicates);
+        Ok(wire::TraceReceipt { stored, duplicates, rejected })
     }
 
     /// Stores one `nsys stats` report of `cluster` (the request's node and cluster already checked

@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod nodes;
 pub mod report;
+pub mod shares;
 pub mod signals;
 pub mod traces;
 pub mod wire_map;
@@ -44,6 +45,12 @@ pub enum Viewer {
     Anonymous,
     /// A signed-in person.
     Signed(Identity),
+    /// Whoever runs the server's own command line (`slurmlens report`), who holds its configuration and
+    /// so its database access: staff. The HTTP edge never makes this viewer.
+    Operator,
+    /// Whoever opened a live shared report link: that one job as its owner sees it, its report and
+    /// facts only (no logs, profile or script). Made only by `shares::open_share`.
+    Shared(shares::ShareGrant),
 }
 
 /// A signed-in viewer.
@@ -60,7 +67,7 @@ impl Viewer {
     /// The signed-in identity, if any.
     pub fn identity(&self) -> Option<&Identity> {
         match self {
-            Self::Anonymous => None,
+            Self::Anonymous | Self::Operator | Self::Shared(_) => None,
             Self::Signed(identity) => Some(identity),
         }
     }
@@ -193,6 +200,8 @@ impl App {
     pub async fn scope(&self, viewer: &Viewer, reader: &SlurmDbd) -> Result<ViewerScope, AppError> {
         let access = &self.inner.access;
         match viewer {
+            Viewer::Operator => Ok(ViewerScope::Staff),
+            Viewer::Shared(grant) => Ok(reader.scope_for_user(&grant.owner).await?),
             Viewer::Signed(identity) if is_staff(identity, access) => Ok(ViewerScope::Staff),
             Viewer::Signed(identity) => Ok(reader.scope_for_user(&identity.user).await?),
             Viewer::Anonymous => match access.anonymous {
@@ -217,6 +226,9 @@ impl App {
         job_id: &str,
     ) -> Result<(&SlurmDbd, JobRecord, Vec<StepRecord>), AppError> {
         let selector: JobSelector = job_id.parse().map_err(|e: BadJobId| AppError::invalid("job_id", e.to_string()))?;
+        if let Viewer::Shared(grant) = viewer {
+            return shares::granted_job(self, grant, selector).await;
+        }
         if let Some(name) = cluster {
             let reader = self.cluster(Some(name))?;
             let scope = self.scope(viewer, reader).await?;

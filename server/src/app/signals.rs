@@ -380,6 +380,10 @@ impl App {
         job_id: &str,
         node: Option<&str>,
     ) -> Result<(&SlurmDbd, JobRecord, JobScope), AppError> {
+        // A shared link carries a job's facts and report; its log lines and profile stay with its owner.
+        if matches!(viewer, Viewer::Shared(_)) {
+            return Err(AppError::Forbidden("a shared report carries no logs or profile".into()));
+        }
         let (reader, record, _steps) = self.visible_job(viewer, cluster, job_id).await?;
         let nodes = record.nodes.hosts().to_vec();
         if let Some(node) = node

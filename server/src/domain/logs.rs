@@ -244,6 +244,7 @@ pub fn classify(message: &str, job_id: u32) -> Option<Classified> {
     if lower.contains("out of memory: kill")
         || lower.contains("oom-kill:")
         || lower.contains("oom_kill event")
+        || lower.contains("oom-kill event")
         || lower.contains("memory cgroup out of memory")
         || lower.contains("oom_reaper: reaped")
     {
@@ -331,6 +332,13 @@ mod tests {
         assert_eq!(
             kind(
                 "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed."
+            ),
+            Some("oom_kill")
+        );
+        // Slurm 22.05's wording, as the lab's slurmd log holds it.
+        assert_eq!(
+            kind(
+                "slurmstepd: [1234.batch] error: Detected 1 oom-kill event(s) in StepId=1234.batch. Some of your processes may have been killed by the cgroup out-of-memory handler."
             ),
             Some("oom_kill")
         );

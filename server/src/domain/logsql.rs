@@ -141,10 +141,13 @@ const IMPORTANT_WORDS: &[&str] = &[
     "oom_reaper",
     "slurmstepd",
     "slurmd",
+    // Syslog keeps the program apart from the message (`app_name`), so slurmstepd's own lines are
+    // found by what they say: a cancelled job or step, a task a signal killed.
+    "CANCELLED",
 ];
 
 /// Phrases matched case-insensitively by the important-lines query.
-const IMPORTANT_PHRASES: &[&str] = &["out of memory", "link down", "link is down"];
+const IMPORTANT_PHRASES: &[&str] = &["out of memory", "link down", "link is down", "died by signal"];
 
 /// The logs of one job: its window, its nodes (exact matches on the site's node field), the site's
 /// fixed filter and the user's phrase.

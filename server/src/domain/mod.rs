@@ -20,6 +20,7 @@ pub mod report;
 pub mod rules;
 pub mod scope;
 pub mod series;
+pub mod share;
 pub mod time;
 pub mod token;
 pub mod trace;

@@ -23,14 +23,11 @@ pub enum BadToken {
 impl TokenSecret {
     /// A new token from the operating system's random source.
     pub fn generate() -> Self {
-        use rand::RngCore;
-        let mut bytes = [0u8; 32];
-        rand::rngs::OsRng.fill_bytes(&mut bytes);
-        Self(format!("{PREFIX}{}", hex(&bytes)))
+        Self(random_secret(PREFIX))
     }
 
     pub fn hash(&self) -> TokenHash {
-        TokenHash(hex(&Sha256::digest(self.0.as_bytes())))
+        TokenHash(sha256_hex(&self.0))
     }
 
     /// The token itself, for the one answer that shows it.
@@ -49,10 +46,28 @@ impl std::str::FromStr for TokenSecret {
     type Err = BadToken;
 
     fn from_str(text: &str) -> Result<Self, BadToken> {
-        let digits = text.strip_prefix(PREFIX).ok_or(BadToken::Shape)?;
-        let hex_digits = digits.len() == 64 && digits.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if hex_digits { Ok(Self(text.to_string())) } else { Err(BadToken::Shape) }
+        if has_secret_shape(PREFIX, text) { Ok(Self(text.to_string())) } else { Err(BadToken::Shape) }
     }
+}
+
+/// `prefix` and 64 lower-case hex digits: 32 bytes from the operating system's random source.
+pub(crate) fn random_secret(prefix: &str) -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    format!("{prefix}{}", hex(&bytes))
+}
+
+/// Whether `text` is `prefix` followed by 64 lower-case hex digits.
+pub(crate) fn has_secret_shape(prefix: &str, text: &str) -> bool {
+    text.strip_prefix(prefix).is_some_and(|digits| {
+        digits.len() == 64 && digits.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// The SHA-256 of `text` in lower-case hex: what is stored of a secret.
+pub(crate) fn sha256_hex(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes()))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -53,6 +53,7 @@ impl From<AppError> for ApiError {
             AppError::Invalid { parameter, message } => Self::InvalidParameter { parameter, message },
             AppError::Unauthorized(message) => Self::Unauthorized(message),
             AppError::NotFound(message) => Self::NotFound(message),
+            AppError::Forbidden(message) => Self::Forbidden(message),
             AppError::Unavailable { service, cause } => Self::Unavailable { source: service, cause },
             AppError::QueryTimeout(cause) => Self::QueryTimeout(cause),
             AppError::Internal(cause) => Self::Internal(cause),

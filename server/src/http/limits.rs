@@ -35,9 +35,12 @@ const RETRY_AFTER_S: u32 = 2;
 fn is_heavy(method: &Method, path: &str) -> bool {
     let job_report = path.strip_prefix("/api/v1/jobs/").is_some_and(|rest| rest.ends_with("/report"));
     let job_page = path.strip_prefix("/jobs/").is_some_and(|rest| !rest.is_empty() && !rest.contains('/'));
+    // A shared link's page and JSON are a job page and a report for whoever holds the link.
+    let shared = path.starts_with("/shared/") || path.starts_with("/api/v1/shared/");
     (method == Method::GET || method == Method::HEAD)
         && (job_report
             || job_page
+            || shared
             || matches!(
                 path,
                 "/api/v1/jobs"
@@ -157,6 +160,12 @@ impl HttpBody for Holding {
 }
 
 impl HeavyLimiter {
+    /// Heavy requests running in this process now, and the most that may.
+    pub(crate) fn in_use(&self) -> (u32, u32) {
+        let free = u32::try_from(self.total.available_permits()).unwrap_or(u32::MAX);
+        (self.total_slots.saturating_sub(free), self.total_slots)
+    }
+
     /// The request's slots across replicas, when they are shared; `None` when they are not, or when
     /// MariaDB did not answer (then the process's bounds alone hold, and the log says so).
     async fn enter_shared(&self, identity: Option<&str>) -> Result<Option<crate::store::lease::Slots>, Refusal> {
@@ -196,6 +205,10 @@ pub(crate) async fn limit_heavy(State(state): State<HttpState>, request: Request
         Err(refusal) => refusal,
     };
     let limits = state.app.limits();
+    crate::telemetry::global().heavy_refused(match refusal {
+        Refusal::Identity => "identity",
+        Refusal::Total => "total",
+    });
     let error = match refusal {
         Refusal::Identity => ApiError::RateLimited(format!(
             "at most {} heavy requests (job listings, reports, Gantt, grid, exports) may run at once per \
@@ -226,6 +239,8 @@ mod tests {
             "/web/v1/jobs.csv",
             "/",
             "/jobs/8",
+            "/shared/sls_0",
+            "/api/v1/shared/sls_0",
         ] {
             assert!(is_heavy(&Method::GET, path), "{path}");
         }

@@ -11,10 +11,13 @@ mod jobs;
 mod limits;
 mod nodes;
 pub mod openapi;
+mod operations;
 mod otlp;
 mod otlp_map;
 mod pages;
+pub use pages::page_html;
 mod params;
+mod shares;
 mod signals;
 mod tokens;
 mod traces;
@@ -46,6 +49,8 @@ pub struct HttpState {
     token_limiter: Arc<auth::TokenLimiter>,
     /// Heavy requests running now, per identity and in all (`[limits]`).
     heavy: Arc<limits::HeavyLimiter>,
+    /// Who may read `/metrics` besides staff (`[telemetry]`).
+    telemetry: Arc<crate::config::TelemetryConfig>,
 }
 
 impl HttpState {
@@ -53,7 +58,12 @@ impl HttpState {
     pub fn new(app: App) -> Self {
         let token_limiter = Arc::new(auth::TokenLimiter::new(app.access().tokens.per_minute));
         let heavy = Arc::new(limits::HeavyLimiter::new(app.limits(), app.store()));
-        Self { app, ingest: Arc::default(), web: Arc::default(), token_limiter, heavy }
+        Self { app, ingest: Arc::default(), web: Arc::default(), token_limiter, heavy, telemetry: Arc::default() }
+    }
+
+    /// Lets the scraper with `[telemetry] token` read `/metrics`.
+    pub fn with_telemetry(self, telemetry: crate::config::TelemetryConfig) -> Self {
+        Self { telemetry: Arc::new(telemetry), ..self }
     }
 
     /// Serves the web pages with this site root (the wasm bundle) and rack topology.
@@ -69,6 +79,11 @@ impl HttpState {
     /// The application behind the edge.
     pub fn app(&self) -> &App {
         &self.app
+    }
+
+    /// How the pages are served (site root, topology, time zone).
+    pub fn web_options(&self) -> slurmlens_web::server::WebOptions {
+        self.web.as_ref().clone()
     }
 }
 
@@ -106,13 +121,19 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(tokens::create, tokens::list))
         .routes(routes!(tokens::revoke))
         .routes(routes!(tokens::uses))
+        .routes(routes!(shares::create, shares::list))
+        .routes(routes!(shares::revoke))
+        .routes(routes!(shares::shared_report))
 }
 
 /// The whole API, and the web pages.
 pub fn router(state: HttpState) -> Router {
     let pages = pages::routes(&state.app, state.web.as_ref().clone());
     let (api, _document) = api_routes().split_for_parts();
-    api.fallback(|| async { ApiError::NotFound("no such route".into()) })
+    let shared = Router::new().route("/shared/{secret}", axum::routing::get(shares::shared_page));
+    api.route("/metrics", axum::routing::get(operations::metrics))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .merge(shared)
         .with_state(state.clone())
         .merge(pages)
         // Overload: heavy requests bounded per identity and in all, refused at once when over
@@ -129,11 +150,21 @@ pub fn router(state: HttpState) -> Router {
         .layer(always(header::X_FRAME_OPTIONS, "DENY"))
         .layer(always(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .layer(always(header::REFERRER_POLICY, "same-origin"))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(operations::request_span))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::GATEWAY_TIMEOUT,
             Duration::from_secs(30),
         ))
+        // Outermost: the timeout's 504 is counted, and every answer carries its request's id. (Axum
+        // layers each route, so the route's template is known here.)
+        .layer(middleware::from_fn(operations::observe))
+        .layer(middleware::from_fn(operations::request_id))
+}
+
+/// `/metrics` alone, for `[telemetry] listen` (a listener without sign-in, bound where only the
+/// site's scraper reaches).
+pub fn metrics_router(state: HttpState) -> Router {
+    operations::listener_router(state).layer(middleware::from_fn(operations::request_id))
 }
 
 /// A header set on every answer that has none of its own. Together: nothing may frame a page

@@ -24,6 +24,27 @@ pub fn routes(app: &App, options: WebOptions) -> Router {
     slurmlens_web::server::routes(Arc::new(Pages { app: app.clone() }), options)
 }
 
+/// One page (`path_and_query`, e.g. `/jobs/7?cluster=lab`) as `viewer` gets it, rendered in process
+/// without a listener: the document, or the page's status and body when it is not a 200.
+pub async fn page_html(
+    app: &App,
+    options: WebOptions,
+    viewer: Viewer,
+    path_and_query: &str,
+) -> Result<String, (axum::http::StatusCode, String)> {
+    use tower::ServiceExt as _;
+    let failed = |error: String| (axum::http::StatusCode::INTERNAL_SERVER_ERROR, error);
+    let request = axum::http::Request::get(path_and_query)
+        .extension(viewer)
+        .body(axum::body::Body::empty())
+        .map_err(|error| failed(error.to_string()))?;
+    let response = routes(app, options).oneshot(request).await.map_err(|error| failed(error.to_string()))?;
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.map_err(|e| failed(e.to_string()))?;
+    let body = String::from_utf8_lossy(&bytes).into_owned();
+    if status.is_success() { Ok(body) } else { Err((status, body)) }
+}
+
 struct Pages {
     app: App,
 }
@@ -53,6 +74,7 @@ fn data_error(error: AppError) -> DataError {
         AppError::Invalid { parameter, message } => DataError::invalid(format!("{parameter}: {message}")),
         AppError::NotFound(message) => DataError::not_found(message),
         AppError::Unauthorized(message) => DataError { status: 401, message },
+        AppError::Forbidden(message) => DataError { status: 403, message },
         AppError::Unavailable { service, cause } => {
             tracing::error!(service, %cause, "page data unavailable");
             DataError::unavailable(format!("{service} is unavailable right now; try again shortly"))

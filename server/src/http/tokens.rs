@@ -24,7 +24,7 @@ const MAX_LISTED: u32 = 5000;
 
 /// Refuses a body that is not declared JSON: an HTML form cannot send `application/json` across sites
 /// without a CORS preflight, which this server never grants.
-fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
     let declared = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
     let essence = declared.split(';').next().unwrap_or("").trim();
     if essence.eq_ignore_ascii_case("application/json") {
@@ -38,9 +38,12 @@ fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
 /// (`Sec-Fetch-Site`; older ones only `Origin`); curl and scripts send neither and are let through,
 /// signed in as the proxy says. `Origin` is compared with the host the client asked for
 /// (`X-Forwarded-Host` behind a proxy that rewrites `Host`).
-fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
-    let refused =
-        || ApiError::Forbidden("a cross-site request cannot make or revoke tokens; use this site's own pages".into());
+pub(super) fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+    let refused = || {
+        ApiError::Forbidden(
+            "a cross-site request cannot make or revoke tokens or links; use this site's own pages".into(),
+        )
+    };
     let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::trim);
     if let Some(site) = text("sec-fetch-site") {
         return if matches!(site, "same-origin" | "none") { Ok(()) } else { Err(refused()) };

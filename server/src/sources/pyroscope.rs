@@ -31,6 +31,16 @@ impl ProfileError {
     }
 }
 
+impl ProfileError {
+    /// The variant, as `/metrics` labels it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "unavailable",
+            Self::Query(_) => "query",
+        }
+    }
+}
+
 impl From<reqwest::Error> for ProfileError {
     fn from(error: reqwest::Error) -> Self {
         if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }
@@ -73,8 +83,26 @@ impl Pyroscope {
         Ok(Self { http, base: base_url.trim_end_matches('/').to_string() })
     }
 
-    /// The merged profile of `selector` over `[from, until]`, at most `max_nodes` functions.
+    /// The merged profile of `selector` over `[from, until]`, at most `max_nodes` functions. Timed, and
+    /// its failures counted, for `/metrics`.
     pub async fn render(
+        &self,
+        selector: &str,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        max_nodes: u32,
+    ) -> Result<Rendered, ProfileError> {
+        let started = std::time::Instant::now();
+        let answer = self.render_once(selector, from, until, max_nodes).await;
+        let telemetry = crate::telemetry::global();
+        telemetry.source_call(crate::telemetry::Source::Pyroscope, started.elapsed());
+        if let Err(error) = &answer {
+            telemetry.source_error(crate::telemetry::Source::Pyroscope, error.kind());
+        }
+        answer
+    }
+
+    async fn render_once(
         &self,
         selector: &str,
         from: DateTime<Utc>,

@@ -30,6 +30,16 @@ impl LogsError {
     }
 }
 
+impl LogsError {
+    /// The variant, as `/metrics` labels it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "unavailable",
+            Self::Query(_) => "query",
+        }
+    }
+}
+
 impl From<reqwest::Error> for LogsError {
     fn from(error: reqwest::Error) -> Self {
         if error.is_decode() { Self::Query(error.to_string()) } else { Self::Unavailable(error.to_string()) }
@@ -68,8 +78,25 @@ impl VictoriaLogs {
     }
 
     /// Runs `query` over `[start, end]` and reads at most `limit` entries (VictoriaLogs then keeps the
-    /// latest ones), sorted by time.
+    /// latest ones), sorted by time. Timed, and its failures counted, for `/metrics`.
     pub async fn query(
+        &self,
+        query: &str,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<LogAnswer, LogsError> {
+        let started = std::time::Instant::now();
+        let answer = self.query_once(query, start, end, limit).await;
+        let telemetry = crate::telemetry::global();
+        telemetry.source_call(crate::telemetry::Source::VictoriaLogs, started.elapsed());
+        if let Err(error) = &answer {
+            telemetry.source_error(crate::telemetry::Source::VictoriaLogs, error.kind());
+        }
+        answer
+    }
+
+    async fn query_once(
         &self,
         query: &str,
         start: DateTime<Utc>,
@@ -101,6 +128,9 @@ impl VictoriaLogs {
     }
 
     /// One JSON line: `_time` (RFC 3339, nanoseconds), `_msg`, the node field, and fields we ignore.
+    /// A line that came in as syslog keeps its program apart (`app_name`, `proc_id`); it is put back in
+    /// front of the message, as syslog files show it (`slurmstepd: [181.batch] error: …`), so a reader
+    /// (and the classifier) sees which program wrote it.
     fn entry(&self, line: &str) -> Result<LogEntry, LogsError> {
         let object: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(line).map_err(|e| LogsError::Query(format!("a line is not a JSON object: {e}")))?;
@@ -112,11 +142,41 @@ impl VictoriaLogs {
         Ok(LogEntry {
             time,
             node: text(self.node_field.as_str()).map(String::from),
-            message: text("_msg").unwrap_or_default().to_string(),
+            message: with_program(text("_msg").unwrap_or_default(), text("app_name"), text("proc_id")),
         })
+    }
+}
+
+/// `program[pid]: message` for a syslog line (RFC 5424's nil value `-` is no program or pid); the
+/// message alone when it has no program or already starts with it (RFC 3164 senders keep the tag in).
+fn with_program(message: &str, program: Option<&str>, pid: Option<&str>) -> String {
+    let Some(program) = program.filter(|program| !program.is_empty() && *program != "-") else {
+        return message.to_string();
+    };
+    if message.starts_with(program) {
+        return message.to_string();
+    }
+    match pid.filter(|pid| !pid.is_empty() && *pid != "-") {
+        Some(pid) => format!("{program}[{pid}]: {message}"),
+        None => format!("{program}: {message}"),
     }
 }
 
 fn first_line(body: &str) -> String {
     body.lines().next().unwrap_or_default().chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_program;
+
+    #[test]
+    fn a_syslog_lines_program_is_put_back_in_front_of_its_message() {
+        let line = "[181.batch] error: Detected 1 oom-kill event(s) in StepId=181.batch.";
+        assert_eq!(with_program(line, Some("slurmstepd"), Some("-")), format!("slurmstepd: {line}"));
+        assert_eq!(with_program("launch task", Some("slurmd"), Some("2211")), "slurmd[2211]: launch task");
+        assert_eq!(with_program("kernel: NVRM: Xid", Some("kernel"), None), "kernel: NVRM: Xid", "already there");
+        assert_eq!(with_program("plain", None, Some("12")), "plain");
+        assert_eq!(with_program("plain", Some("-"), None), "plain", "RFC 5424's nil value");
+    }
 }

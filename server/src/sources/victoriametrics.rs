@@ -37,6 +37,17 @@ impl VmError {
     }
 }
 
+impl VmError {
+    /// The variant, as `/metrics` labels it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "unavailable",
+            Self::Query(_) => "query",
+            Self::Denied(_) => "denied",
+        }
+    }
+}
+
 impl From<reqwest::Error> for VmError {
     fn from(error: reqwest::Error) -> Self {
         // The URL is left out: ours carries no credentials (they are taken out in `new`), but a
@@ -202,7 +213,19 @@ impl VictoriaMetrics {
         }
     }
 
+    /// [`Self::send_form`], timed and its failures counted for `/metrics`.
     async fn post<T: for<'de> Deserialize<'de>>(&self, path: &str, form: &[(&str, String)]) -> Result<T, VmError> {
+        let started = std::time::Instant::now();
+        let answer = self.send_form(path, form).await;
+        let telemetry = crate::telemetry::global();
+        telemetry.source_call(crate::telemetry::Source::VictoriaMetrics, started.elapsed());
+        if let Err(error) = &answer {
+            telemetry.source_error(crate::telemetry::Source::VictoriaMetrics, error.kind());
+        }
+        answer
+    }
+
+    async fn send_form<T: for<'de> Deserialize<'de>>(&self, path: &str, form: &[(&str, String)]) -> Result<T, VmError> {
         let started = std::time::Instant::now();
         let response = self.request(reqwest::Method::POST, format!("{}{path}", self.base)).form(form).send().await?;
         let status = response.status();

@@ -13,6 +13,7 @@ use crate::domain::job::RunWindow;
 
 pub mod lease;
 pub mod reports;
+pub mod shares;
 pub mod tokens;
 pub mod traces;
 
@@ -63,6 +64,11 @@ impl Store {
             .acquire_timeout(acquire_timeout)
             .connect_lazy_with(options.charset("utf8mb4"));
         Ok(Self { pool })
+    }
+
+    /// The connection pool's state now (for `/metrics`).
+    pub fn pool_use(&self) -> crate::telemetry::PoolUse {
+        crate::telemetry::PoolUse::of(&self.pool)
     }
 
     /// Applies pending migrations (forward-only).

@@ -161,7 +161,7 @@ impl Store {
     }
 }
 
-fn truncated(text: &str, max: usize) -> &str {
+pub(super) fn truncated(text: &str, max: usize) -> &str {
     match text.char_indices().nth(max) {
         Some((end, _)) => &text[..end],
         None => text,

@@ -19,7 +19,7 @@ use slurmlens_wire::{
 
 use crate::support::{TestApp, database_shared, lab, repo_root};
 
-const SECRET: &str = "otlp-test-secret-0123456789";
+pub(crate) const SECRET: &str = "otlp-test-secret-0123456789";
 const LOGS: &str = "/api/v1/otlp/v1/logs";
 
 async fn app_with_database(name: &str) -> (TestApp, sqlx::MySqlPool) {
@@ -27,7 +27,7 @@ async fn app_with_database(name: &str) -> (TestApp, sqlx::MySqlPool) {
 }
 
 /// Every stored trace summary and GPU record, one line each, sorted: what "lands alike" compares.
-async fn stored(pool: &sqlx::MySqlPool) -> (Vec<String>, Vec<String>) {
+pub(crate) async fn stored(pool: &sqlx::MySqlPool) -> (Vec<String>, Vec<String>) {
     let traces = sqlx::query_scalar(
         "SELECT CAST(CONCAT_WS('|', s.cluster, s.job_id, s.node, s.gpu, s.pid, s.interval_start, s.interval_s, \
          s.category, n.name, s.count, s.total_ns, s.max_ns, s.bytes) AS CHAR) \
@@ -53,13 +53,13 @@ fn time(text: &str) -> DateTime<Utc> {
 
 /// The records both paths receive: two nodes' trace summaries (one refused: max above total) and GPU
 /// records of a job's start on two nodes and its end.
-struct Records {
-    traces: Vec<TraceBatch>,
-    gpu_allocations: Vec<GpuAllocationRecord>,
+pub(crate) struct Records {
+    pub(crate) traces: Vec<TraceBatch>,
+    pub(crate) gpu_allocations: Vec<GpuAllocationRecord>,
 }
 
 /// The records of job `job_id`, dated around `base` (its start: records are read within its run).
-fn records(job_id: u32, base: DateTime<Utc>) -> Records {
+pub(crate) fn records(job_id: u32, base: DateTime<Utc>) -> Records {
     let after = |ms: i64| base + chrono::Duration::milliseconds(ms);
     let trace =
         |gpu: u16, category: &str, name: &str, count: u64, total_ns: u64, max_ns: u64, bytes: u64| TraceRecord {
@@ -122,7 +122,7 @@ fn records(job_id: u32, base: DateTime<Utc>) -> Records {
 }
 
 /// The JSON endpoints' answer to `records`: what every OTLP path is compared with.
-async fn send_json_batches(app: &TestApp, records: &Records) {
+pub(crate) async fn send_json_batches(app: &TestApp, records: &Records) {
     for batch in &records.traces {
         let response = app
             .client
@@ -166,7 +166,7 @@ fn nanos(at: DateTime<Utc>) -> u64 {
 
 /// `records` as docs/OTLP.md maps them: one resource per node, one log record per record, and a plain
 /// log line the server must ignore.
-fn otlp_request(records: &Records) -> ExportLogsServiceRequest {
+pub(crate) fn otlp_request(records: &Records) -> ExportLogsServiceRequest {
     let mut by_node: std::collections::BTreeMap<String, Vec<LogRecord>> = Default::default();
     for batch in &records.traces {
         for record in &batch.records {
@@ -279,7 +279,7 @@ async fn post_otlp(
     request.body(body).send().await.expect("request reaches the server")
 }
 
-async fn views(app: &TestApp, job_id: u32) -> (JobTraces, JobGpus) {
+pub(crate) async fn views(app: &TestApp, job_id: u32) -> (JobTraces, JobGpus) {
     let traces = app.get(&format!("/api/v1/jobs/{job_id}/traces?cluster=lab")).await;
     assert_eq!(traces.status(), 200);
     let gpus = app.get(&format!("/api/v1/jobs/{job_id}/gpus?cluster=lab")).await;
@@ -379,10 +379,12 @@ async fn otlp_logs_without_the_secret_or_with_a_bad_body_store_nothing() {
     pool.close().await;
 }
 
-/// Runs `e2e/otlp/send.mjs` (the OpenTelemetry JS SDK with its stock OTLP log exporters); `None` when
-/// its npm packages are not installed (`e2e/test.sh` installs them, and then requires this test).
-async fn send_with_js_sdk(
-    app: &TestApp,
+/// Runs `e2e/otlp/send.mjs` (the OpenTelemetry JS SDK with its stock OTLP log exporters) against
+/// `endpoint` (slurmlens's `<server>/api/v1/otlp`, or a collector's receiver), with `secret` if any; `None`
+/// when its npm packages are not installed (`e2e/test.sh` installs them, and then requires this test).
+pub(crate) async fn send_with_js_sdk(
+    endpoint: &str,
+    secret: Option<&str>,
     records: &Records,
     encoding: &str,
     gzipped: bool,
@@ -402,19 +404,18 @@ async fn send_with_js_sdk(
         "gpu_allocations": records.gpu_allocations,
         "plain_logs": 1,
     });
-    let file = lab().dir.join(format!("otlp-records-{}-{encoding}.json", std::process::id()));
+    // One file per call: this file's test and the collector's run at once in one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = lab().dir.join(format!("otlp-records-{}-{call}-{encoding}.json", std::process::id()));
     std::fs::write(&file, input.to_string()).expect("writing the records file");
     let mut command = tokio::process::Command::new("node");
-    command
-        .arg(folder.join("send.mjs"))
-        .arg(format!("{}/api/v1/otlp", app.base_url))
-        .arg(SECRET)
-        .arg(&file)
-        .arg(encoding);
+    command.arg(folder.join("send.mjs")).arg(endpoint).arg(secret.unwrap_or("-")).arg(&file).arg(encoding);
     if gzipped {
         command.arg("gzip");
     }
     let output = command.output().await.expect("running node");
+    let _ = std::fs::remove_file(&file);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "send.mjs {encoding}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     Some(serde_json::from_str(stdout.trim()).expect("send.mjs prints its summary"))
@@ -430,7 +431,8 @@ async fn otlp_export_from_the_opentelemetry_js_sdk_lands_exactly_like_the_json_b
     let baseline = stored(&json_pool).await;
     for (encoding, gzipped) in [("json", false), ("protobuf", true)] {
         let (app, pool) = app_with_database(&format!("otlp_sdk_{encoding}")).await;
-        let Some(summary) = send_with_js_sdk(&app, &records, encoding, gzipped).await else {
+        let endpoint = format!("{}/api/v1/otlp", app.base_url);
+        let Some(summary) = send_with_js_sdk(&endpoint, Some(SECRET), &records, encoding, gzipped).await else {
             return;
         };
         assert_eq!(stored(&pool).await, baseline, "the SDK's {encoding} export stores what the JSON batches stored");
@@ -439,7 +441,7 @@ async fn otlp_export_from_the_opentelemetry_js_sdk_lands_exactly_like_the_json_b
         let warnings = summary["warnings"].to_string();
         assert!(warnings.contains("slurmlens.trace.max_ns: 20 is more than total_ns 10"), "{encoding}: {summary}");
         // The SDK's retry of the same records (a replay) stores nothing twice.
-        send_with_js_sdk(&app, &records, encoding, gzipped).await;
+        send_with_js_sdk(&endpoint, Some(SECRET), &records, encoding, gzipped).await;
         assert_eq!(stored(&pool).await, baseline, "{encoding}: a replay stores nothing twice");
         pool.close().await;
     }

@@ -1,8 +1,9 @@
-//! Every signal per job: `GET /api/v1/jobs/{id}/logs` and `/profile` against stand-ins for
-//! VictoriaLogs and Pyroscope (see `standins.rs`) and a real Slurm job of the lab. The queries the
-//! stand-ins received are asserted: the job's nodes and window only, values escaped; injection attempts
-//! are 400s that reach no source; another tenant's job is a 404; a source down, slow or absent is a 200
-//! with its status.
+//! Every signal per job: `GET /api/v1/jobs/{id}/logs` and `/profile` for a real Slurm job of the lab.
+//! Logs are read from the lab's real VictoriaLogs (lines written there by the test, see `real_logs.rs`):
+//! the job's nodes and window only. Stand-ins (see `standins.rs`) remain where the real servers cannot
+//! be made to fail or to tell what they were asked: Pyroscope (not in the lab), the queries that must
+//! never be sent (injection attempts are 400s that reach no source; another tenant's job is a 404), and
+//! a source down, slow or absent (a 200 with its status).
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,8 @@ use serde_json::json;
 use slurmlens::config::{AnonymousAccess, Config, PyroscopeConfig, VictoriaLogsConfig};
 use slurmlens_wire::{ErrorEnvelope, JobDetail, JobLogs, JobProfile};
 
-use crate::standins::{self, StandIn};
+use crate::real_logs;
+use crate::standins;
 use crate::support::{TestApp, database_shared, lab, slurm, spawn_app, test_config};
 
 /// A finished two-node job of the lab cluster: from slurmdbd if one exists, else submitted now.
@@ -99,19 +101,14 @@ fn nodes_of(detail: &JobDetail) -> Vec<String> {
     detail.nodes.iter().map(|node| node.node.clone()).collect()
 }
 
-/// What the job's nodes wrote in its window, as VictoriaLogs stores it (syslog from each node).
-fn recorded_lines(job_id: u32, nodes: &[String], start: DateTime<Utc>) -> Vec<serde_json::Value> {
-    let at = |seconds: i64| (start + chrono::Duration::seconds(seconds)).to_rfc3339_opts(SecondsFormat::Nanos, true);
-    let entry = |seconds: i64, node: &str, message: String| {
-        json!({
-            "_time": at(seconds),
-            "_msg": message,
-            "_stream": format!("{{host=\"{node}\",app=\"syslog\"}}"),
-            "_stream_id": "0000000000000000e934a84adb05276890d7f7bfcadabe92",
-            "host": node,
-            "app": "syslog",
-        })
-    };
+/// What the job's nodes wrote in its window, as a site's shipper sends it to VictoriaLogs (a `host`
+/// field, as vlagent and Promtail name it), marked with this run's `run` so that the site filter reads
+/// only these; with lines that must not be read: the same node before the window, a node not the job's.
+fn recorded_lines(job_id: u32, nodes: &[String], start: DateTime<Utc>, run: &str) -> Vec<serde_json::Value> {
+    // Seconds 61–66 of the window, which opens a minute before the start: within it however short the job.
+    let at =
+        |seconds: i64| (start + chrono::Duration::seconds(seconds - 60)).to_rfc3339_opts(SecondsFormat::Nanos, true);
+    let entry = |seconds: i64, node: &str, message: String| json!({"_time": at(seconds), "_msg": message, "host": node, "app": "syslog", "run": run});
     let (first, second) = (&nodes[0], &nodes[1]);
     vec![
         entry(61, first, format!("slurmd[2211]: launch task StepId={job_id}.0 request from UID:1001 GID:1001")),
@@ -136,23 +133,9 @@ fn recorded_lines(job_id: u32, nodes: &[String], start: DateTime<Utc>) -> Vec<se
             first,
             format!("slurmstepd[9000]: error: *** JOB {job_id} ON {first} CANCELLED AT 2026-12-01T09:12:44 ***"),
         ),
+        entry(-600, first, "kernel: NVRM: Xid (PCI:0000:3b:00): 48, before the window.".into()),
+        entry(62, "not-a-node-of-this-job", "kernel: NVRM: Xid (PCI:0000:3b:00): 31, another node.".into()),
     ]
-}
-
-/// The queries VictoriaLogs received, the window's lines first (the important ones' query is that one
-/// narrowed, so longer; the two are sent at once, in no set order).
-fn logs_queries(stand_in: &StandIn) -> Vec<(String, String, String, String)> {
-    let mut queries: Vec<(String, String, String, String)> = stand_in
-        .received()
-        .into_iter()
-        .map(|received| {
-            assert_eq!(received.path, "/select/logsql/query");
-            let param = |name: &str| received.params.get(name).cloned().unwrap_or_default();
-            (param("query"), param("start"), param("end"), param("limit"))
-        })
-        .collect();
-    queries.sort_by_key(|query| query.0.len());
-    queries
 }
 
 /// Stand-ins with nothing to answer and a server that reads them: for tests where neither may be asked.
@@ -174,29 +157,28 @@ async fn logs_of_a_job_are_its_nodes_and_window_with_the_important_lines_first()
     let nodes = nodes_of(&detail);
     assert_eq!(nodes.len(), 2, "a two-node job");
     let (start, end) = window(&detail);
-    let stand_in =
-        standins::victorialogs(&recorded_lines(job_id, &nodes, detail.job.start.expect("started")), Duration::ZERO)
-            .await;
-    let app = app_with(Some(logs_config(&stand_in.base_url, 2000)), None, AnonymousAccess::Staff).await;
+    let run = real_logs::run_mark("signals");
+    let recorded = recorded_lines(job_id, &nodes, detail.job.start.expect("started"), &run);
+    real_logs::ingest(&recorded).await;
+    let site_filter = format!("run:={}", slurmlens::domain::logsql::quote(&run));
+    let config = VictoriaLogsConfig { filter: Some(site_filter.clone()), ..real_logs::config("host") };
+    let app = app_with(Some(config), None, AnonymousAccess::Staff).await;
 
     let response = app.get(&format!("/api/v1/jobs/{job_id}/logs?cluster=lab")).await;
     assert_eq!(response.status(), 200);
     let logs: JobLogs = response.json().await.expect("logs");
     assert_eq!(logs.status, slurmlens_wire::LogsStatus::Ok, "{:?}", logs.message);
-    let scope = format!("_time:[{}, {}] host:in(\"{}\", \"{}\")", rfc3339(start), rfc3339(end), nodes[0], nodes[1]);
-    let queries = logs_queries(&stand_in);
-    assert_eq!(queries.len(), 2, "the window's lines and the important ones");
-    assert_eq!(queries[0].0, scope, "exactly the job's window and nodes");
-    assert!(queries[1].0.starts_with(&format!("{scope} (")), "{}", queries[1].0);
-    for (_, sent_start, sent_end, limit) in &queries {
-        assert_eq!(
-            (sent_start.as_str(), sent_end.as_str(), limit.as_str()),
-            (rfc3339(start).as_str(), rfc3339(end).as_str(), "500")
-        );
-    }
+    let scope = format!(
+        "_time:[{}, {}] host:in(\"{}\", \"{}\") ({site_filter})",
+        rfc3339(start),
+        rfc3339(end),
+        nodes[0],
+        nodes[1]
+    );
     assert_eq!(logs.query.as_deref(), Some(scope.as_str()), "the query is shown as sent");
-    assert_eq!(logs.lines.len(), 6);
-    assert!(logs.lines.windows(2).all(|pair| pair[0].time <= pair[1].time), "in time order");
+    let read: Vec<&str> = logs.lines.iter().map(|line| line.message.as_str()).collect();
+    let wanted: Vec<&str> = recorded[..6].iter().map(|line| line["_msg"].as_str().expect("a message")).collect();
+    assert_eq!(read, wanted, "the job's nodes in its window, in time order; nothing before it, nor of another node");
     let important: Vec<(&str, Option<&str>, Option<u32>)> =
         logs.important.iter().map(|line| (line.kind.as_str(), line.node.as_deref(), line.xid)).collect();
     assert_eq!(
@@ -210,21 +192,24 @@ async fn logs_of_a_job_are_its_nodes_and_window_with_the_important_lines_first()
         "classified, in time order, without the line about job {job_id}5"
     );
     let xid = &logs.important[1];
-    assert_eq!(xid.time, detail.job.start.expect("started") + chrono::Duration::seconds(63));
+    assert_eq!(xid.time, detail.job.start.expect("started") + chrono::Duration::seconds(3));
     assert!(logs.important[3].message.contains(&format!("JOB {job_id} ON")));
 
-    // One node, a phrase, a smaller limit: all reach the query, quoted.
-    stand_in.clear();
-    let path = format!("/api/v1/jobs/{job_id}/logs?cluster=lab&node={}&contains=fallen%20off&limit=3", nodes[1]);
-    let response = app.get(&path).await;
-    assert_eq!(response.status(), 200);
-    let logs: JobLogs = response.json().await.expect("logs");
-    let queries = logs_queries(&stand_in);
-    let narrowed = format!("_time:[{}, {}] host:=\"{}\" \"fallen off\"", rfc3339(start), rfc3339(end), nodes[1]);
-    assert_eq!(queries[0].0, narrowed);
-    assert_eq!(queries[0].3, "3");
-    assert!(logs.truncated, "the stand-in had more than 3 lines");
-    assert_eq!(logs.lines.len(), 3);
+    // One node and a phrase: VictoriaLogs reads only that.
+    let path = format!("/api/v1/jobs/{job_id}/logs?cluster=lab&node={}&contains=fallen%20off", nodes[1]);
+    let logs: JobLogs = app.get(&path).await.json().await.expect("logs");
+    let narrowed =
+        format!("_time:[{}, {}] host:=\"{}\" ({site_filter}) \"fallen off\"", rfc3339(start), rfc3339(end), nodes[1]);
+    assert_eq!(logs.query.as_deref(), Some(narrowed.as_str()));
+    let read: Vec<&str> = logs.lines.iter().map(|line| line.message.as_str()).collect();
+    assert_eq!(read, [wanted[2]]);
+    assert!(!logs.truncated);
+    // A smaller limit than the node has lines: the latest ones, and the answer says it was cut.
+    let path = format!("/api/v1/jobs/{job_id}/logs?cluster=lab&node={}&limit=3", nodes[0]);
+    let logs: JobLogs = app.get(&path).await.json().await.expect("logs");
+    let read: Vec<&str> = logs.lines.iter().map(|line| line.message.as_str()).collect();
+    assert_eq!(read, [wanted[3], wanted[4], wanted[5]], "{nodes:?} has 4 lines in the window");
+    assert!(logs.truncated);
 
     // The job page shows the important lines with their kind.
     let page = app.get(&format!("/jobs/{job_id}?cluster=lab")).await.text().await.expect("page");
@@ -376,6 +361,7 @@ async fn profile_of_a_job_is_its_cgroup_on_its_nodes_with_top_functions() {
     );
     let received = stand_in.received();
     assert_eq!(received.len(), 1);
+    assert_eq!(received[0].path, "/pyroscope/render");
     let param = |name: &str| received[0].params.get(name).cloned().unwrap_or_default();
     assert_eq!(param("query"), selector, "the job's cgroup on its nodes only");
     assert_eq!((param("from"), param("until")), (start.timestamp().to_string(), end.timestamp().to_string()));

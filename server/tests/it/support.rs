@@ -314,3 +314,20 @@ pub async fn lab_job_start(job_id: u32) -> chrono::DateTime<chrono::Utc> {
     pool.close().await;
     chrono::DateTime::from_timestamp(start as i64, 0).expect("a time")
 }
+
+/// A GPU job of sakura's demo that ran an hour or more and ended within the telemetry's last day.
+pub async fn sakura_gpu_job() -> u32 {
+    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd database");
+    let now = chrono::Utc::now().timestamp();
+    let (id,): (u32,) = sqlx::query_as(
+        "SELECT id_job FROM sakura_job_table WHERE deleted = 0 AND time_end BETWEEN ? AND ? \
+         AND time_end - time_start >= 3600 AND tres_alloc LIKE '%,1001=%' ORDER BY time_end DESC LIMIT 1",
+    )
+    .bind(now - 20 * 3600)
+    .bind(now - 600)
+    .fetch_one(&pool)
+    .await
+    .expect("sakura's demo holds a GPU job of an hour or more that ended in the last day");
+    pool.close().await;
+    id
+}

@@ -71,12 +71,15 @@ impl Reporter {
         let query =
             self.per_gpu("max", ", err_code, err_msg", &xid, |s| format!("max_over_time({s}[{step_s}s])"), " > 0");
         let answer = vm.query_range(&query, tiles.first_bucket_end(), tiles.end, step_s).await?;
-        for entry in data.values_mut() {
-            entry.xid.clear();
-        }
+        // A GPU the timeline does not name keeps what the window's query saw (at the window's end): a
+        // VictoriaMetrics that has not yet made a just-written step searchable must not erase an XID.
+        let mut timed = BTreeSet::new();
         for series in answer {
             let Some(gpu) = gpu_of(&series, catalog) else { continue };
             let Some(entry) = data.get_mut(&gpu) else { continue };
+            if timed.insert(gpu) {
+                entry.xid.clear();
+            }
             // Only non-zero steps come back: a gap means the error cleared in between.
             let message = series.labels.get("err_msg").cloned();
             let mut previous: Option<(i64, u32)> = None;

@@ -17,7 +17,6 @@
 
 use std::time::{Duration, Instant};
 
-use sqlx::MySqlPool;
 use tokio::sync::{Mutex, RwLock};
 
 use super::SlurmDbdError;
@@ -135,7 +134,7 @@ impl Horizon {
     /// background and answers with what there is (`None` the first time: the listing reads unbounded).
     pub async fn spans(
         self: &std::sync::Arc<Self>,
-        pool: &MySqlPool,
+        pool: &super::TimedPool,
         cluster: &ClusterName,
     ) -> Result<Option<LongSpans>, SlurmDbdError> {
         let current = self.snapshot.read().await.clone();
@@ -166,7 +165,7 @@ impl Horizon {
     }
 
     /// Builds the catalogue now (the tests and the bench wait for it; serving builds it in the background).
-    pub async fn build(&self, pool: &MySqlPool, cluster: &ClusterName) -> Result<usize, SlurmDbdError> {
+    pub async fn build(&self, pool: &super::TimedPool, cluster: &ClusterName) -> Result<usize, SlurmDbdError> {
         let _updating = self.updating.lock().await;
         let (found, complete_below) = read_all(pool, cluster).await?;
         let mut spans = LongSpans::default();
@@ -177,7 +176,7 @@ impl Horizon {
         Ok(count)
     }
 
-    fn rebuild_in_background(self: &std::sync::Arc<Self>, pool: &MySqlPool, cluster: &ClusterName) {
+    fn rebuild_in_background(self: &std::sync::Arc<Self>, pool: &super::TimedPool, cluster: &ClusterName) {
         if self.updating.try_lock().is_err() {
             return;
         }
@@ -199,7 +198,7 @@ impl Horizon {
 
 /// Every job that spanned more than [`LONG_SPAN_S`]: one scan of `archive_purge`, which holds both
 /// times (and, as every InnoDB index, the primary key), so no row is read.
-async fn read_all(pool: &MySqlPool, cluster: &ClusterName) -> Result<(Vec<Spanned>, u64), SlurmDbdError> {
+async fn read_all(pool: &super::TimedPool, cluster: &ClusterName) -> Result<(Vec<Spanned>, u64), SlurmDbdError> {
     // The catalogue is complete below the moment the scan starts (less a minute for the clocks of
     // slurmdbd's host and this one); later ends are read by every listing until the next refresh.
     let complete_below = now_s().saturating_sub(60);
@@ -214,7 +213,7 @@ async fn read_all(pool: &MySqlPool, cluster: &ClusterName) -> Result<(Vec<Spanne
 
 /// The jobs with a long span that ended at or after `since`, read through `rollup2 (time_end, …)`.
 async fn read_ended_since(
-    pool: &MySqlPool,
+    pool: &super::TimedPool,
     cluster: &ClusterName,
     since: u64,
 ) -> Result<(Vec<Spanned>, u64), SlurmDbdError> {

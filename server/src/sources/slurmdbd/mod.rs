@@ -9,13 +9,14 @@ mod export;
 mod horizon;
 mod rows;
 mod shape;
+mod timed;
 mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{Arguments, MySql, mysql::MySqlArguments};
 
 use crate::domain::cluster::ClusterName;
@@ -31,6 +32,7 @@ pub use rows::NodeEventRecord;
 
 use horizon::Horizon;
 pub use shape::TableShape;
+use timed::TimedPool;
 use window::Bounds;
 
 /// Failures of the slurmdbd source. `sqlx::Error` stops here.
@@ -51,8 +53,28 @@ pub enum SlurmDbdError {
 /// MariaDB's `ER_STATEMENT_TIMEOUT`: "Query execution was interrupted (max_statement_time exceeded)".
 const ER_STATEMENT_TIMEOUT: u16 = 1969;
 
+impl SlurmDbdError {
+    /// The variant, as `/metrics` labels it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "unavailable",
+            Self::Schema(_) => "schema",
+            Self::StatementTimeout(_) => "statement_timeout",
+        }
+    }
+}
+
+/// Every failed statement is counted for `/metrics` here, where it becomes ours.
 impl From<sqlx::Error> for SlurmDbdError {
     fn from(error: sqlx::Error) -> Self {
+        let converted = Self::convert(error);
+        crate::telemetry::global().source_error(crate::telemetry::Source::Slurmdbd, converted.kind());
+        converted
+    }
+}
+
+impl SlurmDbdError {
+    fn convert(error: sqlx::Error) -> Self {
         let number = error
             .as_database_error()
             .and_then(|database| database.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
@@ -87,7 +109,8 @@ pub struct SlurmDbdOptions {
 /// The reader for one cluster's tables.
 #[derive(Clone)]
 pub struct SlurmDbd {
-    pool: MySqlPool,
+    /// Every statement on it is timed for `/metrics`.
+    pool: TimedPool,
     cluster: ClusterName,
     /// The jobs that spanned long enough to be submitted before a window's bounded range.
     horizon: Arc<Horizon>,
@@ -236,11 +259,16 @@ impl SlurmDbd {
                 })
             })
             .connect_lazy_with(connect.charset("utf8mb4"));
-        Ok(Self { pool, cluster, horizon: Arc::default(), shape: Arc::default() })
+        Ok(Self { pool: TimedPool(pool), cluster, horizon: Arc::default(), shape: Arc::default() })
     }
 
     pub fn cluster(&self) -> &ClusterName {
         &self.cluster
+    }
+
+    /// The connection pool's state now (for `/metrics`).
+    pub fn pool_use(&self) -> crate::telemetry::PoolUse {
+        self.pool.pool_use()
     }
 
     /// The columns later Slurm releases added that this cluster's tables hold (read once; a failed

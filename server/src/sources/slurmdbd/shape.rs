@@ -4,8 +4,6 @@
 //! `<cluster>_job_table.sluid` (26.05), `.restart_cnt` (24.11) and `<cluster>_event_table.deleted` (24.11).
 //! The association table's `lft`/`rgt`, gone in 25.05, are never read.
 
-use sqlx::MySqlPool;
-
 use super::SlurmDbdError;
 use crate::domain::cluster::ClusterName;
 
@@ -22,7 +20,7 @@ pub struct TableShape {
 
 impl TableShape {
     /// Reads the shape of `cluster`'s tables.
-    pub async fn read(pool: &MySqlPool, cluster: &ClusterName) -> Result<Self, SlurmDbdError> {
+    pub async fn read(pool: &super::TimedPool, cluster: &ClusterName) -> Result<Self, SlurmDbdError> {
         let (jobs, events) = (format!("{cluster}_job_table"), format!("{cluster}_event_table"));
         let columns: Vec<(String, String)> = sqlx::query_as(
             "SELECT CAST(TABLE_NAME AS CHAR), CAST(COLUMN_NAME AS CHAR) FROM information_schema.COLUMNS \
