@@ -46,6 +46,18 @@ if ! grep -q '^test result' "$ROOT/.lab/last-test.log" || grep -Eq '^test result
   exit 1
 fi
 
+step "the tests that read VictoriaMetrics, again against $LAB_VM_CURRENT_VERSION (lab/lab.sh: Debian's is 1.79)"
+# The test binary built above; every module whose tests read or write VictoriaMetrics (not replicas: its
+# vmauth stands in front of Debian's, so its report through vmauth would compare the two versions).
+LAB_VM_UNDER_TEST=current cargo test -p slurmlens-server --test it -- --nocapture access:: digests:: failure:: \
+  grid:: long_jobs:: node_signals:: report:: tenancy:: vm_versions:: 2>&1 | tee "$ROOT/.lab/last-test-vm-current.log" \
+  | grep -E '^(test |running |test result|failures|---- |thread )' || true
+if ! grep -q '^test result: ok' "$ROOT/.lab/last-test-vm-current.log"; then
+  tail -80 "$ROOT/.lab/last-test-vm-current.log"
+  echo "tests against VictoriaMetrics $LAB_VM_CURRENT_VERSION FAILED" >&2
+  exit 1
+fi
+
 step "fuzz targets, long (docs/FUZZING.md)"
 # The test binaries just built, only their fuzz targets, with more cases. The timeout bounds the step: a
 # parser too slow to get through its cases in it is itself a finding.

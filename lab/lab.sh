@@ -17,6 +17,9 @@ REPO_ROOT=$(cd "$HERE/.." && pwd)
 LAB=${SLURMLENS_LAB:-$REPO_ROOT/.lab}
 MYSQL_PORT=${LAB_MYSQL_PORT:-3306}
 VM_PORT=${LAB_VM_PORT:-8428}
+# A current VictoriaMetrics beside Debian's 1.79 (what most sites run), built from the Go module proxy.
+VM_CURRENT_VERSION=${LAB_VM_CURRENT_VERSION:-v1.151.0}
+VM_CURRENT_PORT=${LAB_VM_CURRENT_PORT:-$((VM_PORT + 20))}
 CTLD_PORT=${LAB_SLURMCTLD_PORT:-6817}
 DBD_PORT=${LAB_SLURMDBD_PORT:-6819}
 SLURMD_PORT_BASE=${LAB_SLURMD_PORT_BASE:-17001}
@@ -61,6 +64,7 @@ declare -A PIDFILE=(
   [slurmdbd]=$RUN/slurmdbd.pid
   [slurmctld]=$RUN/slurmctld.pid
   [victoria-metrics]=$RUN/victoria-metrics.pid
+  [vm-current]=$RUN/vm-current.pid
   [node-exporter]=$RUN/node-exporter.pid
   [vmagent]=$RUN/vmagent.pid
   [vmalert]=$RUN/vmalert.pid
@@ -71,7 +75,7 @@ declare -A PIDFILE=(
 )
 declare -A COMM=([munged]=munged [mariadbd]=mariadbd [slurmdbd]=slurmdbd [slurmctld]=slurmctld
   [victoria-metrics]=victoria-metrics [node-exporter]=prometheus-node-exporter [vmagent]=vmagent
-  [vmalert]=vmalert [vmauth]=vmauth
+  [vmalert]=vmalert [vmauth]=vmauth [vm-current]=victoria-metrics-current
   [victoria-logs]=victoria-logs [rsyslogd]=rsyslogd)
 COMM[otelcol]=otelcol-slurmlens
 for node in "${NODES[@]}"; do
@@ -82,6 +86,7 @@ done
 DAEMONS=(munged mariadbd slurmdbd slurmctld)
 for node in "${NODES[@]}"; do DAEMONS+=("slurmd.$node"); done
 DAEMONS+=(victoria-metrics node-exporter vmagent vmalert vmauth)
+DAEMONS+=(vm-current)
 DAEMONS+=(victoria-logs rsyslogd)
 DAEMONS+=(otelcol)
 
@@ -224,7 +229,7 @@ use_cgroups() {
 
 make_dirs() {
   mkdir -p "$ETC" "$RUN" "$LOG" "$SPOOL/slurmctld" "$LAB/munge" "$LAB/dev" "$LAB/vm/data" "$LAB/vmagent" \
-    "$MYSQL_DIR/data" "$MYSQL_DIR/run" "$MYSQL_DIR/log"
+    "$LAB/vm-current/data" "$MYSQL_DIR/data" "$MYSQL_DIR/run" "$MYSQL_DIR/log"
   # mariadbd runs as mysql: it silently writes no error log into a root-owned dir.
   chown mysql:mysql "$MYSQL_DIR/data" "$MYSQL_DIR/run" "$MYSQL_DIR/log"
   # munged refuses key/socket dirs that others may write to.
@@ -469,7 +474,27 @@ start_vm() {
   start-stop-daemon --start --background --make-pidfile --pidfile "${PIDFILE[victoria-metrics]}" \
     --output "$LOG/victoria-metrics.log" --exec /usr/bin/victoria-metrics -- \
     -storageDataPath="$LAB/vm/data" -httpListenAddr="127.0.0.1:$VM_PORT" \
-    -retentionPeriod=100y -search.latencyOffset=0s -search.disableCache -dedup.minScrapeInterval=1ms
+    "${VM_FLAGS[@]}"
+}
+
+# The flags both VictoriaMetrics take: samples queryable at once, no result cache, only exact duplicates
+# merged, nothing expired.
+VM_FLAGS=(-retentionPeriod=100y -search.latencyOffset=0s -search.disableCache -dedup.minScrapeInterval=1ms)
+
+vm_current_ok() { [[ $(curl -fsS --max-time 2 "http://127.0.0.1:$VM_CURRENT_PORT/health") == OK ]]; }
+
+# The current single-node VictoriaMetrics, built once per machine (lab/go-tools.sh), with the Debian one's
+# flags on its own port and data folder. The binary is named victoria-metrics-current: its comm tells the
+# two apart.
+start_vm_current() {
+  alive vm-current && return 0
+  local binary
+  binary=$(go_tool victoria-metrics-current github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics \
+    "$VM_CURRENT_VERSION") || die "building VictoriaMetrics $VM_CURRENT_VERSION failed (needs go and the module proxy)"
+  rm -f "${PIDFILE[vm-current]}"
+  start-stop-daemon --start --background --make-pidfile --pidfile "${PIDFILE[vm-current]}" \
+    --output "$LOG/vm-current.log" --exec "$binary" -- \
+    -storageDataPath="$LAB/vm-current/data" -httpListenAddr="127.0.0.1:$VM_CURRENT_PORT" "${VM_FLAGS[@]}"
 }
 
 # One real node_exporter for the host, scraped by a real vmagent once per lab node: the four slurmd
@@ -520,7 +545,8 @@ EOF
   start-stop-daemon --start --background --make-pidfile --pidfile "${PIDFILE[vmagent]}" \
     --output "$LOG/vmagent.log" --exec /usr/bin/vmagent -- \
     -httpListenAddr="127.0.0.1:$VMAGENT_PORT" -promscrape.config="$ETC/vmagent.yml" \
-    -remoteWrite.url="http://127.0.0.1:$VM_PORT/api/v1/write" -remoteWrite.tmpDataPath="$LAB/vmagent" \
+    -remoteWrite.url="http://127.0.0.1:$VM_PORT/api/v1/write" \
+    -remoteWrite.url="http://127.0.0.1:$VM_CURRENT_PORT/api/v1/write" -remoteWrite.tmpDataPath="$LAB/vmagent" \
     -remoteWrite.flushInterval=1s
 }
 
@@ -741,6 +767,9 @@ export SLURMLENS_SLURMDBD_URL=mysql://reader:readerpw@127.0.0.1:$MYSQL_PORT/slur
 export SLURMLENS_DATABASE_URL=mysql://slurmlens:slurmlenspw@127.0.0.1:$MYSQL_PORT/slurmlens
 export SLURMLENS_SEEDER_URL=mysql://seeder:seederpw@127.0.0.1:$MYSQL_PORT/slurm_acct_db
 export SLURMLENS_VM_URL=http://127.0.0.1:$VM_PORT
+export LAB_VM_CURRENT_PORT=$VM_CURRENT_PORT
+export LAB_VM_CURRENT_VERSION=$VM_CURRENT_VERSION
+export LAB_VM_CURRENT_URL=http://127.0.0.1:$VM_CURRENT_PORT
 export LAB_VMAUTH_PORT=$VMAUTH_PORT
 export LAB_VMAUTH_URL=http://127.0.0.1:$VMAUTH_PORT$VMAUTH_PREFIX
 export LAB_VMAUTH_TOKEN=$VMAUTH_TOKEN
@@ -869,6 +898,7 @@ cmd_up() {
   write_configs
   start_munged
   start_vm # no dependencies; its start-up overlaps with the database's
+  start_vm_current
   start_vlogs
   start_mariadb
   setup_mysql_users
@@ -880,6 +910,7 @@ cmd_up() {
   register_accounting
   wait_for "slurmctld to learn the lab users" "$LAB_TIMEOUT" "$LOG/slurmctld.log" ctld_knows_users
   wait_for "VictoriaMetrics on 127.0.0.1:$VM_PORT" "$LAB_TIMEOUT" "$LOG/victoria-metrics.log" vm_ok
+  wait_for "VictoriaMetrics $VM_CURRENT_VERSION on 127.0.0.1:$VM_CURRENT_PORT" "$LAB_TIMEOUT" "$LOG/vm-current.log" vm_current_ok
   start_node_exporter
   wait_for "node_exporter on 127.0.0.1:$NODE_EXPORTER_PORT" "$LAB_TIMEOUT" "$LOG/node-exporter.log" node_exporter_ok
   start_vmagent
@@ -963,7 +994,7 @@ cmd_down() {
   fi
   if [[ -n $purge ]]; then
     log "purging data in $LAB (keeping etc/ and the munge key)"
-    rm -rf "$MYSQL_DIR" "$SPOOL" "$LAB/vm" "$LAB/vmagent" "$LOG" "$RUN" "$LAB/jobs" "$LAB/env.sh" "$LAB/mix.tsv" \
+    rm -rf "$MYSQL_DIR" "$SPOOL" "$LAB/vm" "$LAB/vm-current" "$LAB/vmagent" "$LOG" "$RUN" "$LAB/jobs" "$LAB/env.sh" "$LAB/mix.tsv" \
       "$LAB/munge/munged.seed"
     rm -rf "$LAB/vlogs" "$RSYSLOG_DIR"
     # Empty per-node cgroup trees left by slurmd (slurm_n1 …); rmdir only removes empty ones.

@@ -39,8 +39,20 @@ fn on(metric: &MetricName, host_label: &LabelName, nodes: &[String], extra: Vec<
     Selector { metric: metric.clone(), matchers }
 }
 
-/// A signal's query as a function of the range (seconds) it looks back over.
-type Shape<'a> = Box<dyn Fn(u64) -> String + 'a>;
+/// A signal's query as a function of the range (seconds) it looks back over: `None` for a timeline's
+/// step (see [`rate`]).
+type Shape<'a> = Box<dyn Fn(Option<u64>) -> String + 'a>;
+
+/// `rate(selector[range])`; for a timeline (`None`) with no range at all, which VictoriaMetrics reads as
+/// the larger of the step and the interval between samples in every release. A range written out that
+/// is shorter than that interval reads 0 at every step holding no sample in current releases, where
+/// 1.79 widened it.
+pub fn rate(selector: &impl std::fmt::Display, range: Option<u64>) -> String {
+    match range {
+        Some(range) => format!("rate({selector}[{range}s])"),
+        None => format!("rate({selector})"),
+    }
+}
 
 /// The queries of every node signal for `nodes`, with steps of `step_s` over a window of `window_s`.
 pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s: u64) -> Vec<NodeSignal> {
@@ -73,15 +85,16 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
         vec![power.clone()],
     ];
     let rate_sum = |selector: Selector, times: &'static str| -> Shape {
-        Box::new(move |r| format!("{times}sum by ({host}) (rate({selector}[{r}s]))"))
+        Box::new(move |r| format!("{times}sum by ({host}) ({})", rate(&selector, r)))
     };
     // Each signal (in the order of NODE_SIGNALS) as a function of the range it averages over: the step
     // for timelines, the whole window for the mean (a counter's rate over the window is its rise
     // divided by the window).
     let shapes: [Shape; 8] = [
-        Box::new(move |r| format!("100 * (1 - avg by ({host}) (rate({cpu_idle}[{r}s])))")),
-        Box::new(move |r| format!("100 * avg by ({host}) (rate({cpu_iowait}[{r}s]))")),
+        Box::new(move |r| format!("100 * (1 - avg by ({host}) ({}))", rate(&cpu_idle, r))),
+        Box::new(move |r| format!("100 * avg by ({host}) ({})", rate(&cpu_iowait, r))),
         Box::new(move |r| {
+            let r = r.unwrap_or(step_s);
             format!(
                 "sum by ({host}) (avg_over_time({total}[{r}s])) - sum by ({host}) (avg_over_time({available}[{r}s]))"
             )
@@ -92,7 +105,7 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
         rate_sum(transmit, ""),
         {
             let power_host = &series.power_host_label;
-            Box::new(move |r| format!("sum by ({power_host}) (avg_over_time({power}[{r}s]))"))
+            Box::new(move |r| format!("sum by ({power_host}) (avg_over_time({power}[{}s]))", r.unwrap_or(step_s)))
         },
     ];
     NODE_SIGNALS
@@ -102,8 +115,8 @@ pub fn node_queries(series: &NodeSeries, nodes: &[String], step_s: u64, window_s
         .map(|(((key, unit), shape), reads)| NodeSignal {
             key,
             unit,
-            range: shape(step_s),
-            mean: shape(window_s.max(1)),
+            range: shape(None),
+            mean: shape(Some(window_s.max(1))),
             reads,
         })
         .collect()
@@ -144,9 +157,9 @@ pub struct IoQuery {
 pub const IO_SIGNALS: [(&str, &str); 4] =
     [("lustre_read", "B/s"), ("lustre_write", "B/s"), ("lustre_read_ops", "/s"), ("lustre_write_ops", "/s")];
 
-/// Lustre queries for job `job_id` on `nodes`: job statistics (bytes and operations, summed over the
+/// Lustre queries for job `job_id` on `nodes` (timelines at the range query's step, means over `window_s`): job statistics (bytes and operations, summed over the
 /// OSTs), and the node clients' bytes as the fallback when the file system keeps no job statistics.
-pub fn io_queries(series: &LustreSeries, job_id: u32, nodes: &[String], step_s: u64, window_s: u64) -> Vec<IoQuery> {
+pub fn io_queries(series: &LustreSeries, job_id: u32, nodes: &[String], window_s: u64) -> Vec<IoQuery> {
     let job = |metric: &MetricName| Selector {
         metric: metric.clone(),
         matchers: vec![Matcher::JobId(series.job_label.clone(), job_id)],
@@ -154,7 +167,7 @@ pub fn io_queries(series: &LustreSeries, job_id: u32, nodes: &[String], step_s: 
     let client = |metric: &MetricName| {
         on(metric, &series.host_label, nodes, vec![Matcher::Equal(series.component_label.clone(), "client".into())])
     };
-    let rate = |selector: &Selector, r: u64| format!("sum(rate({selector}[{r}s]))");
+    let rate = |selector: &Selector, r: Option<u64>| format!("sum({})", rate(selector, r));
     let job_stats = [&series.job_read_bytes, &series.job_write_bytes, &series.job_read_ops, &series.job_write_ops]
         .map(|metric| (IoSource::JobStats, job(metric)));
     // The clients count bytes only: no operations per job.
@@ -168,8 +181,8 @@ pub fn io_queries(series: &LustreSeries, job_id: u32, nodes: &[String], step_s: 
             key,
             unit,
             source,
-            range: rate(&selector, step_s),
-            mean: rate(&selector, window_s.max(1)),
+            range: rate(&selector, None),
+            mean: rate(&selector, Some(window_s.max(1))),
             selector,
         })
         .collect()
@@ -380,21 +393,26 @@ mod tests {
         let busy = &queries[0];
         assert_eq!(
             busy.range,
-            r#"100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{instance=~"(gpu001|gpu002)(:[0-9]+)?",mode="idle"}[30s])))"#
+            r#"100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{instance=~"(gpu001|gpu002)(:[0-9]+)?",mode="idle"})))"#
         );
         assert!(busy.mean.ends_with("[3600s])))"), "{}", busy.mean);
         let rx = queries.iter().find(|q| q.key == "net_rx").expect("net_rx");
         assert!(rx.range.contains(r#"device!~"lo""#), "{}", rx.range);
         let memory = queries.iter().find(|q| q.key == "memory_used").expect("memory_used");
-        assert!(memory.range.contains("node_memory_MemAvailable_bytes"), "{}", memory.range);
+        assert!(
+            memory.range.contains("node_memory_MemAvailable_bytes") && memory.range.contains("[30s]"),
+            "{}",
+            memory.range
+        );
     }
 
     #[test]
     fn io_queries_match_the_job_id_exactly_and_fall_back_to_the_nodes_clients() {
-        let queries = io_queries(&LustreSeries::default(), 1234, &["gpu001".into()], 60, 600);
+        let queries = io_queries(&LustreSeries::default(), 1234, &["gpu001".into()], 600);
         let read = &queries[0];
         assert_eq!(read.source, IoSource::JobStats);
-        assert_eq!(read.range, r#"sum(rate(lustre_job_read_bytes_total{jobid=~"1234([.@:_-].*)?"}[60s]))"#);
+        // A timeline's rate leaves its range to VictoriaMetrics (the step, or the samples' interval if longer).
+        assert_eq!(read.range, r#"sum(rate(lustre_job_read_bytes_total{jobid=~"1234([.@:_-].*)?"}))"#);
         let client = queries.iter().find(|q| q.source == IoSource::Nodes).expect("client fallback");
         assert!(client.mean.contains(r#"component="client""#) && client.mean.contains("[600s]"), "{}", client.mean);
     }

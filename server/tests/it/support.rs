@@ -44,6 +44,28 @@ impl Lab {
     }
 }
 
+/// Which of the lab's two VictoriaMetrics the tests read and write as `SLURMLENS_VM_URL`: Debian's 1.79
+/// (unset or `debian`) or the current release `lab.sh up` builds (`LAB_VM_UNDER_TEST=current`, the
+/// second pass of `e2e/test.sh`). Debian's stays at `LAB_VM_DEBIAN_URL`. Not a `SLURMLENS_` variable:
+/// those are the server's configuration.
+fn vm_under_test(mut vars: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let debian = vars.get("SLURMLENS_VM_URL").cloned().unwrap_or_default();
+    match std::env::var("LAB_VM_UNDER_TEST").as_deref() {
+        Err(_) | Ok("" | "debian") => {}
+        Ok("current") => {
+            let url = vars.get("LAB_VM_CURRENT_URL").cloned().unwrap_or_else(|| {
+                panic!(
+                    "LAB_VM_UNDER_TEST=current, but the lab has no current VictoriaMetrics: run `bash lab/lab.sh up`"
+                )
+            });
+            vars.insert("SLURMLENS_VM_URL".into(), url);
+        }
+        Ok(other) => panic!("LAB_VM_UNDER_TEST={other:?}: expected `debian` or `current`"),
+    }
+    vars.insert("LAB_VM_DEBIAN_URL".into(), debian);
+    vars
+}
+
 pub fn lab() -> &'static Lab {
     static LAB: OnceLock<Lab> = OnceLock::new();
     LAB.get_or_init(|| {
@@ -58,7 +80,7 @@ pub fn lab() -> &'static Lab {
             .filter_map(|assignment| assignment.split_once('='))
             .map(|(name, value)| (name.to_string(), value.trim_matches(|c| c == '"' || c == '\'').to_string()))
             .collect();
-        Lab { dir, vars }
+        Lab { dir, vars: vm_under_test(vars) }
     })
 }
 

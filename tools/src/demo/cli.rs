@@ -65,6 +65,9 @@ pub struct TelemetryArgs {
     /// JSON to this file: the ground truth of the verdict tests.
     #[arg(long)]
     pub planted: Option<std::path::PathBuf>,
+    /// Write every series into this VictoriaMetrics too (the lab's current release beside Debian's).
+    #[arg(long)]
+    pub mirror: Option<String>,
 }
 
 /// Arguments of `slurmlens-dev demo seed-history`.
@@ -138,10 +141,14 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
         }
         DemoCommand::SeedTelemetry(telemetry) => {
             let vm_config = config.victoriametrics.as_ref().context("seed-telemetry needs [victoriametrics]")?;
-            let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(
-                &vm_config.url,
-                std::time::Duration::from_secs(300),
-            )?;
+            let timeout = std::time::Duration::from_secs(300);
+            let mirror = telemetry
+                .mirror
+                .as_deref()
+                .map(|url| slurmlens::sources::victoriametrics::VictoriaMetrics::new(url, timeout))
+                .transpose()?;
+            let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(&vm_config.url, timeout)?
+                .with_import_mirror(mirror);
             let mut config = config.clone();
             let cluster: slurmlens::domain::cluster::ClusterName = telemetry.cluster.parse()?;
             if !config.clusters.contains(&cluster) {

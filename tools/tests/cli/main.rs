@@ -32,6 +32,14 @@ fn lists_the_demo_and_bench_subcommands_the_scripts_call() {
 }
 
 #[test]
+fn seed_telemetry_keeps_the_flags_seed_sakura_passes() {
+    let seed_telemetry = help_of(&["demo", "seed-telemetry"]);
+    for flag in ["--cluster", "--hours", "--planted", "--mirror"] {
+        assert!(seed_telemetry.contains(flag), "`demo seed-telemetry` lacks {flag}:\n{seed_telemetry}");
+    }
+}
+
+#[test]
 fn seed_history_keeps_its_flags() {
     let seed_history = help_of(&["demo", "seed-history"]);
     for flag in ["--cluster", "--days", "--jobs", "--nodes", "--gpus-per-node", "--seed"] {

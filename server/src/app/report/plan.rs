@@ -141,7 +141,7 @@ impl Reporter {
             };
             let (range, mean) = match spec.kind {
                 Kind::Counter => (
-                    format!("sum by ({host_label}) (rate({selector}[{step_s}s]))"),
+                    format!("sum by ({host_label}) ({})", node_signals::rate(&selector, None)),
                     format!("sum by ({host_label}) (increase({selector}[{window_s}s])) / {window_s}"),
                 ),
                 Kind::Gauge => (
@@ -159,7 +159,7 @@ impl Reporter {
             plan.push(planned(Wanted::NodeTimeline(key.clone(), 1.0), buckets, signal.range, &signal.reads));
             plan.push(planned(Wanted::NodeMean(key, 1.0), instant, signal.mean, &signal.reads));
         }
-        for io in node_signals::io_queries(&catalog.lustre, job_id, nodes, step_s, window_s) {
+        for io in node_signals::io_queries(&catalog.lustre, job_id, nodes, window_s) {
             let reads = [io.selector];
             plan.push(planned(Wanted::Io(io.key, io.source, false), buckets, io.range, &reads));
             plan.push(planned(Wanted::Io(io.key, io.source, true), instant, io.mean, &reads));
