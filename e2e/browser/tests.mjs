@@ -720,7 +720,9 @@ test('an_input_bound_job_shows_its_nodes_waiting_on_lustre', async (page) => {
   // The demo's data loaders (ResNet, YOLO, …) read from Lustre while their GPUs wait: iowait on the
   // nodes (node_exporter), reads in Lustre's job statistics, and the node's power from its BMC.
   const loader = /resnet|yolo|coco|augment|preprocess|unet|tokenizer/i;
-  const candidates = (await recent('COMPLETED', 8)).filter((job) => loader.test(job.job_name));
+  // Ten minutes or more: a job of a few seconds may end before the Lustre exporter's first scrape of its
+  // statistics, and then reads, rightly, from its nodes' clients.
+  const candidates = (await recent('COMPLETED', 8)).filter((job) => loader.test(job.job_name) && job.elapsed_raw >= 600);
   let found = null;
   for (const job of candidates.slice(0, 40)) {
     const r = await report(job.job_id);
