@@ -175,10 +175,21 @@ async fn heavy_request_bounds_hold_across_replicas_and_a_dead_replicas_slots_com
     assert_eq!(b.get_as("alice", &listing).await.status(), 429, "alice's slots are held elsewhere");
     drop(connection);
     dying.close().await;
-    poll_until("alice's slots come back once the replica holding them is gone", Duration::from_secs(30), || async {
-        b.get_as("alice", &listing).await.status() == 200
-    })
-    .await;
+    // MariaDB frees a closed connection's locks once its thread ends, which a loaded server may take a while to do.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let response = b.get_as("alice", &listing).await;
+        let status = response.status();
+        if status == 200 {
+            break;
+        }
+        let body = response.text().await.unwrap_or_default();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alice's slots come back once the replica holding them is gone: still {status} after 90 s: {body:.300}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 const SECRET: &str = "replica-ingest-secret-0123456789";
