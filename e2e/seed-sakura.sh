@@ -34,6 +34,15 @@ series=$(sakura_gpus "$SLURMLENS_VM_URL")
 PLANTED=$LAB/sakura-planted.json
 if [[ ${series:-0} -lt 700 || ! -s $PLANTED ]]; then
   echo "seeding sakura's telemetry (once)"
+  # A seeding replaces the last: written over it, two seedings' counters would interleave (VictoriaMetrics
+  # keeps both) and read as resets, i.e. rates past any link's speed. Sakura's own series go first: its
+  # GPUs (Hostname), its nodes' and OSSes' exporters and its ping-mesh agents (instance).
+  for vm in "$SLURMLENS_VM_URL" ${LAB_VM_CURRENT_URL:+"$LAB_VM_CURRENT_URL"}; do
+    for match in '{Hostname=~"gpu[0-9]{3}"}' '{instance=~"gpu[0-9]{3}:[0-9]+|sakura-oss[0-9]+:[0-9]+|[A-Z][0-9]{2}-agent"}'; do
+      curl -fsS "$vm/api/v1/admin/tsdb/delete_series" --data-urlencode "match[]=$match" \
+        || { echo "could not clear sakura's earlier telemetry from $vm" >&2; exit 1; }
+    done
+  done
   SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" migrate >/dev/null
   SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$DEV_BIN" demo seed-telemetry --cluster sakura --hours 48 --planted "$PLANTED" \
     ${LAB_VM_CURRENT_URL:+--mirror "$LAB_VM_CURRENT_URL"} \
