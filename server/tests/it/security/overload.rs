@@ -44,7 +44,16 @@ async fn a_statement_past_its_time_limit_is_a_clear_error_and_ends_there() {
         .join(",");
     let path =
         format!("/api/v1/jobs?cluster=sakura&{}&node=no-such-node&limit=5000&partition={partitions}", last_days(30));
-    let (status, body) = envelope(app.get(&path).await).await;
+    // MariaDB stops a statement from its timer thread; on a saturated machine a batch may end before that
+    // thread runs. The listing is asked up to three times: one that always completes is the failure.
+    let mut answer = envelope(app.get(&path).await).await;
+    for _ in 0..2 {
+        if answer.0 == 504 {
+            break;
+        }
+        answer = envelope(app.get(&path).await).await;
+    }
+    let (status, body) = answer;
     assert_eq!(status, 504, "{body}");
     assert_eq!(body["error"]["code"], "query_timeout", "{body}");
     let message = body["error"]["message"].as_str().unwrap_or_default();
