@@ -202,46 +202,16 @@ async fn only_staff_and_the_scraper_read_metrics() {
     assert_eq!(open.get("/metrics").await.status(), 200);
 }
 
-/// The real `slurmlens serve` with `[log] format = "json"`, its log (standard error) kept: a process of
-/// its own, so its log is exactly what it writes, whatever other tests log meanwhile.
-async fn json_logging_child() -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurmlens"));
-    for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("SLURMLENS_")) {
-        command.env_remove(name);
-    }
-    command
-        .arg("serve")
-        .env("SLURMLENS_LISTEN", "127.0.0.1:0")
-        .env("SLURMLENS_CLUSTERS", "lab")
-        .env("SLURMLENS_SLURMDBD__URL", lab().var("SLURMLENS_SLURMDBD_URL"))
-        .env("SLURMLENS_ACCESS__ANONYMOUS", "staff")
-        .env("SLURMLENS_REPORT__ARCHIVE_INTERVAL_S", "0")
-        .env("SLURMLENS_LOG__FORMAT", "json")
-        .env("SLURMLENS_LOG", "info,sqlx=warn,tower_http=debug")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn().expect("starting slurmlens serve");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let address = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.expect("reading stdout") {
-            if let Some(rest) = line.strip_prefix("slurmlens serving at http://") {
-                return rest.split('/').next().map(str::to_string);
-            }
-        }
-        None
-    })
-    .await
-    .expect("slurmlens serve starts within 60 s")
-    .expect("slurmlens serve prints its address");
-    (child, format!("http://{address}"))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn json_log_lines_carry_the_request_id_given_or_made() {
-    let (mut child, base_url) = json_logging_child().await;
+    // A process of its own, so its log is exactly what it writes, whatever other tests log meanwhile.
+    let json = [
+        ("SLURMLENS_ACCESS__ANONYMOUS", "staff"),
+        ("SLURMLENS_LOG__FORMAT", "json"),
+        ("SLURMLENS_LOG", "info,sqlx=warn,tower_http=debug"),
+    ];
+    let (mut child, address) = crate::support::serve_child(&json, true).await;
+    let base_url = format!("http://{address}");
     let app = TestApp { base_url, client: reqwest::Client::new() };
 
     let given = "it-operations-4bf92f35";

@@ -3,14 +3,13 @@
 //! mid-ingest loses nothing once the batch is retried elsewhere; and VictoriaMetrics read through
 //! vmauth at a cluster-style path (`/select/0/prometheus`) with a bearer token or basic auth.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde_json::json;
 use slurmlens::config::{AnonymousAccess, Config, DatabaseConfig, IngestSecret, VictoriaMetricsConfig};
 use slurmlens_wire::{Job, JobReport, MetricsState, Page, TraceReceipt};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 use crate::support::{database_shared, finished_lab_job, fresh_database, lab, spawn_app, test_config};
 
@@ -194,38 +193,10 @@ async fn heavy_request_bounds_hold_across_replicas_and_a_dead_replicas_slots_com
 
 const SECRET: &str = "replica-ingest-secret-0123456789";
 
-/// The real `slurmlens serve` as a child process on a free port, taking ingest for `lab` into `database`.
+/// The real `slurmlens serve` as a child process, taking ingest for `lab` into `database`.
 async fn serve_child(database: &str) -> (tokio::process::Child, String) {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurmlens"));
-    for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("SLURMLENS_")) {
-        command.env_remove(name);
-    }
-    command
-        .arg("serve")
-        .env("SLURMLENS_LISTEN", "127.0.0.1:0")
-        .env("SLURMLENS_CLUSTERS", "lab")
-        .env("SLURMLENS_SLURMDBD__URL", lab().var("SLURMLENS_SLURMDBD_URL"))
-        .env("SLURMLENS_DATABASE__URL", database)
-        .env("SLURMLENS_INGEST__SECRETS__LAB", SECRET)
-        .env("SLURMLENS_REPORT__ARCHIVE_INTERVAL_S", "0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let mut child = command.spawn().expect("starting slurmlens serve");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let address = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.expect("reading stdout") {
-            if let Some(rest) = line.strip_prefix("slurmlens serving at http://") {
-                return rest.split('/').next().map(str::to_string);
-            }
-        }
-        None
-    })
-    .await
-    .expect("slurmlens serve starts within 60 s")
-    .expect("slurmlens serve prints its address");
-    (child, address)
+    let env = [("SLURMLENS_DATABASE__URL", database), ("SLURMLENS_INGEST__SECRETS__LAB", SECRET)];
+    crate::support::serve_child(&env, false).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -331,3 +331,39 @@ pub async fn sakura_gpu_job() -> u32 {
     pool.close().await;
     id
 }
+
+/// The real `slurmlens serve` as a child process on a free port of loopback, reading the lab's `lab`
+/// cluster with `env` on top (`SLURMLENS_*` pairs; the test's own `SLURMLENS_*` are not passed on); its
+/// standard error piped when `keep_log`. The child and its base URL, once it printed that it serves.
+pub async fn serve_child(env: &[(&str, &str)], keep_log: bool) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurmlens"));
+    for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("SLURMLENS_")) {
+        command.env_remove(name);
+    }
+    command
+        .arg("serve")
+        .env("SLURMLENS_LISTEN", "127.0.0.1:0")
+        .env("SLURMLENS_CLUSTERS", "lab")
+        .env("SLURMLENS_SLURMDBD__URL", lab().var("SLURMLENS_SLURMDBD_URL"))
+        .env("SLURMLENS_REPORT__ARCHIVE_INTERVAL_S", "0")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(if keep_log { std::process::Stdio::piped() } else { std::process::Stdio::null() })
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("starting slurmlens serve");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let address = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("reading stdout") {
+            if let Some(rest) = line.strip_prefix("slurmlens serving at http://") {
+                return rest.split('/').next().map(str::to_string);
+            }
+        }
+        None
+    })
+    .await
+    .expect("slurmlens serve starts within 60 s")
+    .expect("slurmlens serve prints its address");
+    (child, address)
+}
