@@ -45,7 +45,8 @@ GPUS_PER_NODE=4
 LAB_USERS=(alice bob carol dave)
 PACKAGES=(mariadb-server mariadb-client slurmctld slurmd slurm-client slurmdbd munge victoria-metrics
   prometheus-node-exporter
-  rsyslog)
+  rsyslog
+  python3-aiosmtpd)  # the SMTP server on loopback the notification tests send to
 
 ETC=$LAB/etc
 RUN=$LAB/run

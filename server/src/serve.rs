@@ -50,8 +50,9 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
     let signals = Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())
         .map_err(anyhow::Error::msg)
         .context("configuring the VictoriaLogs and Pyroscope clients")?;
-    App::new(readers, config.access.clone(), config.limits.clone(), store, reporter, readings, signals)
-        .context("at least one cluster must be configured")
+    Ok(App::new(readers, config.access.clone(), config.limits.clone(), store, reporter, readings, signals)
+        .context("at least one cluster must be configured")?
+        .with_notify(config.notify.clone()))
 }
 
 /// The HTTP edge over the application: its ingest secrets and how the pages are served.
@@ -191,6 +192,11 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
     }
     if let Some(store) = state.app().store() {
         tokio::spawn(prune_token_audit(store.clone(), config.access.tokens.audit_days));
+    }
+    if config.notify.enabled {
+        let notifier = crate::app::notify::Notifier::new(state.app().clone(), &config.notify, &config.public_url)
+            .map_err(anyhow::Error::msg)?;
+        tokio::spawn(notify_loop(notifier, Duration::from_secs(config.notify.interval_s)));
     }
     // Each cluster's catalogue of long-spanned jobs, so that the first listings already read only the
     // history near their window (until it is built they read all of it; a failure is retried by them).
@@ -412,5 +418,22 @@ async fn archive_loop(app: App, settings: ArchiverSettings, every: Duration) {
             Err(error) => tracing::warn!(%error, "archiving job reports failed; retrying next round"),
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+/// The notifier's rounds, one every `every` (the first after one interval, once the server is up).
+async fn notify_loop(notifier: crate::app::notify::Notifier, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        match notifier.round(chrono::Utc::now()).await {
+            Ok(outcome) if outcome.recorded + outcome.sent + outcome.failed > 0 => {
+                tracing::info!(?outcome, "notifier round");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "notifier round failed; trying again next round"),
+        }
     }
 }

@@ -239,6 +239,22 @@ impl Loader {
         }
     }
 
+    /// The viewer's own notifications and rules (`/api/v1/me/notifications`).
+    pub fn my_notifications(&self) -> impl Future<Output = Result<wire::MyNotifications, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.my_notifications().await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json("/api/v1/me/notifications".to_string())
+        }
+    }
+
     /// A job as `/api/v1/jobs/{id}` gives it, without its report (the Gantt's "this job" panel).
     pub fn job_detail(
         &self,

@@ -10,6 +10,7 @@ use leptos_router::path;
 
 use crate::api::Loader;
 use crate::clock::{self, Zone};
+use crate::pages::notifications::NotificationsPage;
 use crate::pages::{gantt::GanttPage, grid::GridPage, job::JobPage, jobs::JobsPage, tokens::TokensPage};
 use crate::timefmt;
 
@@ -84,6 +85,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/tokens") view=TokensPage ssr=SsrMode::Async />
+                    <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>
@@ -110,6 +112,7 @@ fn Header() -> impl IntoView {
                 <A href=move || with_cluster("/grid")>"Grid"</A>
                 <A href=move || with_cluster("/jobs")>"Jobs"</A>
                 <A href="/tokens">"Tokens"</A>
+                <A href="/notifications">"Notifications"</A>
             </nav>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {

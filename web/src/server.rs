@@ -2,7 +2,7 @@
 //! server implements over its own state, and the axum routes that render them. The web crate never
 //! depends on the server crate; the server depends on this one and plugs its data in.
 //!
-//! Routes: `/`, `/jobs`, `/jobs/{id}`, `/grid`, `/tokens` (server-rendered leptos pages), `/web/v1/*` (page-shaped
+//! Routes: `/`, `/jobs`, `/jobs/{id}`, `/grid`, `/tokens`, `/notifications` (server-rendered leptos pages), `/web/v1/*` (page-shaped
 //! JSON, CSV and SVG built from the same data), `/web/style.css`, and `/pkg/*` (the wasm bundle, from
 //! the site root when one is configured; without it the pages stay readable, just not interactive).
 
@@ -146,6 +146,11 @@ pub trait PageData: Send + Sync {
     /// is not signed in.
     fn tokens<'a>(&'a self) -> DataFuture<'a, Vec<wire::TokenInfo>> {
         Box::pin(async { Err(DataError::unavailable("tokens are not available on this server")) })
+    }
+    /// `GET /api/v1/me/notifications`: the viewer's notifications and rules; 401 for a viewer who is
+    /// not signed in.
+    fn my_notifications<'a>(&'a self) -> DataFuture<'a, wire::MyNotifications> {
+        Box::pin(async { Err(DataError::unavailable("notifications are not available on this server")) })
     }
     /// The palette slots (of `slots`) of the cluster's users and accounts the viewer may see, from the
     /// order slurmdbd first associated them; none known: colours from a hash of the names.

@@ -10,6 +10,7 @@ mod ingest;
 mod jobs;
 mod links;
 mod nodes;
+mod notify;
 mod report;
 mod script;
 mod signals;
@@ -25,6 +26,7 @@ pub use ingest::{
 pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
 pub use links::ChartQuery;
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
+pub use notify::{MyNotifications, Notification, NotificationRule, NotificationRuleUpdate};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
     NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, Verdict, XidEvent,

@@ -14,6 +14,7 @@ pub mod gpus;
 pub mod ingest;
 pub mod jobs;
 pub mod nodes;
+pub mod notify;
 pub mod report;
 pub mod script;
 pub mod shares;
@@ -78,6 +79,8 @@ impl Viewer {
 #[derive(Clone)]
 pub struct App {
     inner: Arc<Inner>,
+    /// `[notify]`: what users' notification settings answer from (the notifier holds its own copy).
+    notify: Arc<crate::config::NotifyConfig>,
 }
 
 struct Inner {
@@ -108,7 +111,17 @@ impl App {
         let default_cluster = readers.first()?.cluster().clone();
         let clusters = readers.into_iter().map(|reader| (reader.cluster().clone(), reader)).collect();
         let inner = Inner { clusters, default_cluster, access, limits, store, reporter, readings, signals };
-        Some(Self { inner: Arc::new(inner) })
+        Some(Self { inner: Arc::new(inner), notify: Arc::default() })
+    }
+
+    /// The application whose users' notification settings answer from `notify`.
+    pub fn with_notify(self, notify: crate::config::NotifyConfig) -> Self {
+        Self { notify: Arc::new(notify), ..self }
+    }
+
+    /// `[notify]` as users' notification settings read it.
+    pub fn notify_config(&self) -> &crate::config::NotifyConfig {
+        &self.notify
     }
 
     /// Every configured cluster's reader.

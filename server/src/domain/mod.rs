@@ -14,6 +14,7 @@ pub mod job;
 pub mod logs;
 pub mod logsql;
 pub mod node_signals;
+pub mod notify;
 pub mod profile;
 pub mod promql;
 pub mod report;

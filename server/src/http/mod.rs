@@ -10,6 +10,7 @@ pub mod ingest;
 mod jobs;
 mod limits;
 mod nodes;
+mod notify;
 pub mod openapi;
 mod operations;
 mod otlp;
@@ -126,6 +127,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(shares::create, shares::list))
         .routes(routes!(shares::revoke))
         .routes(routes!(shares::shared_report))
+        .routes(routes!(notify::mine))
+        .routes(routes!(notify::set_rule))
 }
 
 /// The whole API, and the web pages.

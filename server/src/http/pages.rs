@@ -223,6 +223,10 @@ impl PageData for Viewing {
         Box::pin(async move { super::tokens::own_tokens(&self.app, &self.viewer).await.map_err(data_error) })
     }
 
+    fn my_notifications<'a>(&'a self) -> DataFuture<'a, wire::MyNotifications> {
+        Box::pin(async move { self.app.my_notifications(&self.viewer).await.map_err(data_error) })
+    }
+
     fn colour_slots<'a>(&'a self, cluster: Option<&'a str>, slots: u32) -> DataFuture<'a, ColourSlots> {
         Box::pin(async move {
             let found = self.app.colour_slots(&self.viewer, cluster, slots).await.map_err(data_error)?;

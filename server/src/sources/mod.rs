@@ -1,6 +1,7 @@
 //! Data sources slurmlens reads: slurmdbd's database (read-only), VictoriaMetrics, VictoriaLogs and
-//! Pyroscope. Each module owns its driver's errors.
+//! Pyroscope; and the notifier's channels out (SMTP, webhooks). Each module owns its driver's errors.
 
+pub mod channels;
 pub mod pyroscope;
 pub mod slurmdbd;
 pub mod victorialogs;

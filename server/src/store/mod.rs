@@ -12,6 +12,7 @@ use crate::domain::gpu::{GpuAllocation, GpuRef};
 use crate::domain::job::RunWindow;
 
 pub mod lease;
+pub mod notifications;
 pub mod reports;
 pub mod shares;
 pub mod tokens;

@@ -12,6 +12,7 @@ mod history;
 mod jobs_listing;
 mod long_jobs;
 mod node_signals;
+mod notify;
 mod operations;
 mod otelcol;
 mod otlp;

@@ -1,5 +1,5 @@
-//! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script) and personal API
-//! tokens (`/tokens`).
+//! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script), personal API
+//! tokens (`/tokens`) and the viewer's notifications (`/notifications`).
 
 pub mod gantt;
 pub mod gantt_focus;
@@ -8,6 +8,7 @@ pub mod grid;
 pub mod job;
 pub mod job_script;
 pub mod jobs;
+pub mod notifications;
 pub mod report;
 pub mod tokens;
 

@@ -123,7 +123,7 @@ pub fn TokensPage() -> impl IntoView {
                             <TokenTable list revoke />
                         }
                         .into_any(),
-                        Err(error) => view! { <NotSignedIn error /> }.into_any(),
+                        Err(error) => view! { <NotSignedInTo error what="tokens" /> }.into_any(),
                     }
                 })}
             </Transition>
@@ -229,24 +229,25 @@ fn TokenTable(
     .into_any()
 }
 
-/// Why there is no list: not signed in (explained), or the tokens' database is away.
+/// Why there is no list: not signed in (explained), or the database behind `what` (tokens,
+/// notifications: a person's own things) is away.
 #[component]
-fn NotSignedIn(error: DataError) -> impl IntoView {
+pub(crate) fn NotSignedInTo(error: DataError, what: &'static str) -> impl IntoView {
     if error.status == 401 {
         view! {
-            <div class="notice" data-testid="tokens-signed-out">
-                <p><strong>"You are not signed in, so there are no tokens to show."</strong></p>
+            <div class="notice" data-testid=format!("{what}-signed-out")>
+                <p><strong>{format!("You are not signed in, so there are no {what} to show.")}</strong></p>
                 <p>
-                    "A token belongs to a person and reads what that person may see. Open slurmlens through your site's sign-in (the address your centre gives you, behind its login), then come back to this page to make one."
+                    {format!("Your {what} belong to you as a person. Open slurmlens through your site's sign-in (the address your centre gives you, behind its login), then come back to this page.")}
                 </p>
-                <p class="hint">"Pages you can read without signing in stay readable; only tokens need to know who you are."</p>
+                <p class="hint">{format!("Pages you can read without signing in stay readable; only your {what} need to know who you are.")}</p>
             </div>
         }
         .into_any()
     } else {
         view! {
-            <p class="error" role="alert" data-testid="tokens-unavailable">
-                {format!("Tokens cannot be shown right now: {}", error.message)}
+            <p class="error" role="alert" data-testid=format!("{what}-unavailable")>
+                {format!("Your {what} cannot be shown right now: {}", error.message)}
             </p>
         }
         .into_any()
@@ -254,7 +255,7 @@ fn NotSignedIn(error: DataError) -> impl IntoView {
 }
 
 /// The error envelope's message of a refused request, with its status.
-fn refusal(status: u16, text: &str) -> String {
+pub(crate) fn refusal(status: u16, text: &str) -> String {
     let message = serde_json::from_str::<wire::ErrorEnvelope>(text)
         .map(|envelope| envelope.error.message)
         .unwrap_or_else(|_| text.chars().take(200).collect());
@@ -284,7 +285,7 @@ async fn copy_text(text: &str) -> bool {
 }
 
 /// A same-origin request with a JSON body: (status, body text).
-async fn send(method: &str, url: &str, body: Option<String>) -> Result<(u16, String), DataError> {
+pub(crate) async fn send(method: &str, url: &str, body: Option<String>) -> Result<(u16, String), DataError> {
     use wasm_bindgen::JsCast;
     use wasm_bindgen_futures::JsFuture;
     let failed = || DataError { status: 0, message: format!("{method} {url} failed; is the server up?") };

@@ -1,0 +1,379 @@
+//! Notifications' rules, pure: which findings become notices, to whom, in what words, and when a
+//! delivery may go out (rate limit, retries). The notifier (`app/notify.rs`) reads the facts and sends.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Duration, Utc};
+
+/// A notification rule. The words are the API's, the configuration's and the store's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// A running job whose GPUs have been idle for a while.
+    IdleGpus,
+    /// A job that ended badly, by the infrastructure's fault (its report's blame).
+    InfrastructureFailure,
+    /// A node drained or down again and again.
+    NodeFaulting,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 3] = [Rule::IdleGpus, Rule::InfrastructureFailure, Rule::NodeFaulting];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::IdleGpus => "idle_gpus",
+            Rule::InfrastructureFailure => "infrastructure_failure",
+            Rule::NodeFaulting => "node_faulting",
+        }
+    }
+
+    /// What the rule tells, in a line a settings page can show.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Rule::IdleGpus => "a running job of yours whose GPUs sit idle",
+            Rule::InfrastructureFailure => "a job of yours that ended by a fault of the cluster, not of the job",
+            Rule::NodeFaulting => "a node that keeps faulting (staff)",
+        }
+    }
+
+    /// Whether the rule speaks to the job's user (else only to staff).
+    pub fn tells_users(self) -> bool {
+        !matches!(self, Rule::NodeFaulting)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A rule name that is none of [`Rule::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownRule(pub String);
+
+impl fmt::Display for UnknownRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known: Vec<&str> = Rule::ALL.iter().map(|rule| rule.as_str()).collect();
+        write!(f, "unknown rule `{}`; known: {}", self.0, known.join(", "))
+    }
+}
+
+impl FromStr for Rule {
+    type Err = UnknownRule;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Rule::ALL.into_iter().find(|rule| rule.as_str() == text).ok_or_else(|| UnknownRule(text.to_string()))
+    }
+}
+
+/// Who a notice goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Audience {
+    /// The job's user, and staff.
+    UserAndStaff(String),
+    /// Staff only.
+    Staff,
+}
+
+/// A finding in words, before it is addressed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub rule: Rule,
+    pub cluster: String,
+    /// What it is about, stable across rounds: the same finding twice is one notice.
+    pub subject_key: String,
+    pub audience: Audience,
+    pub title: String,
+    pub body: String,
+    /// The page with the evidence.
+    pub link: String,
+}
+
+/// A running job as the idle rule sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningJob {
+    pub cluster: String,
+    pub job_id: u32,
+    pub time_submit: u64,
+    pub user: String,
+    pub name: String,
+    pub gpus: u64,
+    pub start: DateTime<Utc>,
+}
+
+/// The thresholds of the rules (`[notify]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thresholds {
+    /// GPUs under this mean utilisation (percent) ...
+    pub idle_util_below_pct: f64,
+    /// ... over this long are idle.
+    pub idle_for: Duration,
+    /// A node with this many drain/down events ...
+    pub node_faults: usize,
+    /// ... within this period keeps faulting.
+    pub node_fault_period: Duration,
+}
+
+/// The idle rule: a job running at least `idle_for` whose GPUs' mean utilisation over the last
+/// `idle_for` is under the threshold. One notice per job record, however long it stays idle.
+pub fn idle_notice(
+    job: &RunningJob,
+    mean_util: f64,
+    thresholds: &Thresholds,
+    public_url: &str,
+    now: DateTime<Utc>,
+) -> Option<Notice> {
+    if now - job.start < thresholds.idle_for || !(mean_util < thresholds.idle_util_below_pct) {
+        return None;
+    }
+    let period = span_words(thresholds.idle_for);
+    Some(Notice {
+        rule: Rule::IdleGpus,
+        cluster: job.cluster.clone(),
+        subject_key: format!("{}/{}/{}", job.cluster, job.job_id, job.time_submit),
+        audience: Audience::UserAndStaff(job.user.clone()),
+        title: format!("Job {} ({}) has left its {} GPUs idle for {period}", job.job_id, job.name, job.gpus),
+        body: format!(
+            "Job {} ({}) of {} on cluster {} holds {} GPUs; over the last {period} they were {:.1} % busy on \
+             average (under {} %). If the job is stuck or waiting, cancelling it frees the GPUs for others.",
+            job.job_id, job.name, job.user, job.cluster, job.gpus, mean_util, thresholds.idle_util_below_pct
+        ),
+        link: job_link(public_url, &job.cluster, job.job_id),
+    })
+}
+
+/// A job whose archived report blames the infrastructure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedJob {
+    pub cluster: String,
+    pub job_id: u32,
+    pub time_submit: u64,
+    pub user: String,
+    pub name: String,
+    /// As sacct prints it: `NODE_FAIL`, `FAILED`.
+    pub state: String,
+    pub nodes: String,
+}
+
+/// The failure rule: to the user (it was not their fault) and to staff (it was the cluster's).
+pub fn failure_notice(job: &FailedJob, public_url: &str) -> Notice {
+    Notice {
+        rule: Rule::InfrastructureFailure,
+        cluster: job.cluster.clone(),
+        subject_key: format!("{}/{}/{}", job.cluster, job.job_id, job.time_submit),
+        audience: Audience::UserAndStaff(job.user.clone()),
+        title: format!("Job {} ({}) ended {} by an infrastructure fault", job.job_id, job.name, job.state),
+        body: format!(
+            "Job {} ({}) of {} on cluster {} ended {} on {}. Its report puts the cause in the cluster (hardware, \
+             network or node), not in the job: the evidence is on the job's page. Resubmitting it is likely to work; \
+             staff have been told.",
+            job.job_id, job.name, job.user, job.cluster, job.state, job.nodes
+        ),
+        link: job_link(public_url, &job.cluster, job.job_id),
+    }
+}
+
+/// A node's drain/down events within the period, newest last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFaults {
+    pub cluster: String,
+    pub node: String,
+    /// (when it started, the reason slurmctld recorded).
+    pub events: Vec<(DateTime<Utc>, String)>,
+}
+
+/// The faulting-node rule: staff hear of a node once per period while it keeps faulting.
+pub fn node_notice(
+    faults: &NodeFaults,
+    thresholds: &Thresholds,
+    public_url: &str,
+    now: DateTime<Utc>,
+) -> Option<Notice> {
+    if faults.events.len() < thresholds.node_faults.max(1) {
+        return None;
+    }
+    let period_s = thresholds.node_fault_period.num_seconds().max(1);
+    let days = thresholds.node_fault_period.num_hours() as f64 / 24.0;
+    let reasons: Vec<String> = faults
+        .events
+        .iter()
+        .rev()
+        .take(5)
+        .map(|(at, reason)| {
+            let reason = if reason.is_empty() { "no reason recorded" } else { reason.as_str() };
+            format!("{} {reason}", at.format("%Y-%m-%d %H:%M UTC"))
+        })
+        .collect();
+    let url = public_url.trim_end_matches('/');
+    Some(Notice {
+        rule: Rule::NodeFaulting,
+        cluster: faults.cluster.clone(),
+        subject_key: format!("{}/{}/{}", faults.cluster, faults.node, now.timestamp() / period_s),
+        audience: Audience::Staff,
+        title: format!("Node {} faulted {} times in {days:.0} days", faults.node, faults.events.len()),
+        body: format!(
+            "Node {} of cluster {} was drained or down {} times in the last {days:.0} days; the latest: {}.",
+            faults.node,
+            faults.cluster,
+            faults.events.len(),
+            reasons.join("; ")
+        ),
+        link: format!("{url}/grid?cluster={}", faults.cluster),
+    })
+}
+
+/// `45 s`, `30 min`, `2 h`, `2 h 5 min`.
+fn span_words(span: Duration) -> String {
+    let seconds = span.num_seconds();
+    match (seconds / 3600, seconds % 3600 / 60) {
+        _ if seconds < 120 => format!("{seconds} s"),
+        (0, minutes) => format!("{minutes} min"),
+        (hours, 0) => format!("{hours} h"),
+        (hours, minutes) => format!("{hours} h {minutes} min"),
+    }
+}
+
+fn job_link(public_url: &str, cluster: &str, job_id: u32) -> String {
+    format!("{}/jobs/{job_id}?cluster={cluster}", public_url.trim_end_matches('/'))
+}
+
+/// The address an e-mail to `user` goes to, from the site's template (`{user}@example.org`); none
+/// without a template or for a name an address cannot carry.
+pub fn user_address(template: Option<&str>, user: &str) -> Option<String> {
+    let template = template?;
+    let plain = !user.is_empty() && user.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    plain.then(|| template.replace("{user}", user))
+}
+
+/// When a delivery that failed its `attempts`-th try is tried again: a minute, doubling, at most six
+/// hours; none after `max_attempts` (it is given up, and its error kept).
+pub fn next_try(attempts: u32, max_attempts: u32, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if attempts >= max_attempts {
+        return None;
+    }
+    let minutes = 1_i64 << attempts.saturating_sub(1).min(9);
+    Some(now + Duration::minutes(minutes.min(360)))
+}
+
+/// Whether one more delivery to an address may go now, with `sent_last_hour` already gone to it.
+pub fn within_rate(sent_last_hour: u64, max_per_hour: u32) -> bool {
+    sent_last_hour < u64::from(max_per_hour)
+}
+
+/// The JSON a webhook gets: `text` is what Slack's and Mattermost's incoming webhooks show; the
+/// structured fields are for any other receiver.
+pub fn webhook_payload(notice_rule: Rule, cluster: &str, title: &str, body: &str, link: &str) -> serde_json::Value {
+    serde_json::json!({
+        "text": format!("*{title}*\n{body}\n<{link}|Evidence>"),
+        "rule": notice_rule.as_str(),
+        "cluster": cluster,
+        "title": title,
+        "body": body,
+        "link": link,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn thresholds() -> Thresholds {
+        Thresholds {
+            idle_util_below_pct: 5.0,
+            idle_for: Duration::minutes(30),
+            node_faults: 3,
+            node_fault_period: Duration::days(7),
+        }
+    }
+
+    fn job(start: &str) -> RunningJob {
+        RunningJob {
+            cluster: "sakura".into(),
+            job_id: 42,
+            time_submit: 1000,
+            user: "alice".into(),
+            name: "train".into(),
+            gpus: 8,
+            start: at(start),
+        }
+    }
+
+    #[test]
+    fn rules_parse_their_own_names_and_refuse_others() {
+        for rule in Rule::ALL {
+            assert_eq!(rule.as_str().parse::<Rule>(), Ok(rule));
+        }
+        let error = "idle".parse::<Rule>().unwrap_err().to_string();
+        assert!(error.contains("idle_gpus, infrastructure_failure, node_faulting"), "{error}");
+    }
+
+    #[test]
+    fn an_idle_job_is_told_once_it_has_run_the_whole_period_under_the_threshold() {
+        let now = at("2026-12-01T12:00:00Z");
+        let notice =
+            idle_notice(&job("2026-12-01T11:00:00Z"), 1.5, &thresholds(), "https://lens.example/", now).unwrap();
+        assert_eq!(notice.subject_key, "sakura/42/1000");
+        assert_eq!(notice.audience, Audience::UserAndStaff("alice".into()));
+        assert_eq!(notice.link, "https://lens.example/jobs/42?cluster=sakura");
+        assert!(notice.body.contains("over the last 30 min they were 1.5 % busy"), "{}", notice.body);
+        assert!(notice.title.ends_with("has left its 8 GPUs idle for 30 min"), "{}", notice.title);
+        assert_eq!(span_words(Duration::seconds(20)), "20 s");
+        assert_eq!(span_words(Duration::minutes(125)), "2 h 5 min");
+        assert_eq!(span_words(Duration::hours(2)), "2 h");
+        // Busy enough, too young, or no reading at all (NaN): nothing.
+        assert!(idle_notice(&job("2026-12-01T11:00:00Z"), 5.0, &thresholds(), "u", now).is_none());
+        assert!(idle_notice(&job("2026-12-01T11:45:00Z"), 0.0, &thresholds(), "u", now).is_none());
+        assert!(idle_notice(&job("2026-12-01T11:00:00Z"), f64::NAN, &thresholds(), "u", now).is_none());
+    }
+
+    #[test]
+    fn a_node_is_faulting_from_the_threshold_on_and_told_once_a_period() {
+        let now = at("2026-12-01T12:00:00Z");
+        let event = |h: &str| (at(&format!("2026-11-30T{h}:00:00Z")), "Xid 79".to_string());
+        let mut faults =
+            NodeFaults { cluster: "sakura".into(), node: "gpu017".into(), events: vec![event("01"), event("02")] };
+        assert!(node_notice(&faults, &thresholds(), "u", now).is_none());
+        faults.events.push(event("03"));
+        let notice = node_notice(&faults, &thresholds(), "u", now).unwrap();
+        assert_eq!(notice.audience, Audience::Staff);
+        assert!(notice.title.contains("3 times in 7 days"), "{}", notice.title);
+        assert!(notice.body.contains("2026-11-30 03:00 UTC Xid 79"), "{}", notice.body);
+        let later = node_notice(&faults, &thresholds(), "u", now + Duration::hours(1)).unwrap();
+        assert_eq!(notice.subject_key, later.subject_key, "the same period, the same notice");
+        let next = node_notice(&faults, &thresholds(), "u", now + Duration::days(7)).unwrap();
+        assert_ne!(notice.subject_key, next.subject_key);
+    }
+
+    #[test]
+    fn user_addresses_come_from_the_template_for_plain_names_only() {
+        assert_eq!(user_address(Some("{user}@example.org"), "alice"), Some("alice@example.org".into()));
+        assert_eq!(user_address(None, "alice"), None);
+        assert_eq!(user_address(Some("{user}@example.org"), "a@b>"), None);
+        assert_eq!(user_address(Some("{user}@example.org"), ""), None);
+    }
+
+    #[test]
+    fn retries_back_off_and_give_up() {
+        let now = at("2026-12-01T12:00:00Z");
+        assert_eq!(next_try(1, 8, now), Some(now + Duration::minutes(1)));
+        assert_eq!(next_try(3, 8, now), Some(now + Duration::minutes(4)));
+        assert_eq!(next_try(8, 8, now), None);
+        assert_eq!(next_try(20, 30, now), Some(now + Duration::minutes(360)));
+        assert!(within_rate(9, 10));
+        assert!(!within_rate(10, 10));
+    }
+
+    #[test]
+    fn a_webhook_payload_carries_slacks_text_and_the_fields() {
+        let payload = webhook_payload(Rule::NodeFaulting, "sakura", "T", "B", "https://x/grid");
+        assert_eq!(payload["text"], "*T*\nB\n<https://x/grid|Evidence>");
+        assert_eq!(payload["rule"], "node_faulting");
+    }
+}
