@@ -43,8 +43,10 @@ if [[ ${1:-} != --bench ]]; then
   STANDINS=$(cat "$OUT/standins.url")
   SIGNALS=(SLURMLENS_VICTORIALOGS__URL="$STANDINS" SLURMLENS_PYROSCOPE__URL="$STANDINS")
 fi
+# The notifier runs (the notifications page switches rules only where the site runs them), with no
+# channel configured: it sends nothing.
 env "${SIGNALS[@]}" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_ACCESS__USER_HEADER=X-Remote-User SLURMLENS_ACCESS__TRUSTED_PROXIES=127.0.0.1 \
-  SLURMLENS_LINKS__GRAFANA_URL=https://grafana.example.org SLURMLENS_LINKS__GRAFANA_DATASOURCE_UID=victoriametrics SLURMLENS_LINKS__GRAFANA_DASHBOARD_UID=slurm-job \
+  SLURMLENS_NOTIFY__ENABLED=true SLURMLENS_LINKS__GRAFANA_URL=https://grafana.example.org SLURMLENS_LINKS__GRAFANA_DATASOURCE_UID=victoriametrics SLURMLENS_LINKS__GRAFANA_DASHBOARD_UID=slurm-job \
   SLURMLENS_LISTEN=127.0.0.1:0 SLURMLENS_SITE_ROOT="$SITE" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml" "$BIN" serve >"$LOG" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER $STANDIN_PID 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT

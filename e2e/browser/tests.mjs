@@ -1065,6 +1065,41 @@ test('tokens_page_makes_shows_once_and_revokes_a_token', async (page) => {
   return page;
 });
 
+test('notifications_page_lists_a_users_rules_and_a_switch_opts_out_as_the_api_says', async (page) => {
+  await page.goto(`${base}/notifications`);
+  const signedOut = await page.textContent('[data-testid=notifications-signed-out]');
+  assert(signedOut.includes('You are not signed in'), `an anonymous viewer is told why: ${signedOut}`);
+
+  const user = `e2e-notify-${Date.now()}`;
+  const headers = { 'X-Remote-User': user };
+  await page.setExtraHTTPHeaders(headers);
+  await page.goto(`${base}/notifications`);
+  await hydrated(page);
+  await page.waitForSelector('[data-testid=notify-none]');
+  const mine = await (await fetch(`${base}/api/v1/me/notifications`, { headers })).json();
+  const shown = await page.$$eval('[data-testid=notify-rule]', (rows) => rows.map((row) => [row.dataset.rule, row.dataset.enabled]));
+  assertEqual(shown, mine.rules.map((rule) => [rule.rule, String(rule.enabled)]), 'the page lists the API\'s rules and choices');
+  assert(shown.some(([rule]) => rule === 'idle_gpus') && !shown.some(([rule]) => rule === 'node_faulting'), `users' rules only: ${shown}`);
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.screenshot({ path: join(out, 'notifications_1440.png'), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.screenshot({ path: join(out, 'notifications_390.png'), fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  // run.sh's server runs the notifier (without channels): the switches work. Off, as the API then says.
+  assert(mine.rules.every((rule) => rule.on_at_site && rule.enabled), `on at the site and for a new user: ${JSON.stringify(mine.rules)}`);
+  await page.click('[data-testid=notify-rule][data-rule=idle_gpus] input');
+  await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=false]');
+  const after = await (await fetch(`${base}/api/v1/me/notifications`, { headers })).json();
+  assertEqual(after.rules.map((rule) => [rule.rule, rule.enabled]), [['idle_gpus', false], ['infrastructure_failure', true]], 'opted out of that rule only');
+  await page.reload();
+  await hydrated(page);
+  await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=false]');
+  await page.click('[data-testid=notify-rule][data-rule=idle_gpus] input');
+  await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=true]');
+  return page;
+});
+
 /** The cluster's node names found among a PromQL query's quoted label values (`"a|b"` alternatives too). */
 function nodesNamed(query, nodeNames) {
   const values = [...query.matchAll(/"([^"]*)"/g)].flatMap((m) => m[1].split('|'));
