@@ -399,7 +399,7 @@ impl App {
             entry.emailed_to_you |= to_you && delivery.sent_at.is_some();
         }
         let mut notifications: Vec<wire::Notification> = notices.into_values().collect();
-        notifications.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        notifications.sort_by_key(|notice| std::cmp::Reverse(notice.created_at));
         let opted_out = store.opt_outs(user).await?;
         let rules = Rule::ALL
             .into_iter()

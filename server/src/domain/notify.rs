@@ -126,7 +126,9 @@ pub fn idle_notice(
     public_url: &str,
     now: DateTime<Utc>,
 ) -> Option<Notice> {
-    if now - job.start < thresholds.idle_for || !(mean_util < thresholds.idle_util_below_pct) {
+    // A missing reading (NaN) is no evidence of idleness.
+    let idle = mean_util.partial_cmp(&thresholds.idle_util_below_pct) == Some(std::cmp::Ordering::Less);
+    if now - job.start < thresholds.idle_for || !idle {
         return None;
     }
     let period = span_words(thresholds.idle_for);
@@ -281,7 +283,7 @@ mod tests {
     use super::*;
 
     fn at(s: &str) -> DateTime<Utc> {
-        s.parse().unwrap()
+        s.parse().expect("a time")
     }
 
     fn thresholds() -> Thresholds {
@@ -310,15 +312,15 @@ mod tests {
         for rule in Rule::ALL {
             assert_eq!(rule.as_str().parse::<Rule>(), Ok(rule));
         }
-        let error = "idle".parse::<Rule>().unwrap_err().to_string();
+        let error = "idle".parse::<Rule>().expect_err("refused").to_string();
         assert!(error.contains("idle_gpus, infrastructure_failure, node_faulting"), "{error}");
     }
 
     #[test]
     fn an_idle_job_is_told_once_it_has_run_the_whole_period_under_the_threshold() {
         let now = at("2026-12-01T12:00:00Z");
-        let notice =
-            idle_notice(&job("2026-12-01T11:00:00Z"), 1.5, &thresholds(), "https://lens.example/", now).unwrap();
+        let notice = idle_notice(&job("2026-12-01T11:00:00Z"), 1.5, &thresholds(), "https://lens.example/", now)
+            .expect("a notice");
         assert_eq!(notice.subject_key, "sakura/42/1000");
         assert_eq!(notice.audience, Audience::UserAndStaff("alice".into()));
         assert_eq!(notice.link, "https://lens.example/jobs/42?cluster=sakura");
@@ -341,13 +343,13 @@ mod tests {
             NodeFaults { cluster: "sakura".into(), node: "gpu017".into(), events: vec![event("01"), event("02")] };
         assert!(node_notice(&faults, &thresholds(), "u", now).is_none());
         faults.events.push(event("03"));
-        let notice = node_notice(&faults, &thresholds(), "u", now).unwrap();
+        let notice = node_notice(&faults, &thresholds(), "u", now).expect("a notice");
         assert_eq!(notice.audience, Audience::Staff);
         assert!(notice.title.contains("3 times in 7 days"), "{}", notice.title);
         assert!(notice.body.contains("2026-11-30 03:00 UTC Xid 79"), "{}", notice.body);
-        let later = node_notice(&faults, &thresholds(), "u", now + Duration::hours(1)).unwrap();
+        let later = node_notice(&faults, &thresholds(), "u", now + Duration::hours(1)).expect("a notice");
         assert_eq!(notice.subject_key, later.subject_key, "the same period, the same notice");
-        let next = node_notice(&faults, &thresholds(), "u", now + Duration::days(7)).unwrap();
+        let next = node_notice(&faults, &thresholds(), "u", now + Duration::days(7)).expect("a notice");
         assert_ne!(notice.subject_key, next.subject_key);
     }
 

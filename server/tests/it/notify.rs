@@ -29,7 +29,7 @@ impl Smtp {
         let _ = std::fs::remove_dir_all(&maildir);
         let port = free_port();
         // Debian's python3 (the lab installs python3-aiosmtpd for it), whatever `python3` PATH finds.
-        let child = std::process::Command::new("/usr/bin/python3")
+        let mut child = std::process::Command::new("/usr/bin/python3")
             .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}"), "-c", "aiosmtpd.handlers.Mailbox"])
             .arg(&maildir)
             .stdout(std::process::Stdio::null())
@@ -42,6 +42,8 @@ impl Smtp {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("aiosmtpd did not listen on {port}");
     }
 
