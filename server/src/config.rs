@@ -74,6 +74,17 @@ pub struct Config {
     /// Where a report's charts link to: Grafana Explore, a per-job dashboard, VictoriaMetrics' vmui.
     #[serde(default)]
     pub links: LinksConfig,
+    /// Showback (`/api/v1/usage`): the grid's carbon intensity CO₂ is counted at.
+    #[serde(default)]
+    pub usage: UsageConfig,
+}
+
+/// `[usage]`: showback's settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageConfig {
+    /// Grams of CO₂ per kWh of the site's electricity; none: usage reports energy without CO₂.
+    pub co2_g_per_kwh: Option<f64>,
 }
 
 /// `GET /metrics` (Prometheus text): on the main listener to staff, and to a scraper that sends
@@ -567,6 +578,7 @@ impl Default for Config {
             telemetry: TelemetryConfig::default(),
             log: LogConfig::default(),
             links: LinksConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }

@@ -22,6 +22,7 @@ mod shares;
 mod signals;
 mod tokens;
 mod traces;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,6 +127,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(shares::create, shares::list))
         .routes(routes!(shares::revoke))
         .routes(routes!(shares::shared_report))
+        .routes(routes!(usage::usage))
+        .routes(routes!(usage::stats))
 }
 
 /// The whole API, and the web pages.

@@ -48,6 +48,8 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("POST", "/api/v1/traces"),
     ("POST", "/api/v1/traces/nsys"),
     ("POST", "/api/v1/jobs/{job_id}/traces/nsys"),
+    ("GET", "/api/v1/usage"),
+    ("GET", "/api/v1/stats"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

@@ -1,5 +1,5 @@
 //! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script) and personal API
-//! tokens (`/tokens`).
+//! tokens (`/tokens`), usage (`/usage`) and statistics (`/stats`).
 
 pub mod gantt;
 pub mod gantt_focus;
@@ -10,6 +10,7 @@ pub mod job_script;
 pub mod jobs;
 pub mod report;
 pub mod tokens;
+pub mod usage;
 
 use leptos::prelude::*;
 

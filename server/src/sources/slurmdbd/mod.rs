@@ -11,6 +11,7 @@ mod rows;
 mod script;
 mod shape;
 mod timed;
+mod usage;
 mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
