@@ -1,6 +1,5 @@
 //! Showback and statistics of a window: the viewer's visible jobs that held an allocation in it, read
-//! from slurmdbd in large batches through the listing's index choice (`sources/slurmdbd/window.rs`)
-//! and kept only as the few facts usage counts, with the archived reports' digests read once for the
+//! from slurmdbd as narrow rows through the listing's index choice (`sources/slurmdbd/usage.rs`), with the archived reports' digests read once for the
 //! window and running jobs' means so far; then summed per account (sub-accounts rolled up, as
 //! `sreport` does) or per user (`domain/usage.rs`).
 //!
@@ -11,21 +10,27 @@ use chrono::{DateTime, Duration, Utc};
 use slurmlens_wire as wire;
 
 use super::{App, AppError, Viewer};
-use crate::domain::job::{JobFilter, JobRecord, TimeWindow};
+use crate::domain::job::{JobRecord, TimeWindow};
 use crate::domain::scope::ViewerScope;
 use crate::domain::tres::TresCatalog;
 use crate::domain::usage::{self, AccountTree, UsageJob, UsageWindow};
 use crate::sources::slurmdbd::SlurmDbd;
 
-/// Jobs read from slurmdbd per statement: few round trips, bounded memory per batch.
-const BATCH: usize = 20_000;
 /// The window when none is given: the last seven days.
 pub const DEFAULT_DAYS: i64 = 7;
+/// The widest window anyone (staff too) may ask: its visible jobs are held in memory at once.
+pub const MAX_DAYS: i64 = 400;
 
 /// The window of a usage request: `[start, end)`, by default the [`DEFAULT_DAYS`] before `end` (now).
 pub fn usage_window(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>) -> Result<TimeWindow, AppError> {
     let end = end.unwrap_or_else(Utc::now);
     let start = start.unwrap_or(end - Duration::days(DEFAULT_DAYS));
+    if end - start > Duration::days(MAX_DAYS) {
+        return Err(AppError::invalid(
+            "start",
+            format!("a usage window is at most {MAX_DAYS} days: move start closer"),
+        ));
+    }
     TimeWindow::new(start, end).map_err(|_| AppError::invalid("start", "start must be before end"))
 }
 
@@ -121,8 +126,8 @@ impl App {
         let scope = self.scope(viewer, reader).await?;
         self.check_window(&scope, window)?;
         let catalog = reader.tres_catalog().await?;
-        let (mut jobs, keys, running) = read_jobs(reader, &scope, window, &catalog).await?;
-        self.attach_measures(reader, &mut jobs, &keys, &running, &catalog).await;
+        let (mut jobs, keys) = read_jobs(reader, &scope, window, &catalog).await?;
+        self.attach_measures(reader, &scope, &mut jobs, &keys, &catalog).await;
         let tree = AccountTree::new(reader.account_parents().await?);
         let now = super::now_epoch();
         let bounds = UsageWindow { start: epoch(window.start()), end: epoch(window.end()), now };
@@ -135,9 +140,9 @@ impl App {
     async fn attach_measures(
         &self,
         reader: &SlurmDbd,
+        scope: &ViewerScope,
         jobs: &mut [UsageJob],
         keys: &[(u32, u64)],
-        running: &[(usize, JobRecord)],
         catalog: &TresCatalog,
     ) {
         if let Some(store) = self.store() {
@@ -156,14 +161,34 @@ impl App {
                 Err(error) => tracing::warn!(%error, "archived reports unavailable; usage without them"),
             }
         }
-        let records: Vec<JobRecord> = running.iter().map(|(_, record)| record.clone()).collect();
+        // Running GPU jobs' means so far: their full records (the few running now), then one query.
+        let running: Vec<usize> =
+            jobs.iter().enumerate().filter(|(_, job)| job.time_end == 0 && job.gpus > 0).map(|(i, _)| i).collect();
+        if running.is_empty() {
+            return;
+        }
+        let now = Utc::now();
+        let Ok(moment) = TimeWindow::new(now, now + Duration::seconds(1)) else { return };
+        let records: Vec<JobRecord> = match reader.running_at(scope, moment, catalog).await {
+            Ok(records) => records,
+            Err(error) => {
+                tracing::warn!(%error, "running jobs unavailable; usage without their means so far");
+                return;
+            }
+        };
         let live = self.live_means_of(reader, &records, catalog).await;
-        for (index, record) in running {
-            if let Some(means) = live.get(&record.identity.id_job)
-                && jobs[*index].gpu_util.is_none()
+        let submitted: std::collections::BTreeMap<u32, u64> =
+            records.iter().map(|record| (record.identity.id_job, record.time_submit)).collect();
+        for index in running {
+            let (id_job, submit) = keys[index];
+            if submitted.get(&id_job) != Some(&submit) {
+                continue;
+            }
+            if let Some(means) = live.get(&id_job)
+                && jobs[index].gpu_util.is_none()
             {
-                jobs[*index].gpu_util = means.gpu_util;
-                jobs[*index].tensor_active = means.tensor_active;
+                jobs[index].gpu_util = means.gpu_util;
+                jobs[index].tensor_active = means.tensor_active;
             }
         }
     }
@@ -174,44 +199,31 @@ impl App {
     }
 }
 
-/// The started jobs of `window` that `scope` may see, as usage counts them, with their (job id,
-/// submit time) keys, and the running GPU jobs' records (with their index among the jobs) for their
-/// live means. Records are read a batch at a time and dropped once counted.
+/// The started jobs of `window` that `scope` may see, as usage counts them (narrow rows,
+/// `sources/slurmdbd/usage.rs`), with their (job id, submit time) keys.
 async fn read_jobs(
     reader: &SlurmDbd,
     scope: &ViewerScope,
     window: TimeWindow,
     catalog: &TresCatalog,
-) -> Result<(Vec<UsageJob>, Vec<(u32, u64)>, Vec<(usize, JobRecord)>), AppError> {
-    let mut jobs = Vec::new();
-    let mut keys = Vec::new();
-    let mut running = Vec::new();
-    let mut cursor = None;
-    loop {
-        let (batch, next) = reader.jobs_in_window(scope, window, &JobFilter::default(), catalog, cursor, BATCH).await?;
-        for record in batch.into_iter().filter(|record| record.time_start > 0 && !record.never_ran()) {
-            let gpus = catalog.gpus(&record.tres_alloc);
-            keys.push((record.identity.id_job, record.time_submit));
-            jobs.push(UsageJob {
-                user: record.user.clone(),
-                account: record.account.clone(),
-                gpus,
-                time_submit: record.time_submit,
-                time_start: record.time_start,
-                time_end: record.time_end,
-                state: record.state.base(),
-                gpu_util: None,
-                tensor_active: None,
-                energy_kwh: None,
-                blame: None,
-            });
-            if record.time_end == 0 && gpus > 0 {
-                running.push((jobs.len() - 1, record));
-            }
-        }
-        match next {
-            Some(next) => cursor = Some(next),
-            None => return Ok((jobs, keys, running)),
-        }
-    }
+) -> Result<(Vec<UsageJob>, Vec<(u32, u64)>), AppError> {
+    let records = reader.usage_records(scope, window, catalog).await?;
+    let keys = records.iter().map(|record| (record.id_job, record.time_submit)).collect();
+    let jobs = records
+        .into_iter()
+        .map(|record| UsageJob {
+            user: record.user,
+            account: record.account,
+            gpus: record.gpus,
+            time_submit: record.time_submit,
+            time_start: record.time_start,
+            time_end: record.time_end,
+            state: record.state,
+            gpu_util: None,
+            tensor_active: None,
+            energy_kwh: None,
+            blame: None,
+        })
+        .collect();
+    Ok((jobs, keys))
 }

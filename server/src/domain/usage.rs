@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn energy_counts_the_part_inside_and_co2_follows() {
-        let mut half_inside = job("a", "ml", 1, 0, 0, 7200);
+        let mut half_inside = job("a", "ml", 1, 1800, 1800, 5400);
         half_inside.energy_kwh = Some(2.0);
         let row = &by_user(&[half_inside], WINDOW, Some(500.0)).rows[0];
         assert_eq!(row.energy_kwh, Some(1.0));

@@ -12,6 +12,7 @@ mod script;
 mod shape;
 mod timed;
 mod usage;
+pub use usage::UsageRecord;
 mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
