@@ -292,8 +292,8 @@ pub fn StatsPage() -> impl IntoView {
                             <div class="stats-grid">
                                 <TopList title="Top users by GPU-hours" entries=stats.top_users testid="top-users" />
                                 <TopList title="Top accounts by GPU-hours" entries=stats.top_accounts testid="top-accounts" />
-                                <TopList title="Top users by idle GPU-hours" entries=stats.top_idle_users testid="top-idle-users" />
-                                <TopList title="Top accounts by idle GPU-hours" entries=stats.top_idle_accounts testid="top-idle-accounts" />
+                                <TopList title="Top users by idle GPU-hours" entries=stats.top_idle_users testid="top-idle-users" idle=true />
+                                <TopList title="Top accounts by idle GPU-hours" entries=stats.top_idle_accounts testid="top-idle-accounts" idle=true />
                                 <HistogramView title="GPUs per job" histogram=stats.job_gpus testid="hist-gpus" />
                                 <HistogramView title="Run time (jobs that ended)" histogram=stats.run_time testid="hist-run" />
                                 <HistogramView title="Queue wait (jobs that started)" histogram=stats.queue_wait testid="hist-wait" />
@@ -310,7 +310,13 @@ pub fn StatsPage() -> impl IntoView {
 
 /// A top list with bars.
 #[component]
-fn TopList(title: &'static str, entries: Vec<wire::TopEntry>, testid: &'static str) -> impl IntoView {
+fn TopList(
+    title: &'static str,
+    entries: Vec<wire::TopEntry>,
+    testid: &'static str,
+    #[prop(optional)] idle: bool,
+) -> impl IntoView {
+    let class = if idle { "seg seg-idle" } else { "seg seg-busy" };
     let largest = entries.first().map_or(0.0, |entry| entry.gpu_hours).max(f64::MIN_POSITIVE);
     let empty = entries.is_empty().then(|| view! { <p class="hint">"Nothing measured in this window."</p> });
     view! {
@@ -324,7 +330,7 @@ fn TopList(title: &'static str, entries: Vec<wire::TopEntry>, testid: &'static s
                     view! {
                         <div class="bar-row">
                             <span class="bar-name">{entry.name}</span>
-                            <span class="bar-track"><span class="seg seg-busy" style=style></span></span>
+                            <span class="bar-track"><span class=class style=style></span></span>
                             <span class="bar-value">{hours(entry.gpu_hours)}</span>
                         </div>
                     }
