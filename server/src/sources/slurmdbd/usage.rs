@@ -14,7 +14,8 @@ use crate::domain::scope::ViewerScope;
 use crate::domain::state::{JobState, JobStateBase};
 use crate::domain::tres::{TresCatalog, TresMap};
 
-/// One started job of a window, as showback counts it.
+/// One started job of a window, as showback counts it. Its account is the job's, or while slurmdbd
+/// has not written it yet (a job just started), its association's: the one `sreport` counts it under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageRecord {
     pub id_job: u32,
@@ -32,7 +33,7 @@ pub struct UsageRecord {
 /// The narrow columns a usage row is read from.
 const COLUMNS: &str = "CAST(j.id_job AS UNSIGNED), CAST(j.time_submit AS UNSIGNED), \
     CAST(j.time_start AS UNSIGNED), CAST(j.time_end AS UNSIGNED), CAST(j.state AS UNSIGNED), \
-    COALESCE(a.user, ''), COALESCE(j.account, ''), COALESCE(j.tres_alloc, '')";
+    COALESCE(a.user, ''), COALESCE(NULLIF(j.account, ''), a.acct, ''), COALESCE(j.tres_alloc, '')";
 
 type UsageRow = (u64, u64, u64, u64, u64, String, String, String);
 
