@@ -1223,6 +1223,59 @@ test('job_script_reaches_owner_coordinator_and_staff_and_its_environment_only_ow
   return null;
 });
 
+test('usage_and_stats_pages_show_what_the_api_says_sort_and_export', async (page) => {
+  const end = Math.floor(Date.now() / 1000);
+  const window = `cluster=sakura&start=${end - 7 * 86400}&end=${end}`;
+  const hours = (value) => value.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  const report = await api(base, `/api/v1/usage?${window}&by=account`);
+  assert(report.rows.length >= 2 && report.total.gpu_hours > 0, 'a week of sakura has accounts with GPU-hours');
+  await page.goto(`${base}/usage?${window}`);
+  await hydrated(page);
+  const rowNames = () => page.$$eval('[data-testid=usage-table] tbody tr', (rows) => rows.map((row) => row.dataset.name));
+  assertEqual(await rowNames(), report.rows.map((row) => row.name), 'the table holds the API\'s rows, largest GPU-hours first');
+  const total = await page.textContent('[data-testid=usage-table] tfoot [data-column=gpu_hours]');
+  assertEqual(total.trim(), hours(report.total.gpu_hours), 'the total row says the API\'s GPU-hours');
+  const text = await page.textContent('[data-testid=usage-table]');
+  assert(!/NaN|-\d|\b(10[1-9]|1[1-9][0-9]|[2-9][0-9]{2}|[0-9]{4,}) %/.test(text), `no negative number or share over 100 %: ${text.slice(0, 300)}`);
+  assert(await page.$$eval('[data-testid=usage-chart] .bar-row', (bars) => bars.length) >= 2, 'the chart draws bars');
+  // Sorting by idle GPU-hours: a link, so it works with or without the bundle.
+  await page.click('[data-testid=usage-sort-idle_gpu_hours]');
+  await page.waitForFunction(() => location.search.includes('sort=idle_gpu_hours'));
+  await hydrated(page);
+  const byIdle = [...report.rows].sort((a, b) => ((b.idle_gpu_hours ?? -1) - (a.idle_gpu_hours ?? -1)) || a.name.localeCompare(b.name));
+  assertEqual(await rowNames(), byIdle.map((row) => row.name), 'sorted by idle GPU-hours, unknown last');
+  // By user, and the CSV the page links to is the API's.
+  await page.click('[data-testid=usage-by-user]');
+  await page.waitForFunction(() => location.search.includes('by=user'));
+  await hydrated(page);
+  const users = await api(base, `/api/v1/usage?${window}&by=user`);
+  assertEqual((await rowNames()).length, users.rows.length, 'one row per user');
+  const csvHref = await page.getAttribute('[data-testid=usage-csv]', 'href');
+  const csv = await (await fetch(`${base}${csvHref}`)).text();
+  assertEqual(csv.trim().split('\n').length, users.rows.length + 2, 'the CSV: a header, a line per user, the total');
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto(`${base}/usage?${window}`);
+    await hydrated(page);
+    await page.screenshot({ path: join(out, `usage_${width}px.png`), fullPage: width === 1440 });
+  }
+  // Statistics: the top list and the histograms are the API's.
+  const stats = await api(base, `/api/v1/stats?${window}`);
+  await page.goto(`${base}/stats?${window}`);
+  await hydrated(page);
+  const top = await page.$$eval('[data-testid=top-users] .bar-name', (names) => names.map((name) => name.textContent));
+  assertEqual(top, stats.top_users.map((entry) => entry.name), 'the top users are the API\'s');
+  const counts = await page.$$eval('[data-testid=hist-gpus] .bar-value', (values) => values.map((value) => Number(value.textContent)));
+  assertEqual(counts, stats.job_gpus.bins.map((bin) => bin.jobs), 'the GPU histogram is the API\'s');
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.reload();
+    await hydrated(page);
+    await page.screenshot({ path: join(out, `stats_${width}px.png`), fullPage: true });
+  }
+  return null;
+});
+
 const browser = await launch();
 let failed = 0;
 for (const { name, body } of tests) {

@@ -80,6 +80,17 @@ pub struct Config {
     /// Notifications: their rules, channels (e-mail, webhooks) and limits; off unless enabled.
     #[serde(default)]
     pub notify: NotifyConfig,
+    /// Showback (`/api/v1/usage`): the grid's carbon intensity CO₂ is counted at.
+    #[serde(default)]
+    pub usage: UsageConfig,
+}
+
+/// `[usage]`: showback's settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageConfig {
+    /// Grams of CO₂ per kWh of the site's electricity; none: usage reports energy without CO₂.
+    pub co2_g_per_kwh: Option<f64>,
 }
 
 /// `GET /metrics` (Prometheus text): on the main listener to staff, and to a scraper that sends
@@ -574,6 +585,7 @@ impl Default for Config {
             log: LogConfig::default(),
             links: LinksConfig::default(),
             notify: NotifyConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::app::App;
 use crate::app::gpus::ReadingSettings;
 use crate::app::report::{Archiver, ArchiverSettings, LinkSettings, ReportSettings, Reporter, vmui_beside};
 use crate::app::signals::Signals;
+use crate::app::usage::UsageSettings;
 use crate::config::Config;
 use crate::http::ingest::IngestSecrets;
 use crate::http::{HttpState, router};
@@ -50,8 +51,11 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
     let signals = Signals::new(config.victorialogs.as_ref(), config.pyroscope.as_ref())
         .map_err(anyhow::Error::msg)
         .context("configuring the VictoriaLogs and Pyroscope clients")?;
+    let usage =
+        UsageSettings { co2_g_per_kwh: config.usage.co2_g_per_kwh.filter(|grams| grams.is_finite() && *grams >= 0.0) };
     Ok(App::new(readers, config.access.clone(), config.limits.clone(), store, reporter, readings, signals)
         .context("at least one cluster must be configured")?
+        .with_usage(usage)
         .with_notify(config.notify.clone()))
 }
 

@@ -313,6 +313,46 @@ impl Loader {
     }
 }
 
+impl Loader {
+    /// `/api/v1/usage` for a resolved window.
+    pub fn usage(
+        &self,
+        query: crate::usage::UsageQuery,
+    ) -> impl Future<Output = Result<wire::UsageReport, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.usage(&query).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json(format!("/api/v1/usage?{}", query.api_query(true)))
+        }
+    }
+
+    /// `/api/v1/stats` for a resolved window.
+    pub fn stats(
+        &self,
+        query: crate::usage::UsageQuery,
+    ) -> impl Future<Output = Result<wire::UsageStats, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.stats(&query).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json(format!("/api/v1/stats?{}", query.api_query(false)))
+        }
+    }
+}
+
 /// GETs `url` and parses its JSON (the API's error envelope becomes a [`DataError`]).
 #[cfg_attr(feature = "ssr", allow(dead_code, reason = "the browser build's loader"))]
 pub fn fetch_json<T: DeserializeOwned + 'static>(

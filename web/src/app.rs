@@ -86,6 +86,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/tokens") view=TokensPage ssr=SsrMode::Async />
                     <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async />
+                    <Route path=path!("/usage") view=crate::pages::usage::UsagePage ssr=SsrMode::Async />
+                    <Route path=path!("/stats") view=crate::pages::usage::StatsPage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>
@@ -111,6 +113,8 @@ fn Header() -> impl IntoView {
                 <A href=move || with_cluster("/")>"Gantt"</A>
                 <A href=move || with_cluster("/grid")>"Grid"</A>
                 <A href=move || with_cluster("/jobs")>"Jobs"</A>
+                <A href=move || with_cluster("/usage")>"Usage"</A>
+                <A href=move || with_cluster("/stats")>"Stats"</A>
                 <A href="/tokens">"Tokens"</A>
                 <A href="/notifications">"Notifications"</A>
             </nav>

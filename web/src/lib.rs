@@ -26,6 +26,7 @@ pub mod query;
 #[cfg(feature = "ssr")]
 pub mod server;
 pub mod timefmt;
+pub mod usage;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -157,6 +157,14 @@ pub trait PageData: Send + Sync {
     fn colour_slots<'a>(&'a self, _cluster: Option<&'a str>, _slots: u32) -> DataFuture<'a, ColourSlots> {
         Box::pin(async { Ok(ColourSlots::default()) })
     }
+    /// `GET /api/v1/usage` with `query`'s cluster, window and grouping.
+    fn usage<'a>(&'a self, _query: &'a crate::usage::UsageQuery) -> DataFuture<'a, wire::UsageReport> {
+        Box::pin(async { Err(DataError::unavailable("usage is not available on this server")) })
+    }
+    /// `GET /api/v1/stats` with `query`'s cluster and window.
+    fn stats<'a>(&'a self, _query: &'a crate::usage::UsageQuery) -> DataFuture<'a, wire::UsageStats> {
+        Box::pin(async { Err(DataError::unavailable("statistics are not available on this server")) })
+    }
 }
 
 /// How the pages are served.

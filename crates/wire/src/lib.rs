@@ -16,6 +16,7 @@ mod script;
 mod signals;
 mod tokens;
 mod traces;
+mod usage;
 mod vocabulary;
 
 pub use errors::{ErrorBody, ErrorEnvelope, Page};
@@ -38,6 +39,7 @@ pub use traces::{
     GpuTraceBreakdown, JobTraces, TraceBatch, TraceBreakdown, TraceReceipt, TraceRecord, TraceRejection, TraceTop,
     TraceVerdict,
 };
+pub use usage::{BlameSplit, Histogram, HistogramBin, TopEntry, UsageGrouping, UsageReport, UsageRow, UsageStats};
 pub use vocabulary::{
     Attribution, Blame, BurstStatus, DigestState, Direction, EvidenceSource, EvidenceStrength, GpusSource, IoSource,
     LogKind, LogsStatus, MetricsReads, MetricsState, ProfileStatus, ReportSource, SeriesForm, Severity, TokenState,

@@ -20,6 +20,7 @@ pub mod script;
 pub mod shares;
 pub mod signals;
 pub mod traces;
+pub mod usage;
 pub mod wire_map;
 
 use std::collections::BTreeMap;
@@ -92,6 +93,7 @@ struct Inner {
     reporter: Reporter,
     readings: ReadingSettings,
     signals: Signals,
+    usage: usage::UsageSettings,
 }
 
 impl App {
@@ -110,7 +112,8 @@ impl App {
     ) -> Option<Self> {
         let default_cluster = readers.first()?.cluster().clone();
         let clusters = readers.into_iter().map(|reader| (reader.cluster().clone(), reader)).collect();
-        let inner = Inner { clusters, default_cluster, access, limits, store, reporter, readings, signals };
+        let usage = usage::UsageSettings::default();
+        let inner = Inner { clusters, default_cluster, access, limits, store, reporter, readings, signals, usage };
         Some(Self { inner: Arc::new(inner), notify: Arc::default() })
     }
 
@@ -122,6 +125,15 @@ impl App {
     /// `[notify]` as users' notification settings read it.
     pub fn notify_config(&self) -> &crate::config::NotifyConfig {
         &self.notify
+    }
+
+    /// With the site's showback settings (`[usage]`); call it on the application just made, before it
+    /// is shared (a shared one keeps its settings).
+    pub fn with_usage(mut self, settings: usage::UsageSettings) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.usage = settings;
+        }
+        self
     }
 
     /// Every configured cluster's reader.

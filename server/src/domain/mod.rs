@@ -26,6 +26,7 @@ pub mod time;
 pub mod token;
 pub mod trace;
 pub mod tres;
+pub mod usage;
 pub mod verdicts;
 
 #[cfg(test)]

@@ -53,6 +53,10 @@ fn is_heavy(method: &Method, path: &str) -> bool {
                     | "/"
                     | "/grid"
                     | "/jobs"
+                    | "/api/v1/usage"
+                    | "/api/v1/stats"
+                    | "/usage"
+                    | "/stats"
             ))
 }
 

@@ -23,6 +23,7 @@ mod shares;
 mod signals;
 mod tokens;
 mod traces;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,6 +130,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(shares::shared_report))
         .routes(routes!(notify::mine))
         .routes(routes!(notify::set_rule))
+        .routes(routes!(usage::usage))
+        .routes(routes!(usage::stats))
 }
 
 /// The whole API, and the web pages.

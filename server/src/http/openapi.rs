@@ -89,6 +89,7 @@ pub(super) fn base() -> OpenApi {
             tag("tokens", "Personal API tokens: made and revoked through the site's sign-in, read-only, audited."),
             tag("shares", "Read-only links to one job's report: made by its owner, expiring, revocable, audited."),
             tag("notifications", "A signed-in user's notifications about their own jobs, and their opt-outs."),
+            tag("usage", "Showback and statistics of a window: GPU-hours allocated and idle per account or user; scoped to the viewer."),
             tag("service", "Health and this document; no identity needed."),
         ]))
         .build()

@@ -50,6 +50,8 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("POST", "/api/v1/jobs/{job_id}/traces/nsys"),
     ("GET", "/api/v1/me/notifications"),
     ("PUT", "/api/v1/me/notifications/rules/{rule}"),
+    ("GET", "/api/v1/usage"),
+    ("GET", "/api/v1/stats"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

@@ -133,7 +133,34 @@ fn jobs_query(query: &JobQuery) -> Result<JobsQuery, AppError> {
     Ok(JobsQuery { cluster: query.cluster.clone(), window, filter, limit, cursor, blame: Vec::new() })
 }
 
+/// A usage page's window, parsed as `/api/v1/usage` parses its query string.
+fn usage_window_of(query: &slurmlens_web::usage::UsageQuery) -> Result<crate::domain::job::TimeWindow, AppError> {
+    let time = |seconds: Option<i64>, name: &str| {
+        seconds
+            .map(|seconds| {
+                DateTime::<Utc>::from_timestamp(seconds, 0).ok_or_else(|| AppError::invalid(name, "not a time"))
+            })
+            .transpose()
+    };
+    let end = time(query.end, "end")?;
+    crate::app::usage::usage_window(time(query.start, "start")?, end)
+}
+
 impl PageData for Viewing {
+    fn usage<'a>(&'a self, query: &'a slurmlens_web::usage::UsageQuery) -> DataFuture<'a, wire::UsageReport> {
+        Box::pin(async move {
+            let window = usage_window_of(query).map_err(data_error)?;
+            self.app.usage(&self.viewer, query.cluster.as_deref(), window, query.by).await.map_err(data_error)
+        })
+    }
+
+    fn stats<'a>(&'a self, query: &'a slurmlens_web::usage::UsageQuery) -> DataFuture<'a, wire::UsageStats> {
+        Box::pin(async move {
+            let window = usage_window_of(query).map_err(data_error)?;
+            self.app.usage_stats(&self.viewer, query.cluster.as_deref(), window).await.map_err(data_error)
+        })
+    }
+
     fn jobs<'a>(&'a self, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
         Box::pin(async move {
             self.app.cluster(query.cluster.as_deref()).map_err(data_error)?;

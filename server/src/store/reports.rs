@@ -18,6 +18,8 @@ pub struct ReportDigest {
     pub blame: Option<String>,
     /// False when the report was made without any metrics of the job's GPUs ("no data").
     pub has_metrics: bool,
+    /// The GPUs' energy over the job (kWh), where the report has it.
+    pub energy_kwh: Option<f64>,
 }
 
 /// Job records are looked up this many at a time (two placeholders each).
@@ -53,11 +55,11 @@ impl Store {
         sqlx::query(
             "INSERT INTO job_reports \
              (cluster, job_id, time_submit, archived_at, report, mean_gpu_util, mean_tensor_active, blame, \
-              has_metrics) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+              has_metrics, energy_kwh) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON DUPLICATE KEY UPDATE archived_at = VALUES(archived_at), report = VALUES(report), \
              mean_gpu_util = VALUES(mean_gpu_util), mean_tensor_active = VALUES(mean_tensor_active), \
-             blame = VALUES(blame), has_metrics = VALUES(has_metrics)",
+             blame = VALUES(blame), has_metrics = VALUES(has_metrics), energy_kwh = VALUES(energy_kwh)",
         )
         .bind(cluster.as_str())
         .bind(job_id)
@@ -68,6 +70,7 @@ impl Store {
         .bind(digest.mean_tensor_active)
         .bind(digest.blame.as_deref())
         .bind(digest.has_metrics)
+        .bind(digest.energy_kwh)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -84,10 +87,11 @@ impl Store {
         let (Some(low), Some(high)) = (records.iter().map(|r| r.1).min(), records.iter().map(|r| r.1).max()) else {
             return Ok(BTreeMap::new());
         };
-        // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics
-        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool);
+        // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics, energy
+        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool, Option<f64>);
         let rows: Vec<DigestRow> = sqlx::query_as(
-            "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics FROM job_reports \
+            "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh \
+             FROM job_reports \
              WHERE cluster = ? AND time_submit BETWEEN ? AND ?",
         )
         .bind(cluster.as_str())
@@ -98,8 +102,9 @@ impl Store {
         Ok(rows
             .into_iter()
             .filter(|(job_id, submit, ..)| wanted.contains(&(*job_id, *submit)))
-            .map(|(job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics)| {
-                ((job_id, submit), ReportDigest { mean_gpu_util, mean_tensor_active, blame, has_metrics })
+            .map(|(job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh)| {
+                let digest = ReportDigest { mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh };
+                ((job_id, submit), digest)
             })
             .collect())
     }

@@ -31,6 +31,7 @@ mod standins;
 mod support;
 mod tenancy;
 mod traces;
+mod usage;
 mod vm_versions;
 
 /// A file under `tests/it` that no `mod` line names is never compiled, so its tests would silently

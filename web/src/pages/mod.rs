@@ -1,5 +1,5 @@
 //! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script), personal API
-//! tokens (`/tokens`) and the viewer's notifications (`/notifications`).
+//! tokens (`/tokens`), the viewer's notifications (`/notifications`), usage (`/usage`) and statistics (`/stats`).
 
 pub mod gantt;
 pub mod gantt_focus;
@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod notifications;
 pub mod report;
 pub mod tokens;
+pub mod usage;
 
 use leptos::prelude::*;
 

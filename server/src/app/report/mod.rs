@@ -142,6 +142,7 @@ impl Reporter {
             mean_tensor_active: report.totals.mean_tensor_active,
             blame: report.failure.as_ref().map(|failure| failure.blame.as_str().to_string()),
             has_metrics: report.metrics.status == wire::MetricsState::Ok,
+            energy_kwh: report.totals.energy_kwh,
         };
         let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
         if let Err(error) = archived.await {

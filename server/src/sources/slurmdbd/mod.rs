@@ -11,6 +11,8 @@ mod rows;
 mod script;
 mod shape;
 mod timed;
+mod usage;
+pub use usage::UsageRecord;
 mod window;
 
 use std::collections::{BTreeMap, BTreeSet};

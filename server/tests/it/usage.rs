@@ -1,0 +1,271 @@
+//! Showback (`/api/v1/usage`) and statistics (`/api/v1/stats`) on the real lab: GPU-hours per account
+//! and per user agree with `sreport` over the hours slurmdbd has rolled up; each viewer gets only their
+//! scope; the CSV is the JSON's rows; a bad window is a 400; an archived report's utilisation makes
+//! idle GPU-hours.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, SecondsFormat, TimeZone, Utc};
+use slurmlens::config::{AnonymousAccess, DatabaseConfig};
+use slurmlens::store::{ReportDigest, Store};
+use slurmlens_wire::{JobDetail, UsageReport, UsageStats};
+
+use crate::support::{TestApp, fresh_database, lab, slurm, spawn_app, test_config};
+
+/// The server as the tests ask it: nobody anonymous, the proxy's user header believed from loopback.
+async fn usage_app() -> TestApp {
+    spawn_app(test_config(AnonymousAccess::Nobody)).await
+}
+
+async fn usage_as(app: &TestApp, user: &str, query: &str) -> UsageReport {
+    let response = app.get_as(user, &format!("/api/v1/usage?{query}")).await;
+    assert_eq!(response.status(), 200, "{user}: {query}");
+    response.json().await.expect("a usage report")
+}
+
+fn rfc3339(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// How far slurmdbd's hourly rollup of the lab has got: sreport reads nothing after it.
+async fn rolled_up_to() -> DateTime<Utc> {
+    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd's database");
+    let row: Option<(i64,)> = sqlx::query_as("SELECT CAST(hourly_rollup AS SIGNED) FROM lab_last_ran_table")
+        .fetch_optional(&pool)
+        .await
+        .expect("reading lab_last_ran_table");
+    let seconds = row.map_or(0, |(seconds,)| seconds);
+    assert!(
+        seconds > 0,
+        "slurmdbd has not rolled up the lab yet (lab_last_ran_table is empty): wait for its hourly rollup"
+    );
+    Utc.timestamp_opt(seconds, 0).single().expect("a time")
+}
+
+/// `sreport`'s allocated GPU-minutes over `[start, end)`: per account (rolled up) and per user.
+fn sreport_minutes(start: DateTime<Utc>, end: DateTime<Utc>) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
+    let format = |time: DateTime<Utc>| time.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let (start, end) = (format!("start={}", format(start)), format!("end={}", format(end)));
+    let args = [
+        "-P",
+        "-n",
+        "-t",
+        "minutes",
+        "cluster",
+        "AccountUtilizationByUser",
+        "cluster=lab",
+        &start,
+        &end,
+        "-T",
+        "gres/gpu",
+    ];
+    let out = slurm("sreport", &args);
+    let (mut accounts, mut users) = (BTreeMap::new(), BTreeMap::new());
+    for line in out.lines().filter(|line| !line.trim().is_empty()) {
+        // Cluster|Account|Login|Proper Name|TRES Name|Used
+        let fields: Vec<&str> = line.split('|').collect();
+        assert!(fields.len() >= 6, "unexpected sreport line `{line}`");
+        let minutes: f64 = fields[5].trim().parse().unwrap_or_else(|_| panic!("minutes in `{line}`"));
+        let (account, login) = (fields[1].trim(), fields[2].trim());
+        if login.is_empty() {
+            accounts.insert(account.to_string(), minutes);
+        } else {
+            *users.entry(login.to_string()).or_insert(0.0) += minutes;
+        }
+    }
+    (accounts, users)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gpu_hours_agree_with_sreport_per_account_and_user() {
+    let end = rolled_up_to().await;
+    let start = end - Duration::days(2);
+    let (accounts, users) = sreport_minutes(start, end);
+    let total = accounts.get("root").copied().unwrap_or(0.0);
+    assert!(
+        total > 0.0,
+        "no GPU-minutes in sreport for {start}..{end}: the lab has had no GPU job in a rolled-up hour"
+    );
+    let app = usage_app().await;
+    let window = format!("cluster=lab&start={}&end={}", rfc3339(start), rfc3339(end));
+    let by_account = usage_as(&app, "root", &format!("{window}&by=account")).await;
+    let ours: BTreeMap<String, f64> =
+        by_account.rows.iter().map(|row| (row.name.clone(), row.gpu_hours * 60.0)).collect();
+    // sreport prints whole minutes; ours are exact.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1.0;
+    assert!(close(by_account.total.gpu_hours * 60.0, total), "total: ours {:?}, sreport {total}", by_account.total);
+    for (account, minutes) in accounts.iter().filter(|(account, minutes)| *account != "root" && **minutes > 0.0) {
+        let mine = ours.get(account).copied().unwrap_or(0.0);
+        assert!(close(mine, *minutes), "account {account}: ours {mine} GPU-minutes, sreport {minutes}");
+    }
+    for (account, mine) in &ours {
+        let theirs = accounts.get(account).copied().unwrap_or(0.0);
+        assert!(close(*mine, theirs), "account {account}: ours {mine} GPU-minutes, sreport {theirs}");
+    }
+    let by_user = usage_as(&app, "root", &format!("{window}&by=user")).await;
+    for row in &by_user.rows {
+        let theirs = users.get(&row.name).copied().unwrap_or(0.0);
+        assert!(
+            close(row.gpu_hours * 60.0, theirs),
+            "user {}: ours {} GPU-minutes, sreport {theirs}",
+            row.name,
+            row.gpu_hours * 60.0
+        );
+    }
+    for (user, minutes) in users.iter().filter(|(_, minutes)| **minutes > 0.0) {
+        assert!(
+            by_user.rows.iter().any(|row| &row.name == user),
+            "user {user} ({minutes} GPU-minutes in sreport) missing"
+        );
+    }
+}
+
+/// Submits a short GPU job for `user` (their default account) and waits until slurmdbd has its end.
+fn run_gpu_job(user: &str, seconds: u32) -> u32 {
+    let (uid, gid) = (format!("--uid={user}"), format!("--gid={user}"));
+    let wrap = format!("sleep {seconds}");
+    let args =
+        ["--parsable", "-J", "usage-test", &uid, &gid, "--gres=gpu:1", "--time=5", "-o", "/dev/null", "--wrap", &wrap];
+    let out = slurm("sbatch", &args);
+    out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id")
+}
+
+async fn wait_ended(app: &TestApp, job_id: u32) -> JobDetail {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let response = app.get_as("root", &format!("/api/v1/jobs/{job_id}?cluster=lab")).await;
+        if response.status() == 200 {
+            let detail: JobDetail = response.json().await.expect("a job");
+            if detail.job.end.is_some() {
+                return detail;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "job {job_id} did not end in 3 minutes");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// The lab's users: alice (ml), bob and dave (physics), carol (ml-vision and physics; coordinator of
+/// ml, so of ml-vision too), root (staff).
+#[tokio::test(flavor = "multi_thread")]
+async fn each_viewer_gets_only_their_scope() {
+    let app = usage_app().await;
+    let jobs = [run_gpu_job("alice", 2), run_gpu_job("dave", 2), run_gpu_job("carol", 2)];
+    for job in jobs {
+        wait_ended(&app, job).await;
+    }
+    let window = format!("cluster=lab&start={}", rfc3339(Utc::now() - Duration::hours(2)));
+    let names = |report: &UsageReport| report.rows.iter().map(|row| row.name.clone()).collect::<Vec<_>>();
+
+    let staff = usage_as(&app, "root", &format!("{window}&by=user")).await;
+    for user in ["alice", "dave", "carol"] {
+        assert!(names(&staff).iter().any(|name| name == user), "staff see {user}: {:?}", names(&staff));
+    }
+    let alice = usage_as(&app, "alice", &format!("{window}&by=user")).await;
+    assert_eq!(names(&alice), ["alice"]);
+    let dave = usage_as(&app, "dave", &format!("{window}&by=account")).await;
+    assert_eq!(names(&dave), ["physics"], "dave sees his own jobs' account only");
+    assert!(dave.total.gpu_hours < staff.total.gpu_hours);
+    // carol coordinates ml (and so ml-vision): alice's jobs, not dave's.
+    let carol = usage_as(&app, "carol", &format!("{window}&by=user")).await;
+    assert!(names(&carol).iter().any(|name| name == "alice"), "{:?}", names(&carol));
+    assert!(!names(&carol).iter().any(|name| name == "dave" || name == "bob"), "{:?}", names(&carol));
+    // Another tenant with no jobs in the window gets nothing at all.
+    let bob = usage_as(&app, "bob", &format!("{window}&by=user")).await;
+    assert!(!names(&bob).iter().any(|name| name != "bob"), "{:?}", names(&bob));
+    let stats: UsageStats = app.get_as("bob", &format!("/api/v1/stats?{window}")).await.json().await.expect("stats");
+    assert!(stats.top_users.iter().all(|entry| entry.name == "bob"), "{:?}", stats.top_users);
+    // Nobody signed in: 401.
+    assert_eq!(app.get(&format!("/api/v1/usage?{window}")).await.status(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn csv_holds_the_json_rows_and_stats_count_the_same_jobs() {
+    let app = usage_app().await;
+    let window = format!("cluster=lab&start={}&end={}", rfc3339(Utc::now() - Duration::days(3)), rfc3339(Utc::now()));
+    let json = usage_as(&app, "root", &format!("{window}&by=user")).await;
+    let response = app.get_as("root", &format!("/api/v1/usage?{window}&by=user&format=csv")).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap_or_default().starts_with("text/csv"));
+    let text = response.text().await.expect("csv body");
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().expect("a header").clone();
+    let column = |name: &str| header.iter().position(|field| field == name).expect("a column");
+    let records: Vec<csv::StringRecord> = reader.records().map(|record| record.expect("a record")).collect();
+    assert_eq!(records.len(), json.rows.len() + 1, "one line per row and the total");
+    for (record, row) in records.iter().zip(json.rows.iter().chain([&json.total])) {
+        assert_eq!(&record[column("name")], row.name);
+        assert_eq!(record[column("gpu_hours")].parse::<f64>().expect("a number"), row.gpu_hours);
+        assert_eq!(record[column("jobs")].parse::<u64>().expect("a number"), row.jobs);
+        let idle = &record[column("idle_gpu_hours")];
+        assert_eq!(idle.parse::<f64>().ok(), row.idle_gpu_hours, "unknown idle is an empty cell");
+    }
+    let stats: UsageStats = app.get_as("root", &format!("/api/v1/stats?{window}")).await.json().await.expect("stats");
+    let binned: u64 = stats.job_gpus.bins.iter().map(|bin| bin.jobs).sum();
+    assert_eq!(binned, json.total.gpu_jobs, "the GPU histogram counts every GPU job of the window");
+    let top: f64 = stats.top_users.iter().map(|entry| entry.gpu_hours).sum();
+    assert!(top <= json.total.gpu_hours + 1e-9);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_window_or_parameter_is_a_400_naming_it() {
+    let app = usage_app().await;
+    let now = Utc::now();
+    for (query, parameter) in [
+        (format!("start={}&end={}", rfc3339(now), rfc3339(now - Duration::hours(1))), "start"),
+        ("start=yesterday".to_string(), "start"),
+        ("by=team".to_string(), "by"),
+        ("format=xml".to_string(), "format"),
+        ("cluster=nowhere".to_string(), "cluster"),
+        ("tag=x".to_string(), "tag"),
+    ] {
+        for path in ["/api/v1/usage", "/api/v1/stats"] {
+            if path == "/api/v1/stats" && (parameter == "by" || parameter == "format") {
+                continue;
+            }
+            let response = app.get_as("root", &format!("{path}?{query}")).await;
+            assert_eq!(response.status(), 400, "{path}?{query}");
+            let body: serde_json::Value = response.json().await.expect("the error envelope");
+            assert_eq!(body["error"]["parameter"], parameter, "{path}?{query}: {body}");
+        }
+    }
+    // A user may not read a window wider than [limits] window_days.
+    let wide = format!("start={}", rfc3339(now - Duration::days(400)));
+    assert_eq!(app.get_as("alice", &format!("/api/v1/usage?{wide}")).await.status(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_archived_reports_utilisation_makes_idle_gpu_hours() {
+    let url = fresh_database("h_usage_idle").await;
+    let mut config = test_config(AnonymousAccess::Nobody);
+    config.database = Some(DatabaseConfig { url: url.clone() });
+    config.report.archive_interval_s = 0;
+    config.usage.co2_g_per_kwh = Some(400.0);
+    let app = spawn_app(config).await;
+    let job = run_gpu_job("dave", 3);
+    let detail = wait_ended(&app, job).await;
+    let submit = u64::try_from(detail.job.submit.timestamp()).expect("after the epoch");
+    let store = Store::new(&url, std::time::Duration::from_secs(5)).expect("store");
+    let digest = ReportDigest {
+        mean_gpu_util: Some(25.0),
+        mean_tensor_active: Some(5.0),
+        blame: None,
+        has_metrics: true,
+        energy_kwh: Some(0.5),
+    };
+    store.archive_report(&"lab".parse().expect("a cluster"), job, submit, "{}", &digest).await.expect("archived");
+    let start = detail.job.start.expect("started") - Duration::minutes(1);
+    let end = detail.job.end.expect("ended") + Duration::minutes(1);
+    let window = format!("cluster=lab&start={}&end={}&by=user", rfc3339(start), rfc3339(end));
+    let report = usage_as(&app, "dave", &window).await;
+    let row = report.rows.iter().find(|row| row.name == "dave").expect("dave's row");
+    let hours = detail.job.elapsed_raw as f64 / 3600.0;
+    assert!(row.gpu_hours >= hours - 1e-9, "{row:?}");
+    let idle = row.idle_gpu_hours.expect("measured");
+    // Only this job is measured in the window: its GPU-hours × 75 %.
+    assert!((idle - 0.75 * row.gpu_hours_measured).abs() < 1e-9, "{row:?}");
+    assert!(row.gpu_hours_measured > 0.0 && row.gpu_hours_measured <= row.gpu_hours + 1e-9);
+    assert_eq!(row.mean_gpu_util, Some(25.0));
+    let kwh = row.energy_kwh.expect("energy");
+    assert!((row.co2_kg.expect("co2") - kwh * 0.4).abs() < 1e-9);
+}
