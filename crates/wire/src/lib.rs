@@ -13,6 +13,7 @@ mod nodes;
 mod report;
 mod script;
 mod signals;
+mod tags;
 mod tokens;
 mod traces;
 mod vocabulary;
@@ -31,6 +32,7 @@ pub use report::{
 };
 pub use script::{EnvironmentAccess, JobScript, StoredText};
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};
+pub use tags::{JobTag, JobTags, TagOrigin};
 pub use tokens::{CreatedShare, CreatedToken, NewShare, NewToken, ShareInfo, TokenInfo, TokenUse};
 pub use traces::{
     GpuTraceBreakdown, JobTraces, TraceBatch, TraceBreakdown, TraceReceipt, TraceRecord, TraceRejection, TraceTop,

@@ -18,6 +18,7 @@ pub mod report;
 pub mod script;
 pub mod shares;
 pub mod signals;
+pub mod tags;
 pub mod traces;
 pub mod wire_map;
 

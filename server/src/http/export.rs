@@ -196,6 +196,7 @@ fn export_parameters() -> Vec<&'static str> {
         ("max_gpus" = Option<u32>, Query, description = "At most this many allocated GPUs."),
         ("blame" = Option<String>, Query, description = "Comma-separated `infrastructure`, `application`, `unknown`: only jobs whose archived report says so."),
         ("q" = Option<String>, Query, description = "Search, as the listing's `q`."),
+        ("tag" = Option<String>, Query, description = "Only jobs carrying this tag, as the listing's `tag`."),
     ),
     responses(
         (status = 200, description = "The window's jobs, streamed", content(

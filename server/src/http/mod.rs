@@ -20,6 +20,7 @@ mod params;
 mod script;
 mod shares;
 mod signals;
+mod tags;
 mod tokens;
 mod traces;
 
@@ -126,6 +127,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(shares::create, shares::list))
         .routes(routes!(shares::revoke))
         .routes(routes!(shares::shared_report))
+        .routes(routes!(tags::list))
+        .routes(routes!(tags::add, tags::remove))
 }
 
 /// The whole API, and the web pages.

@@ -88,6 +88,7 @@ pub(super) fn base() -> OpenApi {
             tag("ingest", "Records sent by the Slurm plugin and trace collectors, with the cluster's ingest secret."),
             tag("tokens", "Personal API tokens: made and revoked through the site's sign-in, read-only, audited."),
             tag("shares", "Read-only links to one job's report: made by its owner, expiring, revocable, audited."),
+            tag("tags", "Job tags: set by a job's owner or staff, and by rules from the job's script and traces."),
             tag("service", "Health and this document; no identity needed."),
         ]))
         .build()

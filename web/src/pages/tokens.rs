@@ -254,7 +254,7 @@ fn NotSignedIn(error: DataError) -> impl IntoView {
 }
 
 /// The error envelope's message of a refused request, with its status.
-fn refusal(status: u16, text: &str) -> String {
+pub(crate) fn refusal(status: u16, text: &str) -> String {
     let message = serde_json::from_str::<wire::ErrorEnvelope>(text)
         .map(|envelope| envelope.error.message)
         .unwrap_or_else(|_| text.chars().take(200).collect());
@@ -284,7 +284,7 @@ async fn copy_text(text: &str) -> bool {
 }
 
 /// A same-origin request with a JSON body: (status, body text).
-async fn send(method: &str, url: &str, body: Option<String>) -> Result<(u16, String), DataError> {
+pub(crate) async fn send(method: &str, url: &str, body: Option<String>) -> Result<(u16, String), DataError> {
     use wasm_bindgen::JsCast;
     use wasm_bindgen_futures::JsFuture;
     let failed = || DataError { status: 0, message: format!("{method} {url} failed; is the server up?") };

@@ -203,6 +203,10 @@ fn storable(values: &[String]) -> Option<Vec<String>> {
 
 /// `filter` without the values slurmdbd cannot hold; `None` when it can then match nothing.
 fn storable_filter(filter: &JobFilter) -> Option<JobFilter> {
+    // A tag lives in our store: the application turns it into `among` first; unresolved, it matches nothing.
+    if filter.tag.is_some() && filter.among.is_none() {
+        return None;
+    }
     let (users, accounts, partitions) =
         (storable(&filter.users)?, storable(&filter.accounts)?, storable(&filter.partitions)?);
     Some(JobFilter { users, accounts, partitions, ..filter.clone() })
