@@ -20,7 +20,8 @@ CREATE TABLE job_tag_rules_seen (
     job_id       INT UNSIGNED    NOT NULL,
     time_submit  BIGINT UNSIGNED NOT NULL,
     seen_at      DATETIME(3)     NOT NULL,
-    -- Whether the job had ended then: a running job is read again (its traces grow), an ended one never.
+    -- Whether the job had ended with its script stored then: until so, it is read again on the next ask
+    -- (a running job's traces grow; slurmdbd may store a short job's script after its end).
     job_ended    BOOLEAN         NOT NULL,
     PRIMARY KEY (cluster, job_id, time_submit)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;

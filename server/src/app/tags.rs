@@ -50,20 +50,26 @@ fn key(record: &JobRecord) -> (u32, u64) {
     (record.identity.id_job, record.time_submit)
 }
 
-/// Sets `record`'s rule tags from its batch script and its traced kernel and process names (the
-/// archiver calls this for each job it archives; the job page through [`App::job_tags`]).
+/// Sets `record`'s rule tags from its batch script, its steps' names (`srun torchrun …` makes a step
+/// named `torchrun`) and its traced kernel and collective names (the archiver calls this for each job
+/// it archives; the job page through [`App::job_tags`]).
 pub(crate) async fn apply_rules(store: &Store, reader: &SlurmDbd, record: &JobRecord) -> Result<(), AppError> {
     let script = reader.job_script(record.db_index, false, SCRIPT_CHARS).await?;
+    let has_script = script.script.is_some();
     let mut tags = script.script.map(|script| tag::tags_from_script(&script.text)).unwrap_or_default();
+    let steps = reader.steps(record.db_index).await?;
+    tags.extend(tag::tags_from_traces(steps.iter().map(|step| step.step_name.as_str())));
     if let Some(run) = record.run() {
         let traces = store.job_trace_totals(reader.cluster(), record.identity.id_job, &run).await?;
         let names = traces.top_kernels.iter().chain(&traces.top_collectives).map(|named| named.name.as_str());
         tags.extend(tag::tags_from_traces(names));
     }
-    let ended = record.time_end > 0 && record.state.base() != JobStateBase::Running;
+    // Settled once the job ended with its script stored: slurmdbd may store a short job's script
+    // after its end, so until then the rules read it again (a job without a script costs one query).
+    let settled = has_script && record.time_end > 0 && record.state.base() != JobStateBase::Running;
     let tags: Vec<Tag> = tags.into_iter().collect();
     let (id_job, submit) = key(record);
-    store.set_rule_tags(reader.cluster(), id_job, submit, &tags, ended, Utc::now()).await?;
+    store.set_rule_tags(reader.cluster(), id_job, submit, &tags, settled, Utc::now()).await?;
     Ok(())
 }
 

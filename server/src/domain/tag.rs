@@ -198,8 +198,8 @@ pub fn tags_from_script(script: &str) -> BTreeSet<Tag> {
         .collect()
 }
 
-/// The applications that traced names show: process names (`/usr/bin/python3`, `all_reduce_perf`)
-/// and kernel names (`void at::native::vectorized_elementwise_kernel<…>`).
+/// The applications that names of what ran show: process and step names (`/usr/bin/python3`,
+/// `all_reduce_perf`, a step `torchrun`) and kernel names (`void at::native::vectorized_elementwise_kernel<…>`).
 pub fn tags_from_traces<'a>(names: impl IntoIterator<Item = &'a str>) -> BTreeSet<Tag> {
     let names: Vec<&str> = names.into_iter().map(str::trim).collect();
     let processes: BTreeSet<String> =

@@ -125,6 +125,7 @@ pub const CSV_COLUMNS: [(&str, Cell); 38] = [
     ("mean_tensor_active", |job, out| optional(out, job.mean_tensor_active)),
     ("blame", |job, out| text(out, job.blame.map(wire::Blame::as_str).unwrap_or_default())),
     ("digest", |job, out| text(out, job.digest.map(wire::DigestState::as_str).unwrap_or_default())),
+    ("tags", |job, out| text(out, &job.tags.join(","))),
 ];
 
 fn text(out: &mut String, value: &str) {
@@ -263,7 +264,8 @@ mod tests {
             "elapsed": "00:59:58", "elapsed_raw": 3598, "timelimit": "01:00:00", "timelimit_raw": 60,
             "node_list": "n[1-2]", "alloc_nodes": 2, "alloc_cpus": 4, "alloc_gpus": 8,
             "alloc_tres": "cpu=4,gres/gpu=8", "req_tres": "cpu=4", "req_mem": "1000M", "comment": "a,b",
-            "mean_gpu_util": 42.5, "mean_tensor_active": 0.25, "blame": "application", "digest": "archived"
+            "mean_gpu_util": 42.5, "mean_tensor_active": 0.25, "blame": "application", "digest": "archived",
+            "tags": ["ablation-3", "pytorch"]
         }))
         .expect("a job with every field");
         let json = serde_json::to_value(&job).expect("JSON");
@@ -278,7 +280,7 @@ mod tests {
             row,
             "8+1,9,0,1,8,1,c,'=x,alice,1,2,ml,gpu,normal,FAILED,3,1:0,0:0,2026-11-30T12:00:00Z,\
              2026-11-30T12:00:01Z,2026-11-30T12:00:02Z,2026-11-30T13:00:00Z,00:59:58,3598,01:00:00,60,\
-             n[1-2],2,4,8,\"cpu=4,gres/gpu=8\",cpu=4,1000M,\"a,b\",42.5,0.25,application,archived\r\n"
+             n[1-2],2,4,8,\"cpu=4,gres/gpu=8\",cpu=4,1000M,\"a,b\",42.5,0.25,application,archived,\"ablation-3,pytorch\"\r\n"
         );
     }
 

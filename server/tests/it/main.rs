@@ -28,6 +28,7 @@ mod signals;
 mod slurmdbd_versions;
 mod standins;
 mod support;
+mod tags;
 mod tenancy;
 mod traces;
 mod vm_versions;

@@ -66,7 +66,10 @@ fn config_with(database: &str) -> Config {
 /// Submits a short job of `user` on the lab cluster; its id once slurmdbd records it ended.
 async fn finished_job_of(app: &TestApp, user: &str) -> Job {
     let (uid, gid) = (format!("--uid={user}"), format!("--gid={user}"));
-    let out = slurm("sbatch", &["--parsable", "-J", "tags-test", &uid, &gid, "--time=1", "-o", "/dev/null", "--wrap", "true"]);
+    let out = slurm(
+        "sbatch",
+        &["--parsable", "-J", "tags-test", &uid, &gid, "--time=1", "-o", "/dev/null", "--wrap", "true"],
+    );
     let id: u32 = out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id");
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -251,7 +254,8 @@ async fn the_rules_tag_a_lab_job_from_its_torchrun_script_and_the_tag_stays() {
     // Another tenant sees nothing of it; the filter finds it.
     assert_eq!(app.get_as("bob", &format!("/api/v1/jobs/{job}/tags?cluster=lab")).await.status(), 404);
     let now = Utc::now().timestamp();
-    let found = listed(&app, "alice", &format!("cluster=lab&start={}&end={}&tag=pytorch", now - 3600, now + 60), 50).await;
+    let found =
+        listed(&app, "alice", &format!("cluster=lab&start={}&end={}&tag=pytorch", now - 3600, now + 60), 50).await;
     assert!(ids(&found).contains(&job), "{:?}", ids(&found));
     assert!(found.iter().all(|listed| listed.tags.contains(&"pytorch".to_string())));
 }

@@ -524,7 +524,8 @@ impl SlurmDbd {
         Ok(Some((job, steps)))
     }
 
-    async fn steps(&self, db_index: u64) -> Result<Vec<StepRecord>, SlurmDbdError> {
+    /// The steps of the job row `db_index`, in order.
+    pub async fn steps(&self, db_index: u64) -> Result<Vec<StepRecord>, SlurmDbdError> {
         let sql = format!(
             "SELECT CAST(id_step AS SIGNED), COALESCE(step_name, ''), CAST(state AS UNSIGNED), \
              CAST(exit_code AS SIGNED), CAST(time_start AS UNSIGNED), CAST(time_end AS UNSIGNED), \
