@@ -107,7 +107,7 @@ const RULES: &[AppRule] = &[
             "torch.cuda",
             "pytorch",
         ],
-        processes: &["torchrun", "pt_main_thread", "pt_elastic"],
+        processes: &["torchrun", "pt_main_thread", "pt_elastic", "accelerate"],
         kernels: &["at::native::", "c10::"],
     },
     AppRule { tag: "deepspeed", script_words: &["deepspeed"], processes: &["deepspeed"], kernels: &["deepspeed::"] },
@@ -163,6 +163,10 @@ const RULES: &[AppRule] = &[
         processes: &["gmx_mpi", "gmx"],
         kernels: &["gmx::", "nbnxm"],
     },
+    AppRule { tag: "lammps", script_words: &["lmp", "lmp_mpi"], processes: &["lmp", "lmp_mpi"], kernels: &[] },
+    AppRule { tag: "wrf", script_words: &["wrf.exe"], processes: &["wrf.exe"], kernels: &[] },
+    AppRule { tag: "colabfold", script_words: &["colabfold_batch"], processes: &["colabfold_batch"], kernels: &[] },
+    AppRule { tag: "qmcpack", script_words: &["qmcpack"], processes: &["qmcpack"], kernels: &[] },
 ];
 
 /// Whether `word` stands in `text` (both lowercase) between characters that are not part of a name:
@@ -313,6 +317,14 @@ mod tests {
             "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
         ];
         assert_eq!(tags_from_traces(kernels), tags(&["pytorch", "vllm"]));
+    }
+
+    #[test]
+    fn step_names_as_srun_names_them_show_applications() {
+        let steps = ["batch", "extern", "torchrun", "gmx_mpi", "wrf.exe", "lmp", "python", "bash"];
+        assert_eq!(tags_from_traces(steps), tags(&["gromacs", "lammps", "pytorch", "wrf"]));
+        let script = "#!/bin/bash\n#SBATCH -N 4\nmodule load wrf\nsrun ./wrf.exe\nsrun lmp -in in.lj\n";
+        assert_eq!(tags_from_script(script), tags(&["lammps", "wrf"]));
     }
 
     proptest! {

@@ -86,7 +86,7 @@ type Cell = fn(&wire::Job, &mut String);
 
 /// The CSV export's columns: every field of a listing item, named and ordered as the listing's JSON
 /// names them; values as the listing gives them (times RFC 3339 UTC, an absent field an empty cell).
-pub const CSV_COLUMNS: [(&str, Cell); 38] = [
+pub const CSV_COLUMNS: [(&str, Cell); 39] = [
     ("job_id", |job, out| text(out, &job.job_id)),
     ("job_id_raw", |job, out| number(out, job.job_id_raw)),
     ("array_job_id", |job, out| optional(out, job.array_job_id)),
