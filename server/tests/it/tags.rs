@@ -76,7 +76,8 @@ async fn finished_job_of(app: &TestApp, user: &str) -> Job {
         let response = app.get_as("root", &format!("/api/v1/jobs/{id}?cluster=lab")).await;
         if response.status() == 200 {
             let detail: slurmlens_wire::JobDetail = response.json().await.expect("job JSON");
-            if detail.job.end.is_some() && detail.job.start.is_some() {
+            // Ended, on a node: what the Gantt draws.
+            if detail.job.end.is_some() && detail.job.start.is_some() && detail.job.alloc_nodes > 0 {
                 return detail.job;
             }
         }
@@ -158,8 +159,11 @@ async fn owners_tag_their_jobs_staff_any_and_the_filter_lists_exactly_the_tagged
     let chart_window = TimeWindow::new(time(start_s), time(end_s)).expect("a window");
     let chart = application.chart_window(&staff, Some("lab"), chart_window, &filter, 100_000).await.expect("chart");
     let charted: BTreeSet<String> = chart.jobs.iter().map(|job| job.job_id.clone()).collect();
-    let started: BTreeSet<String> = tagged.iter().filter(|job| job.start.is_some()).map(|j| j.job_id.clone()).collect();
-    assert_eq!(charted, started, "the Gantt draws exactly the tagged jobs that started");
+    let placed = |job: &&Job| job.start.is_some() && job.alloc_nodes > 0 && job.node_list != "None assigned";
+    let started: BTreeSet<String> = tagged.iter().filter(placed).map(|j| j.job_id.clone()).collect();
+    let facts: Vec<(&str, Option<DateTime<Utc>>, u32, &str)> =
+        tagged.iter().map(|j| (j.job_id.as_str(), j.start, j.alloc_nodes, j.node_list.as_str())).collect();
+    assert_eq!(charted, started, "the Gantt draws exactly the tagged jobs that started on nodes: {facts:?}");
 
     // Removing: another tenant is told the job does not exist; the owner removes theirs.
     assert_eq!(send(&app, reqwest::Method::DELETE, Some(&tenant), &tag_path(&first, "ablation-3")).await.status(), 404);
