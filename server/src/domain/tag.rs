@@ -224,7 +224,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn tags(words: &[&str]) -> BTreeSet<Tag> {
-        words.iter().map(|w| w.parse().unwrap()).collect()
+        words.iter().map(|w| w.parse().expect("a tag")).collect()
     }
 
     #[test]
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn deepspeed_launcher_is_deepspeed() {
         let script = "#!/bin/bash\n#SBATCH --nodes=2\ndeepspeed --hostfile=hostfile train.py --deepspeed --deepspeed_config ds_config.json\n";
-        assert!(tags_from_script(script).contains(&"deepspeed".parse().unwrap()));
+        assert!(tags_from_script(script).contains(&"deepspeed".parse().expect("a tag")));
     }
 
     #[test]
