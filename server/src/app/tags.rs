@@ -108,6 +108,7 @@ impl App {
             Added::New => tracing::info!(job = job_id, %tag, by = %user, "job tagged"),
             Added::Already => {}
         }
+        self.ensure_rule_tags(reader, &record).await?;
         self.tags_answer(viewer, reader, &record, job_id).await
     }
 
