@@ -1273,6 +1273,73 @@ test('usage_and_stats_pages_show_what_the_api_says_sort_and_export', async (page
     await hydrated(page);
     await page.screenshot({ path: join(out, `stats_${width}px.png`), fullPage: true });
   }
+test('job_tags_added_on_the_job_page_filter_the_list_and_the_gantt_and_are_removed', async (page) => {
+  // The newest ended job of alice on the lab cluster (the integration tests submit them).
+  const alices = await api(base, '/api/v1/jobs?cluster=lab&start=0&limit=50&user=alice');
+  const job = alices.items.find((candidate) => candidate.end && candidate.start);
+  assert(job, 'an ended lab job of alice');
+  const tag = `e2e-${Date.now().toString(36)}`;
+  const as = async (user, path) => {
+    await page.setExtraHTTPHeaders(user ? { 'X-Remote-User': user } : {});
+    const response = await page.goto(`${base}${path}`);
+    if (response.status() === 200) await hydrated(page);
+    return response.status();
+  };
+  // The owner adds a tag on the job page; the API then holds it, set by alice.
+  assertEqual(await as('alice', `/jobs/${job.job_id}?cluster=lab`), 200, 'alice sees her job');
+  await page.fill('[data-testid=tag-input]', tag);
+  await page.click('[data-testid=tag-submit]');
+  await page.waitForSelector(`[data-testid=job-tag][data-tag="${tag}"]`);
+  const stored = await api(base, `/api/v1/jobs/${job.job_id}/tags?cluster=lab`);
+  const mine = stored.tags.find((t) => t.tag === tag);
+  assert(mine && mine.origin === 'user' && mine.set_by === 'alice', `the API holds the tag: ${JSON.stringify(stored)}`);
+  const shown = await page.$$eval('[data-testid=job-tag]', (chips) => chips.map((chip) => chip.dataset.tag));
+  assertEqual(shown, stored.tags.map((t) => t.tag), 'the page shows exactly the API\'s tags');
+  // A bad tag is refused with the server's reason, and nothing changes.
+  await page.fill('[data-testid=tag-input]', 'Bad Tag');
+  await page.evaluate(() => document.querySelector('[data-testid=tag-input]').removeAttribute('pattern'));
+  await page.click('[data-testid=tag-submit]');
+  await page.waitForSelector('[data-testid=tag-message]');
+  assert((await page.textContent('[data-testid=tag-message]')).includes('400'), 'the refusal names its status');
+  assertEqual((await api(base, `/api/v1/jobs/${job.job_id}/tags?cluster=lab`)).tags, stored.tags, 'nothing changed');
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await as('alice', `/jobs/${job.job_id}?cluster=lab`);
+    const section = page.locator('[data-testid=tags-section]');
+    await section.screenshot({ path: join(out, `job_tags_${width}px.png`) });
+    const right = await section.evaluate((s) => s.getBoundingClientRect().right);
+    assert(right <= width, `the tags fit ${width} px: ${right}`);
+  }
+  // The job list filtered by the tag: exactly the API's jobs, each row with its chip.
+  await page.setViewportSize({ width: 1440, height: 900 });
+  // A window alice may list (a person who is not staff lists at most `[limits] window_days`).
+  const from = Math.floor(new Date(job.submit).getTime() / 1000) - 3600;
+  const window = `cluster=lab&start=${from}&end=${Math.floor(Date.now() / 1000)}`;
+  assertEqual(await as('alice', `/jobs?${window}&tag=${tag}`), 200, 'the filtered list');
+  const listed = await allJobs(base, `${window}&tag=${tag}`);
+  assertEqual(listed.map((j) => j.job_id), [job.job_id], 'the API lists exactly the tagged job');
+  const rows = await page.$$eval('[data-testid=job-row]', (rows) => rows.map((row) => row.dataset.job));
+  assertEqual(rows, [job.job_id], 'the page lists exactly the tagged job');
+  assertEqual(await page.inputValue('[data-testid=filter-tag]'), tag, 'the filter field holds the tag');
+  assert((await page.textContent('[data-testid=job-row] [data-testid=row-tag]')).includes(tag), 'the row shows its tag');
+  await page.screenshot({ path: join(out, 'job_tags_list_1440px.png') });
+  // The Gantt with the tag in its filter: exactly that job.
+  const start = Math.floor(new Date(job.start).getTime() / 1000) - 3600;
+  const end = Math.floor(new Date(job.end).getTime() / 1000) + 3600;
+  await as('alice', `/?cluster=lab&start=${start}&end=${end}&tag=${tag}`);
+  await ganttReady(page);
+  assertEqual(await page.inputValue('[data-testid=filter-tag]'), tag, 'the Gantt\'s filter holds the tag');
+  const state = await ganttState(page);
+  assertEqual(Number(state.jobs) + Number(state.packedJobs), 1, 'the Gantt holds exactly the tagged job');
+  await page.screenshot({ path: join(out, 'job_tags_gantt_1440px.png') });
+  // Another tenant gets what a missing job gets; the owner removes the tag.
+  assertEqual(await as('bob', `/jobs/${job.job_id}?cluster=lab`), 404, 'bob: not found');
+  assertEqual(await as('alice', `/jobs/${job.job_id}?cluster=lab`), 200, 'alice again');
+  await page.click(`[data-testid=job-tag][data-tag="${tag}"] [data-testid=tag-remove]`);
+  await page.waitForSelector(`[data-testid=job-tag][data-tag="${tag}"]`, { state: 'detached' });
+  const after = await api(base, `/api/v1/jobs/${job.job_id}/tags?cluster=lab`);
+  assert(!after.tags.some((t) => t.tag === tag), 'the API no longer holds it');
+  page.expectErrors = true; // bob's 404 page's own failed loads
   return null;
 });
 

@@ -64,6 +64,9 @@ pub struct JobView {
     /// The job's script (`/api/v1/jobs/{id}/script`); `None` where it could not be asked.
     #[serde(default)]
     pub script: Option<wire::JobScript>,
+    /// The job's tags (`/api/v1/jobs/{id}/tags`); `None` where they could not be read.
+    #[serde(default)]
+    pub tags: Option<wire::JobTags>,
 }
 
 impl JobView {
@@ -78,7 +81,13 @@ impl JobView {
             logs: None,
             profile: None,
             script: None,
+            tags: None,
         }
+    }
+
+    /// With the job's tags.
+    pub fn with_tags(self, tags: Option<wire::JobTags>) -> Self {
+        Self { tags, ..self }
     }
 
     /// With the job's script, submit line and (where the viewer may see it) environment.
@@ -304,10 +313,14 @@ impl Loader {
             let logs = fetch_json::<wire::JobLogs>(format!("/api/v1/jobs/{id}/logs{suffix}"));
             let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
             let script = fetch_json::<wire::JobScript>(format!("/api/v1/jobs/{id}/script{suffix}"));
+            let tags = fetch_json::<wire::JobTags>(format!("/api/v1/jobs/{id}/tags{suffix}"));
             async move {
                 let detail = detail.await?;
                 let page = JobView::new(detail, report.await.ok(), view);
-                Ok(page.with_signals(logs.await.ok(), profile.await.ok(), view).with_script(script.await.ok()))
+                Ok(page
+                    .with_signals(logs.await.ok(), profile.await.ok(), view)
+                    .with_script(script.await.ok())
+                    .with_tags(tags.await.ok()))
             }
         }
     }

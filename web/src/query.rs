@@ -28,20 +28,35 @@ pub struct Filters {
     pub account: Option<String>,
     pub partition: Option<String>,
     pub state: Option<String>,
+    /// `tag=`: only jobs carrying this tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 impl Filters {
     /// Reads the filters from a query-string lookup.
     pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Self {
-        Self { user: get("user"), account: get("account"), partition: get("partition"), state: get("state") }
+        Self {
+            user: get("user"),
+            account: get("account"),
+            partition: get("partition"),
+            state: get("state"),
+            tag: get("tag"),
+        }
     }
 
     /// (name, value) pairs for the set filters.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        [("user", &self.user), ("account", &self.account), ("partition", &self.partition), ("state", &self.state)]
-            .into_iter()
-            .filter_map(|(name, value)| value.clone().map(|value| (name, value)))
-            .collect()
+        [
+            ("user", &self.user),
+            ("account", &self.account),
+            ("partition", &self.partition),
+            ("state", &self.state),
+            ("tag", &self.tag),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.clone().map(|value| (name, value)))
+        .collect()
     }
 }
 

@@ -121,6 +121,10 @@ pub trait PageData: Send + Sync {
     fn script<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobScript>> {
         Box::pin(async { Ok(None) })
     }
+    /// `GET /api/v1/jobs/{job_id}/tags`; `None` where they could not be read.
+    fn tags<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobTags>> {
+        Box::pin(async { Ok(None) })
+    }
     /// `GET /api/v1/jobs/{job_id}/profile`; `None` where the job has none to show.
     fn profile<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {
         Box::pin(async { Ok(None) })
@@ -421,14 +425,18 @@ pub async fn job_view(
 ) -> Result<JobView, DataError> {
     let detail = data.job(cluster, job_id).await?;
     // A report, logs or profile that fail degrade their section to "not available", not the page.
-    let (report, logs, profile, script) = futures::join!(
+    let (report, logs, profile, script, tags) = futures::join!(
         data.report(cluster, job_id),
         data.logs(cluster, job_id),
         data.profile(cluster, job_id),
-        data.script(cluster, job_id)
+        data.script(cluster, job_id),
+        data.tags(cluster, job_id)
     );
     let page = JobView::new(detail, report.ok().flatten(), view);
-    Ok(page.with_signals(logs.ok().flatten(), profile.ok().flatten(), view).with_script(script.ok().flatten()))
+    Ok(page
+        .with_signals(logs.ok().flatten(), profile.ok().flatten(), view)
+        .with_script(script.ok().flatten())
+        .with_tags(tags.ok().flatten()))
 }
 
 /// The job list's rows for `query`, as the page shows them.

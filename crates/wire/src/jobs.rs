@@ -88,6 +88,9 @@ pub struct Job {
     /// Where `mean_gpu_util`, `mean_tensor_active` and `blame` come from; absent: no report made yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<DigestState>,
+    /// The job's tags (set by people or by the rules), by name; absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// One job with its steps and its allocation per node.

@@ -14,6 +14,7 @@ mod notify;
 mod report;
 mod script;
 mod signals;
+mod tags;
 mod tokens;
 mod traces;
 mod usage;
@@ -34,6 +35,7 @@ pub use report::{
 };
 pub use script::{EnvironmentAccess, JobScript, StoredText};
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};
+pub use tags::{JobTag, JobTags, TagOrigin};
 pub use tokens::{CreatedShare, CreatedToken, NewShare, NewToken, ShareInfo, TokenInfo, TokenUse};
 pub use traces::{
     GpuTraceBreakdown, JobTraces, TraceBatch, TraceBreakdown, TraceReceipt, TraceRecord, TraceRejection, TraceTop,

@@ -38,7 +38,14 @@ impl App {
         let scope = self.scope(viewer, reader).await?;
         self.check_listing_window(&scope, query)?;
         let catalog = reader.tres_catalog().await?;
-        let records = reader.jobs_streamed(scope, query.window, query.filter.clone(), catalog.clone());
+        let records = if query.filter.tag.is_some() {
+            self.tagged_stream(reader.clone(), scope, query.window, query.filter.clone(), catalog.clone()).boxed()
+        } else {
+            reader
+                .jobs_streamed(scope, query.window, query.filter.clone(), catalog.clone())
+                .map(|row| row.map_err(AppError::from))
+                .boxed()
+        };
         let export =
             Arc::new(Export { app: self.clone(), reader: reader.clone(), catalog, blame: query.blame.clone() });
         Ok(records.chunks(EXPORT_CHUNK).then(move |chunk| {

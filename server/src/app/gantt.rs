@@ -74,6 +74,7 @@ fn chart_job(record: JobRecord, catalog: &TresCatalog) -> ChartJob {
 /// The started jobs of `window` that `scope` may see, in large batches, up to about `cap` (then
 /// `true`: more were left).
 async fn read_started(
+    app: &App,
     reader: &SlurmDbd,
     scope: &ViewerScope,
     window: TimeWindow,
@@ -84,7 +85,7 @@ async fn read_started(
     let mut records: Vec<JobRecord> = Vec::new();
     let mut cursor = None;
     loop {
-        let (batch, next) = reader.jobs_in_window(scope, window, filter, catalog, cursor, BATCH).await?;
+        let (batch, next) = app.window_page(reader, scope, window, filter, catalog, cursor, BATCH).await?;
         records.extend(batch.into_iter().filter(|record| record.time_start > 0 && !record.never_ran()));
         match next {
             Some(next) if records.len() < cap => cursor = Some(next),
@@ -109,7 +110,7 @@ impl App {
         let scope = self.scope(viewer, reader).await?;
         self.check_window(&scope, window)?;
         let catalog = reader.tres_catalog().await?;
-        let (records, truncated) = read_started(reader, &scope, window, filter, &catalog, cap).await?;
+        let (records, truncated) = read_started(self, reader, &scope, window, filter, &catalog, cap).await?;
         Ok(ChartWindow { jobs: self.chart_jobs(reader, records, &catalog).await, truncated })
     }
 
@@ -127,7 +128,7 @@ impl App {
         let scope = self.scope(viewer, reader).await?;
         let catalog = reader.tres_catalog().await?;
         let (mut records, _) =
-            read_started(reader, &scope, window, &JobFilter::default(), &catalog, usize::MAX).await?;
+            read_started(self, reader, &scope, window, &JobFilter::default(), &catalog, usize::MAX).await?;
         let second = u64::try_from(at.timestamp()).unwrap_or(0);
         records.retain(|record| record.running_at(second));
         let held = self

@@ -95,7 +95,7 @@ impl App {
         self.check_listing_window(&scope, query)?;
         let catalog = reader.tres_catalog().await?;
         let (records, next) =
-            reader.jobs_in_window(&scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;
+            self.window_page(reader, &scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;
         let items = self.listed_jobs(reader, &records, &catalog, &query.blame).await;
         Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) })
     }
@@ -146,6 +146,12 @@ impl App {
             }
         }
         self.live_digests(reader, records, &mut items, catalog).await;
+        let mut tags = self.tags_of(reader, records).await;
+        for (item, record) in items.iter_mut().zip(records) {
+            if let Some(tags) = tags.remove(&(record.identity.id_job, record.time_submit)) {
+                item.tags = tags.iter().map(ToString::to_string).collect();
+            }
+        }
         if !blame.is_empty() {
             items.retain(|item| item.blame.as_ref().is_some_and(|b| blame.contains(b)));
         }

@@ -19,6 +19,7 @@ pub mod report;
 pub mod script;
 pub mod shares;
 pub mod signals;
+pub mod tags;
 pub mod traces;
 pub mod usage;
 pub mod wire_map;

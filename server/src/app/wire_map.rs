@@ -63,6 +63,7 @@ pub fn job(record: &JobRecord, catalog: &TresCatalog, cluster: &str, now: u64) -
         blame: matches!(record.state.base(), JobStateBase::NodeFail | JobStateBase::BootFail)
             .then_some(wire::Blame::Infrastructure),
         digest: None,
+        tags: Vec::new(),
     }
 }
 

@@ -157,6 +157,10 @@ pub struct JobFilter {
     pub max_gpus: Option<u64>,
     /// A search (`q=`): a job id, or text in the name, user or account.
     pub search: Option<JobSearch>,
+    /// Jobs carrying this tag (our store's word: the application turns it into `among`).
+    pub tag: Option<super::tag::Tag>,
+    /// Only these job records (job id, submit time): a bounded set the application read from our store.
+    pub among: Option<Vec<(u32, u64)>>,
 }
 
 /// What a listing's search (`q=`) looks for.

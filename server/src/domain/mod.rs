@@ -22,6 +22,7 @@ pub mod rules;
 pub mod scope;
 pub mod series;
 pub mod share;
+pub mod tag;
 pub mod time;
 pub mod token;
 pub mod trace;

@@ -86,7 +86,7 @@ type Cell = fn(&wire::Job, &mut String);
 
 /// The CSV export's columns: every field of a listing item, named and ordered as the listing's JSON
 /// names them; values as the listing gives them (times RFC 3339 UTC, an absent field an empty cell).
-pub const CSV_COLUMNS: [(&str, Cell); 38] = [
+pub const CSV_COLUMNS: [(&str, Cell); 39] = [
     ("job_id", |job, out| text(out, &job.job_id)),
     ("job_id_raw", |job, out| number(out, job.job_id_raw)),
     ("array_job_id", |job, out| optional(out, job.array_job_id)),
@@ -125,6 +125,7 @@ pub const CSV_COLUMNS: [(&str, Cell); 38] = [
     ("mean_tensor_active", |job, out| optional(out, job.mean_tensor_active)),
     ("blame", |job, out| text(out, job.blame.map(wire::Blame::as_str).unwrap_or_default())),
     ("digest", |job, out| text(out, job.digest.map(wire::DigestState::as_str).unwrap_or_default())),
+    ("tags", |job, out| text(out, &job.tags.join(","))),
 ];
 
 fn text(out: &mut String, value: &str) {
@@ -196,6 +197,7 @@ fn export_parameters() -> Vec<&'static str> {
         ("max_gpus" = Option<u32>, Query, description = "At most this many allocated GPUs."),
         ("blame" = Option<String>, Query, description = "Comma-separated `infrastructure`, `application`, `unknown`: only jobs whose archived report says so."),
         ("q" = Option<String>, Query, description = "Search, as the listing's `q`."),
+        ("tag" = Option<String>, Query, description = "Only jobs carrying this tag, as the listing's `tag`."),
     ),
     responses(
         (status = 200, description = "The window's jobs, streamed", content(
@@ -262,7 +264,8 @@ mod tests {
             "elapsed": "00:59:58", "elapsed_raw": 3598, "timelimit": "01:00:00", "timelimit_raw": 60,
             "node_list": "n[1-2]", "alloc_nodes": 2, "alloc_cpus": 4, "alloc_gpus": 8,
             "alloc_tres": "cpu=4,gres/gpu=8", "req_tres": "cpu=4", "req_mem": "1000M", "comment": "a,b",
-            "mean_gpu_util": 42.5, "mean_tensor_active": 0.25, "blame": "application", "digest": "archived"
+            "mean_gpu_util": 42.5, "mean_tensor_active": 0.25, "blame": "application", "digest": "archived",
+            "tags": ["ablation-3", "pytorch"]
         }))
         .expect("a job with every field");
         let json = serde_json::to_value(&job).expect("JSON");
@@ -277,7 +280,7 @@ mod tests {
             row,
             "8+1,9,0,1,8,1,c,'=x,alice,1,2,ml,gpu,normal,FAILED,3,1:0,0:0,2026-11-30T12:00:00Z,\
              2026-11-30T12:00:01Z,2026-11-30T12:00:02Z,2026-11-30T13:00:00Z,00:59:58,3598,01:00:00,60,\
-             n[1-2],2,4,8,\"cpu=4,gres/gpu=8\",cpu=4,1000M,\"a,b\",42.5,0.25,application,archived\r\n"
+             n[1-2],2,4,8,\"cpu=4,gres/gpu=8\",cpu=4,1000M,\"a,b\",42.5,0.25,application,archived,\"ablation-3,pytorch\"\r\n"
         );
     }
 

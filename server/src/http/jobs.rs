@@ -12,7 +12,7 @@ use crate::app::{App, Viewer};
 use crate::domain::job::{JobFilter, JobSearch};
 
 /// The parameters `GET /api/v1/jobs` takes.
-pub(super) const LIST_PARAMETERS: [&str; 14] = [
+pub(super) const LIST_PARAMETERS: [&str; 15] = [
     "cluster",
     "start",
     "end",
@@ -27,6 +27,7 @@ pub(super) const LIST_PARAMETERS: [&str; 14] = [
     "cursor",
     "blame",
     "q",
+    "tag",
 ];
 
 /// `GET /api/v1/health`: 200 when slurmdbd's database answers, 503 otherwise.
@@ -76,6 +77,7 @@ pub async fn health(State(app): State<App>) -> Result<Json<wire::Health>, ApiErr
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
         ("blame" = Option<String>, Query, description = "Comma-separated `infrastructure`, `application`, `unknown`: keeps the page's jobs whose archived report says so (a page may then hold fewer than `limit` jobs)."),
         ("q" = Option<String>, Query, description = "Search, 1–64 printable ASCII characters: a job id (`123`, with an array's tasks and a het job's components; `123_4`; `8+1`) finds exactly that job; other text finds jobs whose name, user or account contains it, ignoring case. Applies within the window like every filter: widen `start` to search further back."),
+        ("tag" = Option<String>, Query, description = "Only jobs carrying this tag (`pytorch`, `ablation-3`): a person's or the rules'. Read from slurmlens's own database, 1,000 job records at a time; a page may hold fewer than `limit` jobs, the cursor walks on."),
     ),
     responses(
         (status = 200, description = "One page of jobs", body = wire::Page<wire::Job>),
@@ -115,6 +117,8 @@ pub(super) fn jobs_query(app: &App, params: &Params) -> Result<JobsQuery, ApiErr
             .map(JobSearch::parse)
             .transpose()
             .map_err(|error| ApiError::invalid("q", format!("{error}")))?,
+        tag: params.text("tag").map(crate::app::tags::parse_tag).transpose()?,
+        among: None,
     };
     let limit = params.number("limit", 1, MAX_PAGE as u64)?.map_or(DEFAULT_PAGE, |limit| limit as usize);
     let cursor = JobsQuery::cursor(params.text("cursor"))?;

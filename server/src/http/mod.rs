@@ -21,6 +21,7 @@ mod params;
 mod script;
 mod shares;
 mod signals;
+mod tags;
 mod tokens;
 mod traces;
 mod usage;
@@ -132,6 +133,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(notify::set_rule))
         .routes(routes!(usage::usage))
         .routes(routes!(usage::stats))
+        .routes(routes!(tags::list))
+        .routes(routes!(tags::add, tags::remove))
 }
 
 /// The whole API, and the web pages.

@@ -90,6 +90,7 @@ pub(super) fn base() -> OpenApi {
             tag("shares", "Read-only links to one job's report: made by its owner, expiring, revocable, audited."),
             tag("notifications", "A signed-in user's notifications about their own jobs, and their opt-outs."),
             tag("usage", "Showback and statistics of a window: GPU-hours allocated and idle per account or user; scoped to the viewer."),
+            tag("tags", "Job tags: set by a job's owner or staff, and by rules from the job's script and traces."),
             tag("service", "Health and this document; no identity needed."),
         ]))
         .build()

@@ -52,6 +52,9 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("PUT", "/api/v1/me/notifications/rules/{rule}"),
     ("GET", "/api/v1/usage"),
     ("GET", "/api/v1/stats"),
+    ("GET", "/api/v1/jobs/{job_id}/tags"),
+    ("PUT", "/api/v1/jobs/{job_id}/tags/{tag}"),
+    ("DELETE", "/api/v1/jobs/{job_id}/tags/{tag}"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

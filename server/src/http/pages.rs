@@ -123,6 +123,7 @@ fn jobs_query(query: &JobQuery) -> Result<JobsQuery, AppError> {
             .map(JobSearch::parse)
             .transpose()
             .map_err(|error| AppError::invalid("q", error.to_string()))?,
+        tag: filters.tag.as_deref().filter(|text| !text.is_empty()).map(crate::app::tags::parse_tag).transpose()?,
         ..JobFilter::default()
     };
     let limit = query.limit.map_or(DEFAULT_PAGE, |limit| limit as usize);
@@ -212,6 +213,10 @@ impl PageData for Viewing {
 
     fn script<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobScript>> {
         Box::pin(async move { optional(self.app.job_script(&self.viewer, cluster, job_id).await) })
+    }
+
+    fn tags<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobTags>> {
+        Box::pin(async move { optional(self.app.job_tags(&self.viewer, cluster, job_id).await) })
     }
 
     fn profile<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {

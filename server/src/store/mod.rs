@@ -15,6 +15,7 @@ pub mod lease;
 pub mod notifications;
 pub mod reports;
 pub mod shares;
+pub mod tags;
 pub mod tokens;
 pub mod traces;
 
@@ -82,7 +83,9 @@ impl Store {
     /// jobs. Never called by the server.
     pub async fn forget_cluster_jobs(&self, cluster: &ClusterName) -> Result<u64, StoreError> {
         let mut gone = 0;
-        for table in ["gpu_allocations", "job_reports", "report_attempts", "trace_summaries"] {
+        for table in
+            ["gpu_allocations", "job_reports", "report_attempts", "trace_summaries", "job_tags", "job_tag_rules_seen"]
+        {
             let sql = format!("DELETE FROM {table} WHERE cluster = ?");
             gone += sqlx::query(&sql).bind(cluster.as_str()).execute(&self.pool).await?.rows_affected();
         }

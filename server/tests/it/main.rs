@@ -29,6 +29,7 @@ mod signals;
 mod slurmdbd_versions;
 mod standins;
 mod support;
+mod tags;
 mod tenancy;
 mod traces;
 mod usage;

@@ -479,6 +479,7 @@ mod tests {
             mean_tensor_active: None,
             blame: None,
             digest: None,
+            tags: Vec::new(),
         }
     }
 

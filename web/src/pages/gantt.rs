@@ -631,12 +631,7 @@ pub fn GanttPage() -> impl IntoView {
             start: Some(v.start as i64),
             end: Some(v.end as i64),
             colour: colour.get_untracked(),
-            filters: Filters {
-                user: field("user"),
-                account: field("account"),
-                partition: field("partition"),
-                state: field("state"),
-            },
+            filters: Filters::from_lookup(&field),
         };
         navigate_for_filters(
             &format!("/?{}", next.to_query()),
@@ -698,6 +693,7 @@ pub fn GanttPage() -> impl IntoView {
                 <FilterField label="Account" name="account" value=filters.account.clone() />
                 <FilterField label="Partition" name="partition" value=filters.partition.clone() />
                 <FilterField label="State" name="state" value=filters.state.clone() placeholder="FAILED,TIMEOUT" />
+                <FilterField label="Tag" name="tag" value=filters.tag.clone() placeholder="pytorch" />
                 <label>
                     "Colour by"
                     <select name="colour" data-testid="colour-by" on:change=on_colour>

@@ -15,6 +15,7 @@ use crate::api::{JobView, Loader};
 use crate::app::Time;
 use crate::pages::LoadError;
 use crate::pages::job_script::ScriptSection;
+use crate::pages::job_tags::TagsSection;
 use crate::pages::report::ReportSummary;
 use crate::palette::state_colour;
 use crate::query::{GanttQuery, GridQuery, encode, percent_encode};
@@ -100,7 +101,7 @@ fn bytes(value: Option<u64>) -> String {
 
 #[component]
 fn JobDetailView(view: JobView) -> impl IntoView {
-    let JobView { detail, report, charts, logs, profile, script } = view;
+    let JobView { detail, report, charts, logs, profile, script, tags } = view;
     let has_report = report.is_some().to_string();
     let job = detail.job.clone();
     let cluster = job.cluster.clone();
@@ -177,6 +178,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 <a href=api_href rel="alternate" type="application/json">"JSON"</a>
             </nav>
         </header>
+        <TagsSection tags />
         <section class="facts" aria-label="accounting">
             <h2>"Accounting (as sacct shows it)"</h2>
             <dl data-testid="job-facts">

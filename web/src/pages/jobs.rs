@@ -76,6 +76,7 @@ pub fn JobsPage() -> impl IntoView {
                 <FilterField label="Account" name="account" value=initial.filters.account.clone() />
                 <FilterField label="Partition" name="partition" value=initial.filters.partition.clone() />
                 <FilterField label="State" name="state" value=initial.filters.state.clone() placeholder="FAILED,TIMEOUT" />
+                <FilterField label="Tag" name="tag" value=initial.filters.tag.clone() placeholder="pytorch" />
                 <FilterField label="Search" name="q" value=initial.search.clone() placeholder="job id, name, user, account" />
                 <button type="submit" data-testid="jobs-apply">"Apply"</button>
             </form>
@@ -245,6 +246,7 @@ fn JobTable(rows: Vec<wire::Job>, query: ListQuery, order: Option<(Column, bool)
                 .map(|column| {
                     let content = match column {
                         Column::JobId => view! { <a href=href.clone()>{job.job_id.clone()}</a> }.into_any(),
+                        Column::Name => view! { {job.job_name.clone()} {super::job_tags::tag_chips(&job.tags)} }.into_any(),
                         Column::Start => job.start.map(|t| view! { <Time at=t.timestamp() /> }.into_any()).unwrap_or_else(|| ().into_any()),
                         Column::End => job.end.map(|t| view! { <Time at=t.timestamp() /> }.into_any()).unwrap_or_else(|| ().into_any()),
                         Column::State => view! {

@@ -7,6 +7,7 @@ pub mod gantt_packed;
 pub mod grid;
 pub mod job;
 pub mod job_script;
+pub mod job_tags;
 pub mod jobs;
 pub mod notifications;
 pub mod report;

@@ -222,7 +222,12 @@ impl Walk<'_> {
                     MetricsState::NoData => Outcome::NoData,
                     MetricsState::Unavailable => Outcome::Unavailable(metrics.message.unwrap_or_default()),
                 };
+                let made = !matches!(outcome, Outcome::Unavailable(_));
                 self.tally(reader.cluster(), job, outcome, pass)?;
+                // The rules tag the job as its report is kept: listing pages never read scripts.
+                if made && let Err(error) = crate::app::tags::apply_rules(store, reader, job).await {
+                    tracing::warn!(%error, job = job.identity.id_job, "job tag rules failed");
+                }
             }
             if !mine.is_empty() {
                 let summary = &self.summary;
@@ -364,6 +369,11 @@ pub fn schedule_archive(app: App, cluster: ClusterName, job_id: u32) {
             };
             let tres = reader.tres_catalog().await?;
             app.reporter().report_for(reader, &record, &tres, DEFAULT_POINTS).await?;
+            if let Some(store) = app.store()
+                && let Err(error) = crate::app::tags::apply_rules(store, reader, &record).await
+            {
+                tracing::warn!(%error, job_id, "job tag rules failed");
+            }
             Ok(())
         }
         .await;

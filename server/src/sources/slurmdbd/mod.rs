@@ -205,6 +205,10 @@ fn storable(values: &[String]) -> Option<Vec<String>> {
 
 /// `filter` without the values slurmdbd cannot hold; `None` when it can then match nothing.
 fn storable_filter(filter: &JobFilter) -> Option<JobFilter> {
+    // A tag lives in our store: the application turns it into `among` first; unresolved, it matches nothing.
+    if filter.tag.is_some() && filter.among.is_none() {
+        return None;
+    }
     let (users, accounts, partitions) =
         (storable(&filter.users)?, storable(&filter.accounts)?, storable(&filter.partitions)?);
     Some(JobFilter { users, accounts, partitions, ..filter.clone() })
@@ -522,7 +526,8 @@ impl SlurmDbd {
         Ok(Some((job, steps)))
     }
 
-    async fn steps(&self, db_index: u64) -> Result<Vec<StepRecord>, SlurmDbdError> {
+    /// The steps of the job row `db_index`, in order.
+    pub async fn steps(&self, db_index: u64) -> Result<Vec<StepRecord>, SlurmDbdError> {
         let sql = format!(
             "SELECT CAST(id_step AS SIGNED), COALESCE(step_name, ''), CAST(state AS UNSIGNED), \
              CAST(exit_code AS SIGNED), CAST(time_start AS UNSIGNED), CAST(time_end AS UNSIGNED), \

@@ -64,6 +64,8 @@ impl SlurmDbd {
         let route = self.route(scope, &JobFilter::default(), bounds.start).await?;
         let mut statements = Vec::new();
         match &route {
+            // Only a tag filter routes among job records; usage asks with none.
+            Route::Among(_) => {}
             Route::UserJobs(uids) if uids.is_empty() => {}
             Route::UserJobs(uids) => {
                 let list = uids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");

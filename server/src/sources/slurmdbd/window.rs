@@ -42,6 +42,8 @@ pub(super) enum Route {
     Bounded(OlderPart),
     /// One statement over the whole history: a job id search, or before the long-span catalogue exists.
     Whole,
+    /// A bounded set of job records (id, submit time), by slurmdbd's unique `(id_job, time_submit)` index.
+    Among(Vec<(u32, u64)>),
 }
 
 /// The columns that order a listing, repeated under names a `UNION`'s `ORDER BY` can use.
@@ -59,6 +61,9 @@ impl SlurmDbd {
     ) -> Result<Route, SlurmDbdError> {
         // The statements name the added columns this cluster's tables hold.
         self.shape().await?;
+        if let Some(among) = &filter.among {
+            return Ok(Route::Among(among.clone()));
+        }
         if matches!(filter.search, Some(JobSearch::Id(_))) {
             return Ok(Route::Whole);
         }
@@ -136,6 +141,14 @@ impl SlurmDbd {
                     _ => " FORCE INDEX (archive_purge)",
                 };
                 Ok(vec![self.ranged(index, "", bounds, scope, filter, after, batch)?])
+            }
+            Route::Among(keys) if keys.is_empty() => Ok(Vec::new()),
+            Route::Among(keys) => {
+                // Numbers only, written as literals: each pair is one probe of the unique index.
+                let pairs: Vec<String> =
+                    keys.iter().map(|(id, submit)| format!("(j.id_job = {id} AND j.time_submit = {submit})")).collect();
+                let range = format!(" AND ({})", pairs.join(" OR "));
+                Ok(vec![self.ranged(" FORCE INDEX (id_job)", &range, bounds, scope, filter, after, batch)?])
             }
             Route::UserJobs(uids) if uids.is_empty() => Ok(Vec::new()),
             Route::UserJobs(uids) => {
