@@ -84,6 +84,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/tokens") view=TokensPage ssr=SsrMode::Async />
+                    <Route path=path!("/nodes/:name") view=crate::pages::node::NodePage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>

@@ -9,6 +9,7 @@ mod errors;
 mod ingest;
 mod jobs;
 mod links;
+mod node_page;
 mod nodes;
 mod report;
 mod script;
@@ -24,6 +25,10 @@ pub use ingest::{
 };
 pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
 pub use links::ChartQuery;
+pub use node_page::{
+    ClockEventReason, FaultJob, HealthLevel, NodeFault, NodeGpu, NodeGpuSeries, NodeHealth, NodeHealthItem, NodeLink,
+    NodePage, NodesHealth,
+};
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,

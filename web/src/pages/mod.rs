@@ -1,5 +1,5 @@
 //! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script) and personal API
-//! tokens (`/tokens`).
+//! tokens (`/tokens`), and a node (`/nodes/<name>`).
 
 pub mod gantt;
 pub mod gantt_focus;
@@ -8,6 +8,7 @@ pub mod grid;
 pub mod job;
 pub mod job_script;
 pub mod jobs;
+pub mod node;
 pub mod report;
 pub mod tokens;
 
