@@ -56,7 +56,7 @@ async fn ended(job_id: u32) -> (u64, u64, u64) {
 
 fn series(metric: &str, node: &str, points: &[(i64, f64)]) -> serde_json::Value {
     serde_json::json!({
-        "metric": {"__name__": metric, "gpu": GPU.to_string(), "UUID": format!("GPU-node-page-{node}-{GPU}"), "Hostname": node},
+        "metric": {"__name__": metric, "gpu": GPU.to_string(), "UUID": format!("GPU-node-page-{node}-{GPU}-{}", std::process::id()), "Hostname": node},
         "values": points.iter().map(|&(_, value)| value).collect::<Vec<f64>>(),
         "timestamps": points.iter().map(|&(at, _)| at * 1000).collect::<Vec<i64>>(),
     })
@@ -107,8 +107,20 @@ async fn a_node_page_shows_its_fault_the_job_then_running_and_its_verdict_scoped
     };
     store.archive_report(&"lab".parse().expect("cluster"), job_id, time_submit, "{}", &digest).await.expect("archive");
 
-    let query = format!("{node}?cluster=lab&start={}&end={}", start - 600, Utc::now().timestamp());
-    let staff = page(&app, "root", &query).await;
+    let query = format!("{node}?cluster=lab&start={}&end={}", before - 5, Utc::now().timestamp());
+    // VictoriaMetrics makes an import searchable within a few seconds: read until it shows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let staff = loop {
+        let staff = page(&app, "root", &query).await;
+        let shown = staff
+            .faults
+            .iter()
+            .any(|fault| fault.source == EvidenceSource::Xid && fault.jobs.iter().any(|job| job.job_id == job_id));
+        if shown || std::time::Instant::now() > deadline {
+            break staff;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     let gpu = staff.gpus.iter().find(|gpu| gpu.gpu == GPU).unwrap_or_else(|| panic!("GPU {GPU}: {staff:?}"));
     assert_eq!(gpu.xid_codes.iter().map(|x| x.code).collect::<Vec<_>>(), [79]);
     assert_eq!(gpu.ecc_dbe_aggregate, Some(2.0));
@@ -124,7 +136,11 @@ async fn a_node_page_shows_its_fault_the_job_then_running_and_its_verdict_scoped
     let xid = staff
         .faults
         .iter()
-        .find(|fault| fault.source == EvidenceSource::Xid && fault.gpu == Some(GPU))
+        .find(|fault| {
+            fault.source == EvidenceSource::Xid
+                && fault.gpu == Some(GPU)
+                && fault.jobs.iter().any(|job| job.job_id == job_id)
+        })
         .unwrap_or_else(|| panic!("an XID fault: {:?}", staff.faults));
     assert!(xid.from.timestamp() <= fault_at && fault_at <= xid.at.timestamp(), "{xid:?}");
     let victim = xid.jobs.iter().find(|job| job.job_id == job_id).unwrap_or_else(|| panic!("job {job_id}: {xid:?}"));
@@ -134,14 +150,15 @@ async fn a_node_page_shows_its_fault_the_job_then_running_and_its_verdict_scoped
 
     // alice sees her job by name; bob only counts it, and no timeline of other tenants' work.
     let alice = page(&app, "alice", &query).await;
-    let alice_xid = alice.faults.iter().find(|fault| fault.source == EvidenceSource::Xid).expect("the fault");
+    let mine = |fault: &&slurmlens_wire::NodeFault| fault.source == EvidenceSource::Xid && fault.at == xid.at;
+    let alice_xid = alice.faults.iter().find(mine).expect("the fault");
     assert!(alice_xid.jobs.iter().any(|job| job.job_id == job_id));
     let response = app.get_as("bob", &format!("/api/v1/nodes/{query}")).await;
     assert_eq!(response.status(), 200);
     let text = response.text().await.expect("body");
     assert!(!text.contains("alice") && !text.contains(&job_name), "bob's page names alice's job: {text}");
     let bob: NodePage = serde_json::from_str(&text).expect("a node page");
-    let bob_xid = bob.faults.iter().find(|fault| fault.source == EvidenceSource::Xid).expect("the fault");
+    let bob_xid = bob.faults.iter().find(mine).expect("the fault");
     assert!(bob_xid.jobs.is_empty() && bob_xid.other_jobs >= 1, "{bob_xid:?}");
     assert!(bob.timelines_hidden && bob.temperature.is_empty() && bob.power.is_empty());
     assert_eq!(bob.health, staff.health, "a node's health is not per-tenant data");
