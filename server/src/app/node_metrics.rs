@@ -159,7 +159,7 @@ pub async fn read_node(
         let mut previous = 0u32;
         let mut codes = BTreeSet::new();
         for &(at, value) in &series.points {
-            let code = if value >= 1.0 && value < 1e6 { value.round() as u32 } else { 0 };
+            let code = if (1.0..1e6).contains(&value) { value.round() as u32 } else { 0 };
             if code != 0 && code != previous {
                 readings.xid_faults.push((at, gpu, code));
                 codes.insert(code);
@@ -326,7 +326,7 @@ pub async fn read_nodes(
             let gpu_facts =
                 facts.entry((host.to_string(), gpu)).or_insert_with(|| GpuFacts { gpu, ..GpuFacts::default() });
             match index {
-                0 if value >= 1.0 && value < 1e6 => gpu_facts.xid_codes = vec![value.round() as u32],
+                0 if (1.0..1e6).contains(&value) => gpu_facts.xid_codes = vec![value.round() as u32],
                 0 => {}
                 1 => gpu_facts.dbe_in_window = Some(value.round()),
                 2 => gpu_facts.uncorrectable_remaps_in_window = Some(value.round()),

@@ -275,7 +275,7 @@ fn faults_of(readings: &NodeReadings, events: &[crate::sources::slurmdbd::NodeEv
         let strength = node_event_strength(&event.reason, down);
         faults.push(fault(at(seconds), wire::EvidenceSource::NodeEvent, None, detail, strength));
     }
-    faults.sort_by(|a, b| b.at.cmp(&a.at));
+    faults.sort_by_key(|fault| std::cmp::Reverse(fault.at));
     faults
 }
 
