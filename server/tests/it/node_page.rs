@@ -85,7 +85,11 @@ async fn a_node_page_shows_its_fault_the_job_then_running_and_its_verdict_scoped
     // down by heat (0x48) for 5 s, and its temperature and power.
     let fault_at = start + 1;
     let before = start - 60;
-    let after = end.max(fault_at) + 30;
+    // Every sample in the past when the page is read.
+    let after = end.max(fault_at) + 2;
+    while Utc::now().timestamp() <= after + 1 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     import_series([
         series("DCGM_FI_DEV_XID_ERRORS", &node, &[(before, 0.0), (fault_at, 79.0), (after, 0.0)]),
         series("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", &node, &[(before, 0.0), (fault_at, 2.0), (after, 2.0)]),
