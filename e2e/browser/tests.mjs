@@ -1340,6 +1340,32 @@ test('job_tags_added_on_the_job_page_filter_the_list_and_the_gantt_and_are_remov
   const after = await api(base, `/api/v1/jobs/${job.job_id}/tags?cluster=lab`);
   assert(!after.tags.some((t) => t.tag === tag), 'the API no longer holds it');
   page.expectErrors = true; // bob's 404 page's own failed loads
+test('grid_health_badge_leads_to_the_node_page_that_shows_the_fault', async (page) => {
+  // A node with a fault in the last day: sakura's (its XID 79 jobs, its flaky node), else the lab's.
+  let cluster = 'sakura';
+  let faulty = (await api(base, '/api/v1/node_health?cluster=sakura')).nodes.find((n) => n.health.level === 'fault');
+  if (!faulty) {
+    cluster = 'lab';
+    faulty = (await api(base, '/api/v1/node_health?cluster=lab')).nodes.find((n) => n.health.level === 'fault');
+  }
+  assert(faulty, 'some node of sakura or lab had a fault in the last day');
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.goto(`${base}/grid?cluster=${cluster}`);
+  await hydrated(page);
+  const cell = `[data-testid=node-cell][data-node="${faulty.node}"]`;
+  assertEqual(await page.$eval(`${cell} [data-testid=node-health]`, (b) => b.dataset.level), 'fault', `${faulty.node}'s badge says fault`);
+  assert((await page.$eval(`${cell} [data-testid=node-health]`, (b) => b.title)).includes(faulty.health.reasons[0]), 'the badge names its reasons');
+  await page.click(`${cell} [data-testid=node-label]`);
+  await page.waitForSelector('[data-testid=node-title]');
+  const node = await api(base, `/api/v1/nodes/${encodeURIComponent(faulty.node)}?cluster=${cluster}`);
+  assertEqual(await page.$eval('[data-testid=node-title] [data-testid=node-health]', (b) => b.dataset.level), node.health.level, 'the page\'s badge is the API\'s');
+  assertEqual(await page.$$eval('[data-testid=node-fault]', (rows) => rows.length), node.faults.length, 'one row per fault the API lists');
+  assertEqual(await page.$$eval('[data-testid=node-gpu]', (rows) => rows.length), node.gpus.length, 'one row per GPU');
+  assertEqual(await page.$$eval('[data-testid=node-event]', (rows) => rows.length), node.events.length, 'one row per event');
+  assert(node.faults.length > 0, `${faulty.node} lists its faults`);
+  await page.screenshot({ path: join(out, 'node_page_1440.png'), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.screenshot({ path: join(out, 'node_page_390.png'), fullPage: true });
   return null;
 });
 

@@ -285,6 +285,31 @@ impl Loader {
         }
     }
 
+    /// A node's page (`/api/v1/nodes/{name}`) over `[start, end)` (default: the last 7 days).
+    pub fn node_page(
+        &self,
+        cluster: Option<String>,
+        node: String,
+        window: (Option<i64>, Option<i64>),
+    ) -> impl Future<Output = Result<wire::NodePage, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.node_page(cluster.as_deref(), &node, window).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            let mut pairs: Vec<(&str, String)> = Vec::new();
+            pairs.extend(cluster.map(|cluster| ("cluster", cluster)));
+            pairs.extend(window.0.map(|start| ("start", start.to_string())));
+            pairs.extend(window.1.map(|end| ("end", end.to_string())));
+            fetch_json(format!("/api/v1/nodes/{}?{}", crate::query::percent_encode(&node), encode(&pairs)))
+        }
+    }
+
     /// A job with its steps, nodes and report status.
     pub fn job(
         &self,

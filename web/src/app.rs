@@ -88,6 +88,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async />
                     <Route path=path!("/usage") view=crate::pages::usage::UsagePage ssr=SsrMode::Async />
                     <Route path=path!("/stats") view=crate::pages::usage::StatsPage ssr=SsrMode::Async />
+                    <Route path=path!("/nodes/:name") view=crate::pages::node::NodePage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>

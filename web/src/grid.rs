@@ -39,6 +39,9 @@ pub struct GridSnapshot {
     /// The stable colours of the users and accounts shown (and of no one else).
     #[serde(default)]
     pub slots: ColourSlots,
+    /// Each node's health over the day before the moment (the badges); empty when unknown.
+    #[serde(default)]
+    pub health: Vec<wire::NodeHealthItem>,
 }
 
 /// One metric of every GPU at the snapshot's moment.
@@ -369,7 +372,13 @@ impl GridSnapshot {
             recorded_jobs,
             live: false,
             slots: ColourSlots::default(),
+            health: Vec::new(),
         }
+    }
+
+    /// The health of node `name`, if known.
+    pub fn health_of(&self, name: &str) -> Option<&wire::NodeHealth> {
+        self.health.iter().find(|item| item.node == name).map(|item| &item.health)
     }
 
     /// The value a job is coloured by.

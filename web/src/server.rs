@@ -133,6 +133,20 @@ pub trait PageData: Send + Sync {
     fn held_gpus<'a>(&'a self, _cluster: Option<&'a str>, _at: i64) -> DataFuture<'a, Vec<wire::HeldGpu>> {
         Box::pin(async { Ok(Vec::new()) })
     }
+    /// `GET /api/v1/nodes/{name}?start=&end=`: one node's page (unknown here: 404).
+    fn node_page<'a>(
+        &'a self,
+        _cluster: Option<&'a str>,
+        node: &'a str,
+        _window: (Option<i64>, Option<i64>),
+    ) -> DataFuture<'a, wire::NodePage> {
+        Box::pin(async move { Err(DataError::not_found(format!("no node {node}"))) })
+    }
+    /// `GET /api/v1/node_health?end=`: every node's health badge over the day before `end`; `None`
+    /// where the source has none.
+    fn node_health<'a>(&'a self, _cluster: Option<&'a str>, _end: i64) -> DataFuture<'a, Option<wire::NodesHealth>> {
+        Box::pin(async { Ok(None) })
+    }
     /// `GET /api/v1/gpus/busy?at=`: per node, GPUs held by jobs the viewer may not see (counts only).
     fn busy_gpus<'a>(&'a self, _cluster: Option<&'a str>, _at: i64) -> DataFuture<'a, Vec<wire::BusyGpus>> {
         Box::pin(async { Ok(Vec::new()) })
@@ -341,7 +355,7 @@ pub async fn grid_snapshot(
     }
     // Independent reads go out together: nodes, the jobs running at `at` with the GPU indices recorded
     // for them, the GPUs other tenants' jobs hold (counts), and the metric readings.
-    let (nodes, running, busy, values, slots) = futures::join!(
+    let (nodes, running, busy, values, slots, health) = futures::join!(
         data.nodes(Some(&cluster)),
         data.moment_jobs(Some(&cluster), at),
         data.busy_gpus(Some(&cluster), at),
@@ -352,6 +366,7 @@ pub async fn grid_snapshot(
             }
         },
         palette_slots(data, &cluster),
+        data.node_health(Some(&cluster), at),
     );
     let nodes = nodes?;
     let (jobs, held) = running?;
@@ -388,6 +403,8 @@ pub async fn grid_snapshot(
     let mut grid = GridSnapshot::assemble(&cluster, at, racks, &jobs, &node_gpus, &recorded, &busy);
     grid.live = query.at.is_none();
     grid.slots = slots;
+    // Without health (the source failed, and logged it) the grid has no badges.
+    grid.health = health.ok().flatten().map(|health| health.nodes).unwrap_or_default();
     let (users, accounts): (Vec<&str>, Vec<&str>) =
         grid.jobs.iter().map(|job| (job.user.as_str(), job.account.as_str())).unzip();
     grid.slots.retain_shown(users, accounts);

@@ -9,6 +9,7 @@ mod errors;
 mod ingest;
 mod jobs;
 mod links;
+mod node_page;
 mod nodes;
 mod notify;
 mod report;
@@ -27,6 +28,10 @@ pub use ingest::{
 };
 pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
 pub use links::ChartQuery;
+pub use node_page::{
+    ClockEventReason, FaultJob, HealthLevel, NodeFault, NodeGpu, NodeGpuSeries, NodeHealth, NodeHealthItem, NodeLink,
+    NodePage, NodesHealth,
+};
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use notify::{MyNotifications, Notification, NotificationRule, NotificationRuleUpdate};
 pub use report::{

@@ -13,6 +13,8 @@ pub mod gantt;
 pub mod gpus;
 pub mod ingest;
 pub mod jobs;
+pub mod node_metrics;
+pub mod node_page;
 pub mod nodes;
 pub mod notify;
 pub mod report;

@@ -13,6 +13,7 @@ pub mod gpu;
 pub mod job;
 pub mod logs;
 pub mod logsql;
+pub mod node_health;
 pub mod node_signals;
 pub mod notify;
 pub mod profile;

@@ -61,6 +61,47 @@ pub struct SeriesCatalog {
     pub node: NodeSeries,
     /// Lustre I/O: per job from the servers' job statistics, or per node from the clients.
     pub lustre: LustreSeries,
+    /// A node's GPU health counters beyond the faults (the node page and the grid's badges).
+    pub health: HealthSeries,
+}
+
+/// dcgm-exporter's health fields (a custom counters CSV enables the ones the default list comments
+/// out), as the exporter names them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthSeries {
+    /// NVML's clocks-event reasons bitmask (field 112); DCGM ≥ 4.7 names it
+    /// `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`.
+    pub clock_event_reasons: MetricName,
+    /// ECC single-/double-bit error counts since the driver loaded (volatile) and over the GPU's life
+    /// (aggregate) (fields 310–313).
+    pub ecc_sbe_volatile: MetricName,
+    pub ecc_dbe_volatile: MetricName,
+    pub ecc_sbe_aggregate: MetricName,
+    pub ecc_dbe_aggregate: MetricName,
+    /// Rows remapped after correctable errors (field 394; the uncorrectable ones are a fault series).
+    pub correctable_remapped_rows: MetricName,
+    /// 1 while a remap waits for a GPU reset (field 396).
+    pub row_remap_pending: MetricName,
+    /// Nanoseconds the clocks were held down by the power limit / by temperature (counters).
+    pub power_violation_ns: MetricName,
+    pub thermal_violation_ns: MetricName,
+}
+
+impl Default for HealthSeries {
+    fn default() -> Self {
+        Self {
+            clock_event_reasons: name("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
+            ecc_sbe_volatile: name("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"),
+            ecc_dbe_volatile: name("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
+            ecc_sbe_aggregate: name("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"),
+            ecc_dbe_aggregate: name("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
+            correctable_remapped_rows: name("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"),
+            row_remap_pending: name("DCGM_FI_DEV_ROW_REMAP_PENDING"),
+            power_violation_ns: name("DCGM_FI_DEV_POWER_VIOLATION"),
+            thermal_violation_ns: name("DCGM_FI_DEV_THERMAL_VIOLATION"),
+        }
+    }
 }
 
 /// node_exporter's and ipmi_exporter's series, as those exporters name them.
@@ -268,6 +309,7 @@ impl Default for SeriesCatalog {
             bursts: BurstSeries::default(),
             node: NodeSeries::default(),
             lustre: LustreSeries::default(),
+            health: HealthSeries::default(),
         }
     }
 }

@@ -9,6 +9,7 @@ mod export;
 pub mod ingest;
 mod jobs;
 mod limits;
+mod node_page;
 mod nodes;
 mod notify;
 pub mod openapi;
@@ -123,6 +124,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(nodes::gpu_values))
         .routes(routes!(nodes::held_gpus))
         .routes(routes!(nodes::busy_gpus))
+        .routes(routes!(node_page::node_page))
+        .routes(routes!(node_page::node_health))
         .routes(routes!(tokens::create, tokens::list))
         .routes(routes!(tokens::revoke))
         .routes(routes!(tokens::uses))

@@ -34,6 +34,8 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("GET", "/api/v1/jobs/{job_id}/traces"),
     ("GET", "/api/v1/node_events"),
     ("GET", "/api/v1/nodes"),
+    ("GET", "/api/v1/nodes/{name}"),
+    ("GET", "/api/v1/node_health"),
     ("GET", "/api/v1/openapi.json"),
     ("GET", "/api/v1/tokens"),
     ("POST", "/api/v1/tokens"),

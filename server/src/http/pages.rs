@@ -201,6 +201,31 @@ impl PageData for Viewing {
         Box::pin(async move { self.app.list_nodes(&self.viewer, cluster).await.map_err(data_error) })
     }
 
+    fn node_page<'a>(
+        &'a self,
+        cluster: Option<&'a str>,
+        node: &'a str,
+        (start, end): (Option<i64>, Option<i64>),
+    ) -> DataFuture<'a, wire::NodePage> {
+        let at = |seconds: Option<i64>| seconds.and_then(|seconds| chrono::DateTime::from_timestamp(seconds, 0));
+        Box::pin(async move {
+            self.app.node_page(&self.viewer, cluster, node, (at(start), at(end))).await.map_err(data_error)
+        })
+    }
+
+    fn node_health<'a>(&'a self, cluster: Option<&'a str>, end: i64) -> DataFuture<'a, Option<wire::NodesHealth>> {
+        let end = chrono::DateTime::from_timestamp(end, 0);
+        Box::pin(async move {
+            match self.app.nodes_health(&self.viewer, cluster, (None, end)).await {
+                Ok(health) => Ok(Some(health)),
+                Err(error) => {
+                    tracing::warn!(%error, "node health unavailable; the grid shows no badges");
+                    Ok(None)
+                }
+            }
+        })
+    }
+
     fn report<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobReport>> {
         let points = slurmlens_web::charts::PAGE_POINTS as usize;
         Box::pin(async move { optional(self.app.job_report(&self.viewer, cluster, job_id, points).await) })

@@ -124,3 +124,8 @@ impl Params {
         Ok(Some(value))
     }
 }
+
+/// A Slurm name taken from a path (`/nodes/{name}`), as [`Params::name`] reads one.
+pub fn path_name<'a>(parameter: &str, value: &'a str) -> Result<&'a str, ApiError> {
+    if is_slurm_name(value) { Ok(value) } else { Err(ApiError::invalid(parameter, not_a_name(value))) }
+}

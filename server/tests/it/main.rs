@@ -11,6 +11,7 @@ mod grid;
 mod history;
 mod jobs_listing;
 mod long_jobs;
+mod node_page;
 mod node_signals;
 mod notify;
 mod operations;

@@ -3,7 +3,8 @@
 //! exporters emit (`shared/reference/datasources.md` §1–2): `DCGM_FI_DEV_GPU_UTIL` in %, the
 //! `DCGM_FI_PROF_*` ratios in 0–1, memory in MiB, power in W, energy in mJ since boot, XID as the value
 //! of the last error, RDMA data counters in 4-byte words. Next to them: R-Pingmesh's probe counters and
-//! RTT histogram per ToR pair (§3.2) and a node agent's 100 ms peak rates (§7) on part of the nodes.
+//! RTT histogram per ToR pair (§3.2) and a node agent's 100 ms peak rates (§7) on part of the nodes,
+//! and each GPU's health fields (`health.rs`: clock-event reasons, ECC, row remaps, violations).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,6 +16,9 @@ use rand::{Rng, SeedableRng};
 use slurmlens::sources::victoriametrics::VictoriaMetrics;
 
 use super::resume::Resume;
+
+mod health;
+pub use health::{FLAKY_GPU, FLAKY_NODE};
 
 /// H100 80GB HBM3 as dcgm-exporter reports it.
 const FB_TOTAL_MIB: f64 = 81_559.0;
@@ -275,6 +279,9 @@ pub fn gpu_series_resumed(
             out.push('\n');
             samples += values.len();
         }
+        let health = health::health_series(&mut out, node, *gpu, &stamps, &fields[6], &gpu_labels);
+        samples += health.samples;
+        xid_points.extend(health.xid_points.into_iter().filter(|&(at, _)| at <= to));
         // dcgm-exporter exports the last XID at every scrape the GPU answers (0 = "No Error"), so a
         // healthy GPU reads "no error", not "no data"; an XID shows at its own instant too.
         xid_points.sort_unstable();
@@ -286,9 +293,12 @@ pub fn gpu_series_resumed(
         xid_line.dedup_by_key(|point| point.0);
         let (xid_line_stamps, xid_line_values): (Vec<i64>, Vec<f64>) =
             xid_line.into_iter().map(|(t, code)| (t, f64::from(code))).unzip();
-        for (code, message) in
-            [(0.0, "No Error"), (31.0, "GPU memory page fault"), (79.0, "GPU has fallen off the bus")]
-        {
+        for (code, message) in [
+            (0.0, "No Error"),
+            (31.0, "GPU memory page fault"),
+            (48.0, "Double Bit ECC Error"),
+            (79.0, "GPU has fallen off the bus"),
+        ] {
             let (ts, vs): (Vec<i64>, Vec<f64>) = xid_line_stamps
                 .iter()
                 .zip(&xid_line_values)

@@ -31,8 +31,8 @@ pub fn scroll_to_row(body: web_sys::HtmlCanvasElement, row_middle: f64, job: usi
 /// chart is drawn, where it is outlined (or why it is not on the chart).
 #[component]
 pub fn FocusPanel(answer: Result<wire::JobDetail, DataError>, note: RwSignal<Option<String>>) -> impl IntoView {
-    let job = match answer {
-        Ok(detail) => detail.job,
+    let (job, node_names) = match answer {
+        Ok(detail) => (detail.job, detail.nodes.into_iter().map(|node| node.node).collect::<Vec<String>>()),
         Err(error) => {
             return view! {
                 <p class="gantt-focus error" data-testid="gantt-focus" role="status">
@@ -59,6 +59,15 @@ pub fn FocusPanel(answer: Result<wire::JobDetail, DataError>, note: RwSignal<Opt
             {ended}
             " · "
             <a href=href data-testid="gantt-focus-open">"Open the job"</a>
+            {(!node_names.is_empty()).then(|| {
+                let shown = node_names.len().min(8);
+                let links = node_names[..shown]
+                    .iter()
+                    .map(|node| view! { " " <a href=crate::pages::node::node_href(&job.cluster, node) data-testid="gantt-focus-node">{node.clone()}</a> })
+                    .collect_view();
+                let more = (node_names.len() > shown).then(|| format!(" and {} more", node_names.len() - shown));
+                view! { " · nodes:" {links} {more} }
+            })}
             <span class="note" data-testid="gantt-focus-note" role="status">
                 {move || note.get().unwrap_or_default()}
             </span>

@@ -307,7 +307,8 @@ fn GridView(grid: GridSnapshot, colour: ColourBy, hovered: RwSignal<Option<Strin
                         <li class="node" data-testid="node-cell" data-node=place.name.clone() data-jobs=node_jobs.join(",")>
                             // The name stays dark on the rack's light panel (WCAG AA); its jobs' colours are a bar beneath.
                             <span class="server" title=node_title on:mouseenter=move |_| hovered.set(Some(title_for_hover.clone()))>
-                                <span class="name" data-testid="node-label">{place.name.clone()}</span>
+                                <a class="name" data-testid="node-label" href=crate::pages::node::node_href(&grid.cluster, &place.name)>{place.name.clone()}</a>
+                                {crate::pages::node::health_badge(grid.health_of(&place.name).cloned())}
                                 <span class="holders" style=format!("background:{}", holders_background(&grid, node as usize, colour, &categories))></span>
                             </span>
                             <span class="gpus">{gpu_cells}{overflow}</span>

@@ -135,7 +135,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
         .map(|node: &wire::NodeAllocation| {
             view! {
                 <tr data-testid="job-node">
-                    <td>{node.node.clone()}</td>
+                    <td><a href=crate::pages::node::node_href(&cluster, &node.node) data-testid="job-node-link">{node.node.clone()}</a></td>
                     <td>{node.gpus.map(|g| g.to_string()).unwrap_or_else(|| "?".into())}</td>
                     <td>{match node.gpus_source {
                         wire::GpusSource::SingleNode => "AllocTRES (one node)",

@@ -1,5 +1,6 @@
 //! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script), personal API
-//! tokens (`/tokens`), the viewer's notifications (`/notifications`), usage (`/usage`) and statistics (`/stats`).
+//! tokens (`/tokens`), the viewer's notifications (`/notifications`), usage (`/usage`), statistics (`/stats`) and a
+//! node (`/nodes/<name>`).
 
 pub mod gantt;
 pub mod gantt_focus;
@@ -10,6 +11,7 @@ pub mod job_script;
 pub mod job_tags;
 pub mod jobs;
 pub mod notifications;
+pub mod node;
 pub mod report;
 pub mod tokens;
 pub mod usage;

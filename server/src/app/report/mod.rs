@@ -287,7 +287,7 @@ impl Reporter {
     }
 
     /// The racks (ToRs) holding `nodes`, from the site's topology (or the names' default racks).
-    fn tors_of(&self, cluster: &str, nodes: &[String]) -> Vec<String> {
+    pub(crate) fn tors_of(&self, cluster: &str, nodes: &[String]) -> Vec<String> {
         let racks = self.settings.topology.resolve(cluster, nodes, 8);
         let mut tors: Vec<String> = racks
             .nodes

@@ -1,0 +1,344 @@
+//! What VictoriaMetrics holds of one node's GPUs and links over a window (the node page), and of every
+//! node's GPUs at once (the grid's health badges): the queries, bounded by the window and the node
+//! names, and their answers read into [`GpuFacts`] and the wire's counters.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use slurmlens_wire as wire;
+
+use crate::domain::blame;
+use crate::domain::node_health::{GpuFacts, clock_event_reasons};
+use crate::domain::promql::{LabelName, Matcher, MetricName, Selector};
+use crate::domain::series::SeriesCatalog;
+use crate::sources::victoriametrics::{Series, VictoriaMetrics};
+
+/// Points of a node page's timelines.
+pub const TIMELINE_POINTS: i64 = 240;
+
+/// One node's GPUs over a window, as read.
+#[derive(Debug, Default)]
+pub struct NodeReadings {
+    pub gpus: GpuMap,
+    pub temperature: Vec<wire::NodeGpuSeries>,
+    pub power: Vec<wire::NodeGpuSeries>,
+    /// `(epoch seconds, gpu, code)` where a GPU first showed an XID code (again).
+    pub xid_faults: Vec<(i64, u16, u32)>,
+    /// `(epoch seconds, gpu, new errors)` where double-bit ECC errors rose.
+    pub dbe_faults: Vec<(i64, u16, f64)>,
+    pub links: Vec<wire::NodeLink>,
+    /// The resolution of the fault times: each showed within this many seconds before its time.
+    pub step_s: i64,
+}
+
+/// Each GPU's facts (for its health) and counters (for the page), by index.
+pub type GpuMap = BTreeMap<u16, (GpuFacts, wire::NodeGpu)>;
+
+/// GPU `gpu`'s entry, made empty the first time.
+fn gpu_entry(gpus: &mut GpuMap, gpu: u16) -> &mut (GpuFacts, wire::NodeGpu) {
+    gpus.entry(gpu)
+        .or_insert_with(|| (GpuFacts { gpu, ..GpuFacts::default() }, wire::NodeGpu { gpu, ..wire::NodeGpu::default() }))
+}
+
+/// The node's series selectors: one per label dcgm-exporter may carry the host in.
+fn on_node(catalog: &SeriesCatalog, metric: &MetricName, nodes: &[String]) -> Vec<Selector> {
+    catalog
+        .gpu_host_labels
+        .iter()
+        .map(|label| Selector { metric: metric.clone(), matchers: vec![Matcher::AnyOf(label.clone(), nodes.to_vec())] })
+        .collect()
+}
+
+/// `max by (<by>) (f(sel₁) or f(sel₂))`.
+fn per_gpu(by: &str, selectors: &[Selector], function: impl Fn(&Selector) -> String) -> String {
+    let parts: Vec<String> = selectors.iter().map(function).collect();
+    format!("max by ({by}) ({})", parts.join(" or "))
+}
+
+/// The GPU index of a series, if it carries one.
+fn gpu_of(series: &Series, label: &LabelName) -> Option<u16> {
+    series.labels.get(label.as_str()).and_then(|index| index.parse().ok())
+}
+
+/// The node a GPU series belongs to (whichever host label it carries).
+fn host_of<'a>(series: &'a Series, catalog: &SeriesCatalog) -> Option<&'a str> {
+    catalog.gpu_host_labels.iter().find_map(|label| series.labels.get(label.as_str())).map(String::as_str)
+}
+
+/// Reads one node's GPUs and ping-mesh paths over `[start, end]`; an error's message when
+/// VictoriaMetrics did not answer (in time).
+pub async fn read_node(
+    vm: &VictoriaMetrics,
+    catalog: &SeriesCatalog,
+    node: &str,
+    tor: Option<&str>,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    timeout: std::time::Duration,
+) -> Result<NodeReadings, String> {
+    let nodes = [node.to_string()];
+    let window_s = (end - start).num_seconds().max(1);
+    let step_s = (window_s / TIMELINE_POINTS).max(catalog.scrape_interval_s.max(1) as i64);
+    let gpu = catalog.gpu_index_label.as_str();
+    let health = &catalog.health;
+    let instant = |metric: &MetricName, function: &str| {
+        per_gpu(gpu, &on_node(catalog, metric, &nodes), |s| format!("{function}({s}[{window_s}s])"))
+    };
+    let over_steps = |metric: &MetricName, function: &str| {
+        per_gpu(gpu, &on_node(catalog, metric, &nodes), |s| format!("{function}({s}[{step_s}s])"))
+    };
+    let instants = [
+        instant(&health.ecc_sbe_volatile, "last_over_time"),
+        instant(&health.ecc_dbe_volatile, "last_over_time"),
+        instant(&health.ecc_sbe_aggregate, "last_over_time"),
+        instant(&health.ecc_dbe_aggregate, "last_over_time"),
+        instant(&health.ecc_sbe_aggregate, "increase"),
+        instant(&health.correctable_remapped_rows, "last_over_time"),
+        instant(&catalog.faults.uncorrectable_remapped_rows, "last_over_time"),
+        instant(&catalog.faults.uncorrectable_remapped_rows, "increase"),
+        instant(&catalog.faults.row_remap_failure, "max_over_time"),
+        instant(&health.row_remap_pending, "last_over_time"),
+        instant(&health.power_violation_ns, "increase"),
+        instant(&health.thermal_violation_ns, "increase"),
+    ];
+    let temperature = catalog.gpu_metric("temperature").map(|spec| spec.name.clone());
+    let power = catalog.gpu_metric("power").map(|spec| spec.name.clone());
+    let mut ranges = vec![
+        over_steps(&catalog.xid, "max_over_time"),
+        over_steps(&health.clock_event_reasons, "last_over_time"),
+        over_steps(&health.ecc_dbe_aggregate, "increase"),
+    ];
+    ranges.extend(temperature.iter().map(|name| over_steps(name, "max_over_time")));
+    ranges.extend(power.iter().map(|name| over_steps(name, "avg_over_time")));
+    let link_queries = tor.map(|tor| link_queries(catalog, tor, window_s)).unwrap_or_default();
+    let asked = async {
+        let instant_answers = futures::future::try_join_all(instants.iter().map(|query| vm.query(query, end)));
+        let range_answers =
+            futures::future::try_join_all(ranges.iter().map(|query| vm.query_range(query, start, end, step_s as u64)));
+        let link_answers = futures::future::try_join_all(link_queries.iter().map(|query| vm.query(query, end)));
+        futures::try_join!(instant_answers, range_answers, link_answers)
+    };
+    let (instant_answers, range_answers, link_answers) = match tokio::time::timeout(timeout, asked).await {
+        Ok(Ok(answers)) => answers,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "reading a node's GPU health failed");
+            return Err(format!("metrics unavailable: {}", error.for_viewer()));
+        }
+        Err(_) => return Err("metrics unavailable: VictoriaMetrics did not answer in time".into()),
+    };
+    let label = &catalog.gpu_index_label;
+    let mut readings = NodeReadings { step_s, ..NodeReadings::default() };
+    for (index, answer) in instant_answers.iter().enumerate() {
+        for series in answer {
+            let (Some(gpu), Some(&(_, value))) = (gpu_of(series, label), series.points.last()) else { continue };
+            let (facts, counters) = gpu_entry(&mut readings.gpus, gpu);
+            match index {
+                0 => counters.ecc_sbe_volatile = Some(value),
+                1 => counters.ecc_dbe_volatile = Some(value),
+                2 => counters.ecc_sbe_aggregate = Some(value),
+                3 => counters.ecc_dbe_aggregate = Some(value),
+                4 => facts.sbe_in_window = Some(value),
+                5 => counters.remapped_rows_correctable = Some(value),
+                6 => counters.remapped_rows_uncorrectable = Some(value),
+                7 => facts.uncorrectable_remaps_in_window = Some(value),
+                8 => {
+                    facts.row_remap_failure = value >= 1.0;
+                    counters.row_remap_failure = Some(value >= 1.0);
+                }
+                9 => {
+                    facts.row_remap_pending = value >= 1.0;
+                    counters.row_remap_pending = Some(value >= 1.0);
+                }
+                10 => counters.power_violation_s = Some(value / 1e9),
+                _ => counters.thermal_violation_s = Some(value / 1e9),
+            }
+        }
+    }
+    let mut range_answers = range_answers.into_iter();
+    for series in range_answers.next().unwrap_or_default() {
+        let Some(gpu) = gpu_of(&series, label) else { continue };
+        let mut previous = 0u32;
+        let mut codes = BTreeSet::new();
+        for &(at, value) in &series.points {
+            let code = if (1.0..1e6).contains(&value) { value.round() as u32 } else { 0 };
+            if code != 0 && code != previous {
+                readings.xid_faults.push((at, gpu, code));
+                codes.insert(code);
+            }
+            previous = code;
+        }
+        let (facts, counters) = gpu_entry(&mut readings.gpus, gpu);
+        facts.xid_codes = codes.iter().copied().collect();
+        counters.xid_codes = codes
+            .into_iter()
+            .map(|code| {
+                let (strength, meaning) = blame::xid_strength(code);
+                wire::XidCode { code, strength: strength.wire(), meaning: meaning.to_string() }
+            })
+            .collect();
+    }
+    for series in range_answers.next().unwrap_or_default() {
+        let Some(gpu) = gpu_of(&series, label) else { continue };
+        let seen: BTreeSet<wire::ClockEventReason> =
+            series.points.iter().flat_map(|&(_, mask)| clock_event_reasons(mask)).collect();
+        let now = series.points.last().map(|&(_, mask)| clock_event_reasons(mask)).unwrap_or_default();
+        let (facts, counters) = gpu_entry(&mut readings.gpus, gpu);
+        facts.clock_event_reasons = seen.into_iter().collect();
+        counters.clock_event_reasons = facts.clock_event_reasons.clone();
+        counters.clock_event_reasons_now = now;
+    }
+    for series in range_answers.next().unwrap_or_default() {
+        let Some(gpu) = gpu_of(&series, label) else { continue };
+        let rises: Vec<(i64, f64)> = series.points.iter().copied().filter(|&(_, rise)| rise >= 0.5).collect();
+        gpu_entry(&mut readings.gpus, gpu).0.dbe_in_window = Some(rises.iter().map(|&(_, rise)| rise.round()).sum());
+        readings.dbe_faults.extend(rises.into_iter().map(|(at, rise)| (at, gpu, rise.round())));
+    }
+    let timelines = |gpus: &mut GpuMap, metric: &str, unit: &str, answer: Vec<Series>| -> Vec<wire::NodeGpuSeries> {
+        let mut out: Vec<wire::NodeGpuSeries> = answer
+            .into_iter()
+            .filter_map(|series| {
+                let gpu = gpu_of(&series, label)?;
+                let high = series.points.iter().map(|&(_, value)| value).fold(f64::NAN, f64::max);
+                let (_, counters) = gpu_entry(gpus, gpu);
+                let max = if metric == "temperature" { &mut counters.temperature_max } else { &mut counters.power_max };
+                *max = high.is_finite().then_some(high);
+                let series = wire::MetricSeries { metric: metric.into(), unit: unit.into(), points: series.points };
+                Some(wire::NodeGpuSeries { gpu, series })
+            })
+            .collect();
+        out.sort_by_key(|series| series.gpu);
+        out
+    };
+    if temperature.is_some() {
+        readings.temperature =
+            timelines(&mut readings.gpus, "temperature", "°C", range_answers.next().unwrap_or_default());
+    }
+    if power.is_some() {
+        readings.power = timelines(&mut readings.gpus, "power", "W", range_answers.next().unwrap_or_default());
+    }
+    readings.xid_faults.sort();
+    readings.links = read_links(catalog, link_answers);
+    Ok(readings)
+}
+
+/// Loss and p99 RTT of the ping-mesh paths from and to `tor` over the window.
+fn link_queries(catalog: &SeriesCatalog, tor: &str, window_s: i64) -> Vec<String> {
+    let faults = &catalog.faults;
+    let (source, target) = (&faults.pingmesh_source_label, &faults.pingmesh_target_label);
+    let on = |metric: &MetricName, end: &LabelName| Selector {
+        metric: metric.clone(),
+        matchers: vec![Matcher::Equal(end.clone(), tor.to_string())],
+    };
+    let mut queries = Vec::new();
+    for end in [source, target] {
+        queries.push(format!(
+            "1 - sum by ({source}, {target}) (increase({}[{window_s}s])) / sum by ({source}, {target}) (increase({}[{window_s}s]))",
+            on(&faults.pingmesh_successes, end),
+            on(&faults.pingmesh_probes, end),
+        ));
+        queries.push(format!(
+            "histogram_quantile(0.99, sum by (le, {source}, {target}) (increase({}[{window_s}s])))",
+            on(&faults.pingmesh_rtt_bucket, end),
+        ));
+    }
+    queries
+}
+
+/// The paths of the link queries' answers (loss, RTT, loss, RTT), each once.
+fn read_links(catalog: &SeriesCatalog, answers: Vec<Vec<Series>>) -> Vec<wire::NodeLink> {
+    let faults = &catalog.faults;
+    let mut links: BTreeMap<(String, String), wire::NodeLink> = BTreeMap::new();
+    for (index, answer) in answers.into_iter().enumerate() {
+        for series in answer {
+            let end = |label: &LabelName| series.labels.get(label.as_str()).cloned().unwrap_or_default();
+            let (source_tor, target_tor) = (end(&faults.pingmesh_source_label), end(&faults.pingmesh_target_label));
+            let Some(&(_, value)) = series.points.last() else { continue };
+            let link = links.entry((source_tor.clone(), target_tor.clone())).or_insert_with(|| wire::NodeLink {
+                source_tor,
+                target_tor,
+                loss: None,
+                rtt_p99_ns: None,
+                unhealthy: false,
+            });
+            if index % 2 == 0 {
+                link.loss = Some(value.clamp(0.0, 1.0));
+            } else {
+                link.rtt_p99_ns = Some(value);
+            }
+        }
+    }
+    links
+        .into_values()
+        .map(|mut link| {
+            link.unhealthy = link.loss.is_some_and(|loss| loss > faults.loss_threshold)
+                || link.rtt_p99_ns.is_some_and(|rtt| rtt > faults.rtt_p99_threshold_ns);
+            link
+        })
+        .collect()
+}
+
+/// Every GPU of `nodes` over `[start, end]`, as the grid's badges weigh them: the highest XID code,
+/// new double-bit ECC errors and uncorrectable remaps, a failed or pending remap, and the clock-event
+/// reasons of the latest reading. Keyed by node.
+pub async fn read_nodes(
+    vm: &VictoriaMetrics,
+    catalog: &SeriesCatalog,
+    nodes: &[String],
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    timeout: std::time::Duration,
+) -> Result<BTreeMap<String, Vec<GpuFacts>>, String> {
+    if nodes.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let window_s = (end - start).num_seconds().max(1);
+    let recent_s = (catalog.scrape_interval_s.max(1) * 4) as i64;
+    let by: Vec<&str> =
+        catalog.gpu_host_labels.iter().map(LabelName::as_str).chain([catalog.gpu_index_label.as_str()]).collect();
+    let by = by.join(", ");
+    let health = &catalog.health;
+    let query = |metric: &MetricName, function: &str, range_s: i64| {
+        per_gpu(&by, &on_node(catalog, metric, nodes), |s| format!("{function}({s}[{range_s}s])"))
+    };
+    let queries = [
+        query(&catalog.xid, "max_over_time", window_s),
+        query(&health.ecc_dbe_aggregate, "increase", window_s),
+        query(&catalog.faults.uncorrectable_remapped_rows, "increase", window_s),
+        query(&catalog.faults.row_remap_failure, "max_over_time", window_s),
+        query(&health.row_remap_pending, "last_over_time", recent_s),
+        query(&health.clock_event_reasons, "last_over_time", recent_s),
+    ];
+    let asked = futures::future::try_join_all(queries.iter().map(|query| vm.query(query, end)));
+    let answers = match tokio::time::timeout(timeout, asked).await {
+        Ok(Ok(answers)) => answers,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "reading the nodes' GPU health failed");
+            return Err(format!("metrics unavailable: {}", error.for_viewer()));
+        }
+        Err(_) => return Err("metrics unavailable: VictoriaMetrics did not answer in time".into()),
+    };
+    let mut facts: BTreeMap<(String, u16), GpuFacts> = BTreeMap::new();
+    for (index, answer) in answers.iter().enumerate() {
+        for series in answer {
+            let (Some(host), Some(gpu), Some(&(_, value))) =
+                (host_of(series, catalog), gpu_of(series, &catalog.gpu_index_label), series.points.last())
+            else {
+                continue;
+            };
+            let gpu_facts =
+                facts.entry((host.to_string(), gpu)).or_insert_with(|| GpuFacts { gpu, ..GpuFacts::default() });
+            match index {
+                0 if (1.0..1e6).contains(&value) => gpu_facts.xid_codes = vec![value.round() as u32],
+                0 => {}
+                1 => gpu_facts.dbe_in_window = Some(value.round()),
+                2 => gpu_facts.uncorrectable_remaps_in_window = Some(value.round()),
+                3 => gpu_facts.row_remap_failure = value >= 1.0,
+                4 => gpu_facts.row_remap_pending = value >= 1.0,
+                _ => gpu_facts.clock_event_reasons = clock_event_reasons(value),
+            }
+        }
+    }
+    let mut by_node: BTreeMap<String, Vec<GpuFacts>> = BTreeMap::new();
+    for ((node, _), gpu_facts) in facts {
+        by_node.entry(node).or_default().push(gpu_facts);
+    }
+    Ok(by_node)
+}
