@@ -10,6 +10,7 @@ use leptos_router::path;
 
 use crate::api::Loader;
 use crate::clock::{self, Zone};
+use crate::pages::compare::ComparePage;
 use crate::pages::{gantt::GanttPage, grid::GridPage, job::JobPage, jobs::JobsPage, tokens::TokensPage};
 use crate::timefmt;
 
@@ -84,6 +85,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/tokens") view=TokensPage ssr=SsrMode::Async />
+                    <Route path=path!("/compare") view=ComparePage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>

@@ -8,6 +8,7 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod aligned;
 pub mod app;
 pub mod axis;
 pub mod canvas;

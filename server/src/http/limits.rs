@@ -53,6 +53,8 @@ fn is_heavy(method: &Method, path: &str) -> bool {
                     | "/"
                     | "/grid"
                     | "/jobs"
+                    | "/api/v1/compare"
+                    | "/compare"
             ))
 }
 

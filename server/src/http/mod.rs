@@ -4,6 +4,7 @@
 
 mod auth;
 mod body_count;
+mod compare;
 mod error;
 mod export;
 pub mod ingest;
@@ -126,6 +127,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(shares::create, shares::list))
         .routes(routes!(shares::revoke))
         .routes(routes!(shares::shared_report))
+        .routes(routes!(compare::previous_runs))
+        .routes(routes!(compare::compare))
 }
 
 /// The whole API, and the web pages.

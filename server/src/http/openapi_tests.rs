@@ -48,6 +48,8 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("POST", "/api/v1/traces"),
     ("POST", "/api/v1/traces/nsys"),
     ("POST", "/api/v1/jobs/{job_id}/traces/nsys"),
+    ("GET", "/api/v1/jobs/{job_id}/previous"),
+    ("GET", "/api/v1/compare"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

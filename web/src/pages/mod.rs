@@ -1,6 +1,7 @@
 //! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script) and personal API
 //! tokens (`/tokens`).
 
+pub mod compare;
 pub mod gantt;
 pub mod gantt_focus;
 pub mod gantt_packed;
@@ -8,6 +9,7 @@ pub mod grid;
 pub mod job;
 pub mod job_script;
 pub mod jobs;
+pub mod previous;
 pub mod report;
 pub mod tokens;
 
