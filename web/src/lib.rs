@@ -7,8 +7,8 @@
 
 #![recursion_limit = "256"]
 
-pub mod api;
 pub mod aligned;
+pub mod api;
 pub mod app;
 pub mod axis;
 pub mod canvas;

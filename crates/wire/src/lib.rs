@@ -18,7 +18,9 @@ mod tokens;
 mod traces;
 mod vocabulary;
 
-pub use compare::{AlignedSeries, ComparedJob, Comparison, PreviousRuns, RunFigures, RunMedians, SlowerThanUsual, WorkMatch};
+pub use compare::{
+    AlignedSeries, ComparedJob, Comparison, PreviousRuns, RunFigures, RunMedians, SlowerThanUsual, WorkMatch,
+};
 pub use errors::{ErrorBody, ErrorEnvelope, Page};
 pub use ingest::{
     AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord,

@@ -58,10 +58,15 @@ impl App {
         );
         let mut figures = self.run_figures(reader, &records, &catalog).await;
         let this_run = figures.remove(0);
-        let verdict = history::slower_than_usual(&rule_figures(&this_run), &figures.iter().map(rule_figures).collect::<Vec<_>>());
+        let verdict =
+            history::slower_than_usual(&rule_figures(&this_run), &figures.iter().map(rule_figures).collect::<Vec<_>>());
         let (min_gpus, max_gpus) = size_class_bounds(gpus);
         Ok(wire::PreviousRuns {
-            matched_by: if found.script_hash.is_some() { wire::WorkMatch::NameAndScript } else { wire::WorkMatch::NameOnly },
+            matched_by: if found.script_hash.is_some() {
+                wire::WorkMatch::NameAndScript
+            } else {
+                wire::WorkMatch::NameOnly
+            },
             min_gpus,
             max_gpus,
             since: epoch(since).unwrap_or_default(),
@@ -113,7 +118,12 @@ impl App {
     /// Each record's figures: its listing form (with its archived report's means), its energy per
     /// GPU-hour from its archived report and its NCCL share from its trace summaries. Without our store,
     /// Slurm's facts alone.
-    async fn run_figures(&self, reader: &SlurmDbd, records: &[JobRecord], catalog: &TresCatalog) -> Vec<wire::RunFigures> {
+    async fn run_figures(
+        &self,
+        reader: &SlurmDbd,
+        records: &[JobRecord],
+        catalog: &TresCatalog,
+    ) -> Vec<wire::RunFigures> {
         let jobs = self.listed_jobs(reader, records, catalog, &[]).await;
         let keys: Vec<(u32, u64)> = records.iter().map(|record| (record.identity.id_job, record.time_submit)).collect();
         let mut energy = BTreeMap::new();
@@ -174,7 +184,12 @@ fn medians(runs: &[wire::RunFigures]) -> wire::RunMedians {
     };
     wire::RunMedians {
         run_time_s: history::median(
-            &runs.iter().filter(|run| rule_figures(run).completed).filter_map(|run| run.run_time_s).map(|s| s as f64).collect::<Vec<_>>(),
+            &runs
+                .iter()
+                .filter(|run| rule_figures(run).completed)
+                .filter_map(|run| run.run_time_s)
+                .map(|s| s as f64)
+                .collect::<Vec<_>>(),
         ),
         mean_gpu_util: of(|run| run.job.mean_gpu_util),
         mean_tensor_active: of(|run| run.job.mean_tensor_active),
@@ -234,13 +249,12 @@ fn aligned(report: &wire::JobReport, metric: &str, combine: Combine, start: i64)
     let mut by_time: BTreeMap<i64, (f64, u32)> = BTreeMap::new();
     let series = report.gpus.iter().flat_map(|gpu| gpu.series.iter());
     // A shared node's band holds other tenants' GPUs too: its mean counts in a mean, never in a sum.
-    let bands = report
-        .shared_node_bands
-        .iter()
-        .filter(|_| combine == Combine::Mean)
-        .flat_map(|band| band.spread.iter());
+    let bands =
+        report.shared_node_bands.iter().filter(|_| combine == Combine::Mean).flat_map(|band| band.spread.iter());
     for points in series.filter(|series| series.metric == metric).map(|series| series.points.clone()).chain(
-        bands.filter(|spread| spread.metric == metric).map(|spread| spread.points.iter().map(|(at, _, mean, _)| (*at, *mean)).collect()),
+        bands
+            .filter(|spread| spread.metric == metric)
+            .map(|spread| spread.points.iter().map(|(at, _, mean, _)| (*at, *mean)).collect()),
     ) {
         for (at, value) in points {
             let entry = by_time.entry(at).or_default();

@@ -190,7 +190,11 @@ mod tests {
         let previous = [run(3600.0, 90.0), run(3700.0, 91.0), run(3500.0, 89.0), run(3650.0, 90.0), run(3550.0, 92.0)];
         let verdict = slower_than_usual(&run(6000.0, 90.0), &previous).unwrap();
         assert!(verdict.slower);
-        assert!(verdict.evidence[0].starts_with("run time 1h 40m against a median of 1h 00m"), "{:?}", verdict.evidence);
+        assert!(
+            verdict.evidence[0].starts_with("run time 1h 40m against a median of 1h 00m"),
+            "{:?}",
+            verdict.evidence
+        );
         assert!(verdict.evidence[0].contains("over 5 completed previous runs"), "{:?}", verdict.evidence);
         let usual = slower_than_usual(&run(3800.0, 90.0), &previous).unwrap();
         assert!(!usual.slower, "{:?}", usual.evidence);

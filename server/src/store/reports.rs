@@ -120,8 +120,7 @@ impl Store {
                  JSON_VALUE(report, '$.totals.gpu_hours') + 0 FROM job_reports \
                  WHERE cluster = ? AND (job_id, time_submit) IN ({placeholders})"
             );
-            let mut query =
-                sqlx::query_as::<_, (u32, u64, Option<f64>, Option<f64>)>(&sql).bind(cluster.as_str());
+            let mut query = sqlx::query_as::<_, (u32, u64, Option<f64>, Option<f64>)>(&sql).bind(cluster.as_str());
             for (job_id, time_submit) in chunk {
                 query = query.bind(job_id).bind(time_submit);
             }

@@ -45,6 +45,23 @@ async fn ended(app: &TestApp, job_id: u32) {
     }
 }
 
+/// Waits until slurmdbd holds the job's script (slurmdbd may write it after the job's first record).
+async fn stored_script(app: &TestApp, job_id: u32) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let path = format!("/api/v1/jobs/{job_id}/script?cluster=lab");
+    loop {
+        let response = app.get_as("root", &path).await;
+        if response.status().as_u16() == 200 {
+            let script: slurmlens_wire::JobScript = response.json().await.expect("a JobScript");
+            if script.script.is_some() {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "slurmdbd never held job {job_id}'s script");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// `user`'s answer for `path`: status and body.
 async fn as_user(app: &TestApp, user: &str, path: &str) -> (u16, String) {
     let response = app.get_as(user, path).await;
@@ -69,6 +86,7 @@ async fn previous_runs_are_the_owners_runs_of_the_same_script_and_compare_refuse
     }
     let third = submit(&name, "alice", &script);
     ended(&app, third).await;
+    stored_script(&app, third).await;
 
     let path = format!("/api/v1/jobs/{third}/previous?cluster=lab");
     let (status, body) = as_user(&app, "alice", &path).await;

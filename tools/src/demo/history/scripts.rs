@@ -76,8 +76,11 @@ pub(super) fn encode_scripts(
     let rows: Vec<_> = scripts.iter().collect();
     rows.chunks(SCRIPTS_PER_STATEMENT)
         .map(|chunk| {
-            let sql = insert_sql(table, "hash_inx, script_hash, batch_script", "(?,?,?)", chunk.len())
-                .replacen("INSERT INTO", "INSERT IGNORE INTO", 1);
+            let sql = insert_sql(table, "hash_inx, script_hash, batch_script", "(?,?,?)", chunk.len()).replacen(
+                "INSERT INTO",
+                "INSERT IGNORE INTO",
+                1,
+            );
             let mut args = MySqlArguments::default();
             for (inx, (hash, text)) in chunk {
                 push_value(&mut args, **inx)?;
