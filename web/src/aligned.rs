@@ -7,13 +7,14 @@ use std::fmt::Write;
 use crate::charts::{human, nice_ceiling};
 use crate::palette::CATEGORICAL;
 
-const WIDTH: f64 = 960.0;
-const LEFT: f64 = 70.0;
+/// Narrower than the report's charts (960): drawn at most 760 px wide, its text stays legible on a phone.
+const WIDTH: f64 = 640.0;
+const LEFT: f64 = 80.0;
 const RIGHT: f64 = 16.0;
 const TOP: f64 = 10.0;
-const PLOT: f64 = 160.0;
+const PLOT: f64 = 150.0;
 const AXIS: f64 = 24.0;
-const FONT: f64 = 14.0;
+const FONT: f64 = 18.0;
 
 /// Tick spacings, in seconds, from which the axis takes the smallest that fits.
 const STEPS: [i64; 14] = [60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400, 172_800, 604_800];
@@ -35,9 +36,9 @@ pub fn elapsed_label(seconds: i64) -> String {
     }
 }
 
-/// The tick spacing for an axis of `span` seconds: at most 8 ticks.
+/// The tick spacing for an axis of `span` seconds: at most 6 ticks after the first.
 pub fn tick_step(span: i64) -> i64 {
-    STEPS.into_iter().find(|step| span / step <= 8).unwrap_or(STEPS[STEPS.len() - 1])
+    STEPS.into_iter().find(|step| span / step <= 6).unwrap_or(STEPS[STEPS.len() - 1])
 }
 
 /// One metric of several jobs, each a line of `[seconds since its start, value]`; `None` without points.
@@ -48,8 +49,8 @@ pub fn aligned_chart(title: &str, unit: &str, series: &[(String, &[(i64, f64)])]
     let x = |at: i64| LEFT + (at.max(0) as f64 / end as f64).min(1.0) * (WIDTH - LEFT - RIGHT);
     let bottom = TOP + PLOT;
     let y = |value: f64| bottom - (value / max).clamp(0.0, 1.0) * PLOT;
-    let legend_rows = series.len().div_ceil(4);
-    let height = bottom + AXIS + 8.0 + 18.0 * legend_rows as f64;
+    let legend_rows = series.len().div_ceil(3);
+    let height = bottom + AXIS + 8.0 + 22.0 * legend_rows as f64;
     let mut out = String::new();
     let _ = write!(
         out,
@@ -66,7 +67,7 @@ pub fn aligned_chart(title: &str, unit: &str, series: &[(String, &[(i64, f64)])]
             y(max * fraction),
             y(max * fraction),
             LEFT - 4.0,
-            y(max * fraction) + 4.0,
+            y(max * fraction) + 6.0,
             escape(&human(max * fraction, unit)),
         );
     }
@@ -77,7 +78,7 @@ pub fn aligned_chart(title: &str, unit: &str, series: &[(String, &[(i64, f64)])]
             out,
             r##"<line x1="{0:.1}" x2="{0:.1}" y1="{TOP}" y2="{bottom:.1}" stroke="#eee"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle">{2}</text>"##,
             x(tick),
-            bottom + 16.0,
+            bottom + 20.0,
             elapsed_label(tick),
         );
     }
@@ -93,13 +94,13 @@ pub fn aligned_chart(title: &str, unit: &str, series: &[(String, &[(i64, f64)])]
             r#"<path class="line" data-label="{0}" d="{d}" fill="none" stroke="{colour}" stroke-width="2"><title>{0}</title></path>"#,
             escape(label),
         );
-        let (column, row) = (index % 4, index / 4);
-        let (legend_x, legend_y) = (LEFT + column as f64 * 220.0, bottom + AXIS + 8.0 + row as f64 * 18.0);
+        let (column, row) = (index % 3, index / 3);
+        let (legend_x, legend_y) = (LEFT + column as f64 * 180.0, bottom + AXIS + 8.0 + row as f64 * 22.0);
         let _ = write!(
             out,
-            r##"<rect x="{legend_x:.1}" y="{legend_y:.1}" width="12" height="12" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">{}</text>"##,
-            legend_x + 16.0,
-            legend_y + 11.0,
+            r##"<rect x="{legend_x:.1}" y="{legend_y:.1}" width="14" height="14" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">{}</text>"##,
+            legend_x + 19.0,
+            legend_y + 13.0,
             escape(label),
         );
     }
@@ -121,9 +122,9 @@ mod tests {
     }
 
     #[test]
-    fn ticks_are_at_most_eight() {
+    fn ticks_are_at_most_seven() {
         for span in [60, 600, 3600, 5 * 3600, 30 * 3600, 9 * 86_400] {
-            assert!(span / tick_step(span) <= 8, "{span}");
+            assert!(span / tick_step(span) <= 6, "{span}");
         }
         assert_eq!(tick_step(3600), 600);
     }

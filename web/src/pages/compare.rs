@@ -77,16 +77,16 @@ fn ComparisonView(comparison: wire::Comparison) -> impl IntoView {
             view! {
                 <tr data-testid="compare-job" data-job=job.job_id.clone()>
                     <td><span class="swatch" style=colour></span><a href=href>{job.job_id.clone()}</a></td>
-                    <td>{job.job_name.clone()}</td>
-                    <td>{job.user.clone()}</td>
-                    <td>{start}</td>
-                    <td>{job.state.clone()}</td>
-                    <td class="num">{job.alloc_gpus}</td>
                     <td class="num" data-testid="compare-run-time">{run_time(compared.figures.run_time_s.map(|s| s as f64))}</td>
                     <td class="num">{percent(job.mean_gpu_util)}</td>
                     <td class="num">{percent(job.mean_tensor_active)}</td>
                     <td class="num">{share(compared.figures.nccl_share)}</td>
                     <td class="num">{energy(compared.figures.wh_per_gpu_hour)}</td>
+                    <td class="num">{job.alloc_gpus}</td>
+                    <td>{job.state.clone()}</td>
+                    <td>{start}</td>
+                    <td>{job.job_name.clone()}</td>
+                    <td>{job.user.clone()}</td>
                 </tr>
             }
         })
@@ -131,22 +131,22 @@ fn ComparisonView(comparison: wire::Comparison) -> impl IntoView {
                 <thead>
                     <tr>
                         <th scope="col">"Job"</th>
-                        <th scope="col">"Name"</th>
-                        <th scope="col">"User"</th>
-                        <th scope="col">"Start"</th>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"GPUs"</th>
                         <th scope="col">"Run time"</th>
                         <th scope="col">"GPU util"</th>
                         <th scope="col">"Tensor"</th>
                         <th scope="col">"NCCL"</th>
                         <th scope="col">"Energy / GPU-h"</th>
+                        <th scope="col">"GPUs"</th>
+                        <th scope="col">"State"</th>
+                        <th scope="col">"Start"</th>
+                        <th scope="col">"Name"</th>
+                        <th scope="col">"User"</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>
             </table>
         </div>
-        {charts}
+        <div class="compare-charts">{charts}</div>
         {no_charts}
     }
 }

@@ -50,14 +50,14 @@ fn figures_row(run: &wire::RunFigures, kind: &'static str) -> impl IntoView + us
     view! {
         <tr class=kind data-testid="previous-run" data-job=job.job_id.clone()>
             <td><a href=href>{job.job_id.clone()}</a>{(kind == "this").then_some(" (this run)")}</td>
-            <td>{end}</td>
-            <td>{job.state.clone()}</td>
-            <td class="num">{job.alloc_gpus}</td>
             <td class="num" data-testid="previous-run-time">{run_time(run.run_time_s.map(|s| s as f64))}</td>
             <td class="num">{percent(job.mean_gpu_util)}</td>
             <td class="num">{percent(job.mean_tensor_active)}</td>
             <td class="num">{share(run.nccl_share)}</td>
             <td class="num">{energy(run.wh_per_gpu_hour)}</td>
+            <td class="num">{job.alloc_gpus}</td>
+            <td>{job.state.clone()}</td>
+            <td>{end}</td>
         </tr>
     }
 }
@@ -117,14 +117,14 @@ pub fn PreviousRunsSection(previous: Option<wire::PreviousRuns>) -> impl IntoVie
         view! {
             <tr class="median" data-testid="previous-median">
                 <td>"median of previous"</td>
-                <td></td>
-                <td></td>
-                <td></td>
                 <td class="num">{run_time(median.run_time_s)}</td>
                 <td class="num">{percent(median.mean_gpu_util)}</td>
                 <td class="num">{percent(median.mean_tensor_active)}</td>
                 <td class="num">{share(median.nccl_share)}</td>
                 <td class="num">{energy(median.wh_per_gpu_hour)}</td>
+                <td></td>
+                <td></td>
+                <td></td>
             </tr>
         }
     });
@@ -146,14 +146,14 @@ pub fn PreviousRunsSection(previous: Option<wire::PreviousRuns>) -> impl IntoVie
                     <thead>
                         <tr>
                             <th scope="col">"Job"</th>
-                            <th scope="col">"End"</th>
-                            <th scope="col">"State"</th>
-                            <th scope="col">"GPUs"</th>
                             <th scope="col">"Run time"</th>
                             <th scope="col">"GPU util"</th>
                             <th scope="col">"Tensor"</th>
                             <th scope="col">"NCCL"</th>
                             <th scope="col">"Energy / GPU-h"</th>
+                            <th scope="col">"GPUs"</th>
+                            <th scope="col">"State"</th>
+                            <th scope="col">"End"</th>
                         </tr>
                     </thead>
                     <tbody>
