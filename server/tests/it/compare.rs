@@ -12,6 +12,11 @@ use crate::support::{TestApp, database_shared, lab, spawn_app, test_config};
 
 /// Submits `body` as a batch script named `name` of `user`; its id.
 fn submit(name: &str, user: &str, body: &str) -> u32 {
+    submit_with(name, user, body, "ALL")
+}
+
+/// Submits `body` as a batch script named `name` of `user` with `--export=export`; its id.
+fn submit_with(name: &str, user: &str, body: &str, export: &str) -> u32 {
     let dir = lab().dir.join("jobs");
     std::fs::create_dir_all(&dir).expect("the lab's job directory");
     let path = dir.join(format!("compare-{name}-{user}-{}.sh", std::process::id()));
@@ -20,6 +25,7 @@ fn submit(name: &str, user: &str, body: &str) -> u32 {
     let output = lab()
         .command("sbatch")
         .args(["--parsable", "-J", name, &uid, &gid, "--time=1", "-o", "/dev/null"])
+        .arg(format!("--export={export}"))
         .arg(&path)
         .output()
         .expect("sbatch runs");
@@ -74,7 +80,8 @@ async fn previous_runs_are_the_owners_runs_of_the_same_script_and_compare_refuse
     let app = spawn_app(test_config(AnonymousAccess::Nobody)).await;
     let tag = format!("{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis());
     let name = format!("prev-{}", std::process::id());
-    let script = format!("# training run {tag}\ntrue");
+    // One script; how long a run sleeps comes from its environment, so a slow run is the same work.
+    let script = format!("# training run {tag}\nsleep ${{PREV_SLEEP:-1}}");
     // Three runs of the same work by alice, one of another script under the same name by alice, one of
     // the same script and name by bob.
     let first = submit(&name, "alice", &script);
@@ -120,6 +127,21 @@ async fn previous_runs_are_the_owners_runs_of_the_same_script_and_compare_refuse
     let (status, body) = as_user(&app, "bob", &path).await;
     assert_eq!(status, 404, "{body}");
     assert!(!body.contains(&name), "{body}");
+
+    // A fourth run of the same script, 15 s where the others took about 1 s: slower than usual, with
+    // the evidence, against three previous runs.
+    let slow = submit_with(&name, "alice", &script, "ALL,PREV_SLEEP=15");
+    ended(&app, slow).await;
+    stored_script(&app, slow).await;
+    let (status, body) = as_user(&app, "alice", &format!("/api/v1/jobs/{slow}/previous?cluster=lab")).await;
+    assert_eq!(status, 200, "{body}");
+    let slow_previous: PreviousRuns = serde_json::from_str(&body).expect("a PreviousRuns");
+    let slow_ids: Vec<u32> = slow_previous.runs.iter().map(|run| run.job.job_id_raw).collect();
+    assert_eq!(slow_ids, vec![third, second, first], "{body}");
+    let verdict = slow_previous.slower_than_usual.expect("a verdict against three previous runs");
+    assert!(verdict.slower, "{verdict:?}");
+    assert!(verdict.evidence[0].starts_with("run time 1"), "{verdict:?}");
+    assert!(verdict.evidence[0].contains("over 3 completed previous runs"), "{verdict:?}");
 
     // Compare: alice's runs side by side, in the order asked.
     let (status, body) = as_user(&app, "alice", &format!("/api/v1/compare?cluster=lab&jobs={third},{first}")).await;
