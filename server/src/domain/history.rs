@@ -42,7 +42,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
     }
     sorted.sort_by(f64::total_cmp);
     let middle = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 0 { (sorted[middle - 1] + sorted[middle]) / 2.0 } else { sorted[middle] })
+    Some(if sorted.len().is_multiple_of(2) { (sorted[middle - 1] + sorted[middle]) / 2.0 } else { sorted[middle] })
 }
 
 /// The robust spread of the values: their median absolute deviation from the median, scaled to a
@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[f64::NAN, 5.0]), Some(5.0));
-        let spread = robust_spread(&[100.0, 102.0, 98.0, 101.0, 99.0, 1000.0]).unwrap();
+        let spread = robust_spread(&[100.0, 102.0, 98.0, 101.0, 99.0, 1000.0]).expect("a value");
         assert!(spread < 3.0, "{spread}");
     }
 
@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn a_run_far_beyond_the_median_is_slower_with_its_evidence() {
         let previous = [run(3600.0, 90.0), run(3700.0, 91.0), run(3500.0, 89.0), run(3650.0, 90.0), run(3550.0, 92.0)];
-        let verdict = slower_than_usual(&run(6000.0, 90.0), &previous).unwrap();
+        let verdict = slower_than_usual(&run(6000.0, 90.0), &previous).expect("a value");
         assert!(verdict.slower);
         assert!(
             verdict.evidence[0].starts_with("run time 1h 40m against a median of 1h 00m"),
@@ -196,7 +196,7 @@ mod tests {
             verdict.evidence
         );
         assert!(verdict.evidence[0].contains("over 5 completed previous runs"), "{:?}", verdict.evidence);
-        let usual = slower_than_usual(&run(3800.0, 90.0), &previous).unwrap();
+        let usual = slower_than_usual(&run(3800.0, 90.0), &previous).expect("a value");
         assert!(!usual.slower, "{:?}", usual.evidence);
         assert_eq!(usual.evidence.len(), 2);
     }
@@ -204,17 +204,17 @@ mod tests {
     #[test]
     fn a_tight_history_needs_a_quarter_more_not_three_spreads() {
         let previous = [run(3600.0, 90.0), run(3600.0, 90.0), run(3600.0, 90.0)];
-        assert!(!slower_than_usual(&run(4400.0, 90.0), &previous).unwrap().slower);
-        assert!(slower_than_usual(&run(4600.0, 90.0), &previous).unwrap().slower);
+        assert!(!slower_than_usual(&run(4400.0, 90.0), &previous).expect("a value").slower);
+        assert!(slower_than_usual(&run(4600.0, 90.0), &previous).expect("a value").slower);
     }
 
     #[test]
     fn low_gpu_utilisation_alone_is_slower() {
         let previous = [run(3600.0, 90.0), run(3600.0, 88.0), run(3600.0, 92.0)];
-        let verdict = slower_than_usual(&run(3600.0, 55.0), &previous).unwrap();
+        let verdict = slower_than_usual(&run(3600.0, 55.0), &previous).expect("a value");
         assert!(verdict.slower);
         assert!(verdict.evidence[0].starts_with("mean GPU utilisation 55%"), "{:?}", verdict.evidence);
-        assert!(!slower_than_usual(&run(3600.0, 84.0), &previous).unwrap().slower);
+        assert!(!slower_than_usual(&run(3600.0, 84.0), &previous).expect("a value").slower);
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl SlurmDbd {
         bind(&mut args, limit as u64)?;
         let rows = sqlx::query_with(&sql, args).fetch_all(&self.pool).await?;
         let mut runs: Vec<JobRecord> = rows.iter().map(super::rows::decode_job).collect::<Result<_, _>>()?;
-        runs.sort_by(|a, b| (b.time_end, b.db_index).cmp(&(a.time_end, a.db_index)));
+        runs.sort_by_key(|run| std::cmp::Reverse((run.time_end, run.db_index)));
         Ok(PreviousRecords { script_hash, runs })
     }
 
