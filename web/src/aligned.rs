@@ -133,7 +133,7 @@ mod tests {
     fn jobs_that_started_apart_are_drawn_from_the_same_origin() {
         let early: Vec<(i64, f64)> = vec![(0, 10.0), (1800, 90.0), (3600, 90.0)];
         let late: Vec<(i64, f64)> = vec![(0, 20.0), (1800, 50.0)];
-        let svg = aligned_chart("gpu_util", "%", &[("123".into(), &early), ("456".into(), &late)]).unwrap();
+        let svg = aligned_chart("gpu_util", "%", &[("123".into(), &early), ("456".into(), &late)]).expect("a chart");
         assert!(svg.contains(r#"data-series="2""#) && svg.contains(r#"data-end="3600""#), "{svg}");
         // Both lines start at the plot's left edge: offset 0 of each job.
         assert_eq!(svg.matches(&format!("d=\"M{LEFT:.1} ")).count(), 2, "{svg}");

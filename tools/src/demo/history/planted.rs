@@ -64,7 +64,7 @@ pub(super) const SLOW_REPEAT: usize = 4;
 pub(super) const REPEATED_NAME: &str = "finetune-repeat";
 
 pub(super) fn planted_repeats(workload: &WorkloadGenerator<'_>, seed: u64, end: i64) -> Vec<Submission> {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x52_4550_4541_5400);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5245_5045_4154);
     let node_gpus = workload.params.gpus_per_node;
     if node_gpus == 0 {
         return Vec::new();
