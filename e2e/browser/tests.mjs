@@ -1366,6 +1366,67 @@ test('grid_health_badge_leads_to_the_node_page_that_shows_the_fault', async (pag
   await page.screenshot({ path: join(out, 'node_page_1440.png'), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: join(out, 'node_page_390.png'), fullPage: true });
+test('job_page_compares_with_previous_runs_and_the_compare_view_aligns_them', async (page) => {
+  // The newest finished lab job of alice with two or more previous runs of its script (server/tests/it/compare.rs
+  // submits them).
+  const alices = await api(base, '/api/v1/jobs?cluster=lab&start=0&limit=200&user=alice');
+  let job = null;
+  let previous = null;
+  for (const candidate of alices.items.filter((j) => j.job_name.startsWith('prev-') && j.end)) {
+    const answer = await api(base, `/api/v1/jobs/${candidate.job_id}/previous?cluster=lab`);
+    if (answer.runs.length >= 2) { job = candidate; previous = answer; break; }
+  }
+  assert(job, 'a lab job of alice with previous runs of its script (the integration tests submit them)');
+  assertEqual(previous.matched_by, 'name_and_script', 'the lab stores scripts');
+  await page.goto(`${base}/jobs/${job.job_id}?cluster=lab`);
+  await hydrated(page);
+  const rows = await page.$$eval('[data-testid=previous-run]', (r) => r.map((e) => e.dataset.job));
+  assertEqual(rows, [job.job_id, ...previous.runs.map((run) => run.job.job_id)], 'this run, then its previous runs newest first');
+  const flag = await page.getAttribute('[data-testid=previous-flag]', 'data-slower');
+  assertEqual(flag, previous.slower_than_usual ? String(previous.slower_than_usual.slower) : 'none', 'the flag is the API\'s verdict');
+  const summary = await page.textContent('[data-testid=previous-summary]');
+  assert(summary.includes(`${previous.runs.length} previous finished run`) && summary.includes('batch script'), summary);
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    const section = page.locator('[data-testid=previous-section]');
+    await section.scrollIntoViewIfNeeded();
+    await section.screenshot({ path: join(out, `previous_runs_${width}px.png`) });
+    const right = await section.evaluate((s) => s.getBoundingClientRect().right);
+    assert(right <= width, `the section fits ${width} px: ${right}`);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.click('[data-testid=previous-compare]');
+  await page.waitForSelector('[data-testid=compare-table]');
+  await hydrated(page);
+  const compared = await page.$$eval('[data-testid=compare-job]', (r) => r.map((e) => e.dataset.job));
+  assertEqual(compared, [job.job_id, ...previous.runs.slice(0, 7).map((run) => run.job.job_id)], 'the compare view lists them in order');
+
+  // Sakura's GPU jobs of the telemetry window, days apart in start, lie on one axis from their starts.
+  const gpuJobs = (await recent('COMPLETED', 4)).filter((j) => j.elapsed_raw >= 3600 && j.start).slice(0, 3);
+  assert(gpuJobs.length >= 2, 'two or more finished GPU jobs in sakura\'s telemetry window');
+  const ids = gpuJobs.map((j) => j.job_id);
+  const comparison = await api(base, `/api/v1/compare?cluster=sakura&jobs=${ids.join(',')}`);
+  await page.goto(`${base}/compare?cluster=sakura&jobs=${ids.join(',')}`);
+  await hydrated(page);
+  assertEqual(await page.$$eval('[data-testid=compare-job]', (r) => r.map((e) => e.dataset.job)), ids, 'one row per job, in the order asked');
+  const util = page.locator('[data-testid=compare-chart][data-metric=gpu_util] svg');
+  assertEqual(await util.getAttribute('data-series'), String(ids.length), 'one line per job');
+  const ends = comparison.jobs.map((j) => j.timelines.find((t) => t.metric === 'gpu_util')).filter(Boolean).map((t) => t.points.at(-1)[0]);
+  assertEqual(Number(await util.getAttribute('data-end')), Math.max(60, ...ends), 'the axis runs to the longest job\'s last offset');
+  for (const timeline of comparison.jobs.flatMap((j) => j.timelines)) {
+    assert(timeline.points.every(([offset]) => offset >= -600 && offset < 86400 * 3), `offsets from each job's start: ${timeline.points[0]}`);
+  }
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.screenshot({ path: join(out, `compare_${width}px.png`), fullPage: true });
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert(wide <= width + 1, `the compare page fits ${width} px: ${wide}`);
+  }
+  const nine = Array.from({ length: 9 }, (_, i) => gpuJobs[0].job_id_raw + i).join(',');
+  const refused = await page.goto(`${base}/compare?cluster=sakura&jobs=${nine}`);
+  assertEqual(refused.status(), 400, 'nine jobs are refused');
+  await page.waitForSelector('[data-testid=load-error]');
+  page.expectErrors = true; // the 400 page's own failed load
   return null;
 });
 

@@ -67,6 +67,10 @@ pub struct JobView {
     /// The job's tags (`/api/v1/jobs/{id}/tags`); `None` where they could not be read.
     #[serde(default)]
     pub tags: Option<wire::JobTags>,
+    /// The job against its owner's previous runs (`/api/v1/jobs/{id}/previous`); `None` where it could
+    /// not be asked.
+    #[serde(default)]
+    pub previous: Option<wire::PreviousRuns>,
 }
 
 impl JobView {
@@ -82,7 +86,13 @@ impl JobView {
             profile: None,
             script: None,
             tags: None,
+            previous: None,
         }
+    }
+
+    /// With the job's previous runs of the same work.
+    pub fn with_previous(self, previous: Option<wire::PreviousRuns>) -> Self {
+        Self { previous, ..self }
     }
 
     /// With the job's tags.
@@ -339,13 +349,15 @@ impl Loader {
             let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
             let script = fetch_json::<wire::JobScript>(format!("/api/v1/jobs/{id}/script{suffix}"));
             let tags = fetch_json::<wire::JobTags>(format!("/api/v1/jobs/{id}/tags{suffix}"));
+            let previous = fetch_json::<wire::PreviousRuns>(format!("/api/v1/jobs/{id}/previous{suffix}"));
             async move {
                 let detail = detail.await?;
                 let page = JobView::new(detail, report.await.ok(), view);
                 Ok(page
                     .with_signals(logs.await.ok(), profile.await.ok(), view)
                     .with_script(script.await.ok())
-                    .with_tags(tags.await.ok()))
+                    .with_tags(tags.await.ok())
+                    .with_previous(previous.await.ok()))
             }
         }
     }
@@ -387,6 +399,30 @@ impl Loader {
         #[cfg(not(feature = "ssr"))]
         {
             fetch_json(format!("/api/v1/stats?{}", query.api_query(false)))
+        }
+    }
+}
+
+impl Loader {
+    /// `/api/v1/compare`: 2–8 jobs side by side.
+    pub fn compare(
+        &self,
+        cluster: Option<String>,
+        jobs: Vec<String>,
+    ) -> impl Future<Output = Result<wire::Comparison, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (_, data) = server.ok_or_else(no_source)?;
+                data.compare(cluster.as_deref(), &jobs).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            let mut pairs = vec![("jobs", jobs.join(","))];
+            pairs.extend(cluster.map(|cluster| ("cluster", cluster)));
+            fetch_json(format!("/api/v1/compare?{}", encode(&pairs)))
         }
     }
 }

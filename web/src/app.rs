@@ -10,6 +10,7 @@ use leptos_router::path;
 
 use crate::api::Loader;
 use crate::clock::{self, Zone};
+use crate::pages::compare::ComparePage;
 use crate::pages::notifications::NotificationsPage;
 use crate::pages::{gantt::GanttPage, grid::GridPage, job::JobPage, jobs::JobsPage, tokens::TokensPage};
 use crate::timefmt;
@@ -89,6 +90,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/usage") view=crate::pages::usage::UsagePage ssr=SsrMode::Async />
                     <Route path=path!("/stats") view=crate::pages::usage::StatsPage ssr=SsrMode::Async />
                     <Route path=path!("/nodes/:name") view=crate::pages::node::NodePage ssr=SsrMode::Async />
+                    <Route path=path!("/compare") view=ComparePage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>

@@ -7,6 +7,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod aligned;
 pub mod api;
 pub mod app;
 pub mod axis;

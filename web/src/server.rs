@@ -125,6 +125,18 @@ pub trait PageData: Send + Sync {
     fn tags<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobTags>> {
         Box::pin(async { Ok(None) })
     }
+    /// `GET /api/v1/jobs/{job_id}/previous`; `None` where it could not be read.
+    fn previous_runs<'a>(
+        &'a self,
+        _cluster: Option<&'a str>,
+        _job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::PreviousRuns>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// `GET /api/v1/compare?jobs=`: the jobs side by side.
+    fn compare<'a>(&'a self, _cluster: Option<&'a str>, _jobs: &'a [String]) -> DataFuture<'a, wire::Comparison> {
+        Box::pin(async { Err(DataError::unavailable("comparing jobs is not served here")) })
+    }
     /// `GET /api/v1/jobs/{job_id}/profile`; `None` where the job has none to show.
     fn profile<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {
         Box::pin(async { Ok(None) })
@@ -442,18 +454,20 @@ pub async fn job_view(
 ) -> Result<JobView, DataError> {
     let detail = data.job(cluster, job_id).await?;
     // A report, logs or profile that fail degrade their section to "not available", not the page.
-    let (report, logs, profile, script, tags) = futures::join!(
+    let (report, logs, profile, script, tags, previous) = futures::join!(
         data.report(cluster, job_id),
         data.logs(cluster, job_id),
         data.profile(cluster, job_id),
         data.script(cluster, job_id),
-        data.tags(cluster, job_id)
+        data.tags(cluster, job_id),
+        data.previous_runs(cluster, job_id)
     );
     let page = JobView::new(detail, report.ok().flatten(), view);
     Ok(page
         .with_signals(logs.ok().flatten(), profile.ok().flatten(), view)
         .with_script(script.ok().flatten())
-        .with_tags(tags.ok().flatten()))
+        .with_tags(tags.ok().flatten())
+        .with_previous(previous.ok().flatten()))
 }
 
 /// The job list's rows for `query`, as the page shows them.

@@ -5,6 +5,7 @@
 //! Field names follow `sacct`'s column names in snake_case where one exists (`job_id`, `alloc_tres`,
 //! `elapsed_raw`, `node_list`), so a user who knows `sacct -o` can read a response without a manual.
 
+mod compare;
 mod errors;
 mod ingest;
 mod jobs;
@@ -21,6 +22,9 @@ mod traces;
 mod usage;
 mod vocabulary;
 
+pub use compare::{
+    AlignedSeries, ComparedJob, Comparison, PreviousRuns, RunFigures, RunMedians, SlowerThanUsual, WorkMatch,
+};
 pub use errors::{ErrorBody, ErrorEnvelope, Page};
 pub use ingest::{
     AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord,

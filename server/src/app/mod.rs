@@ -7,6 +7,7 @@
 //! over VictoriaMetrics, the grid's readings, the log and profile sources) and decides who may see what.
 
 pub mod colours;
+pub mod compare;
 pub mod error;
 pub mod export;
 pub mod gantt;

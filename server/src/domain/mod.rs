@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod colours;
 pub mod exit_code;
 pub mod gpu;
+pub mod history;
 pub mod job;
 pub mod logs;
 pub mod logsql;

@@ -57,6 +57,8 @@ fn is_heavy(method: &Method, path: &str) -> bool {
                     | "/api/v1/stats"
                     | "/usage"
                     | "/stats"
+                    | "/api/v1/compare"
+                    | "/compare"
             ))
 }
 

@@ -4,6 +4,7 @@
 
 mod auth;
 mod body_count;
+mod compare;
 mod error;
 mod export;
 pub mod ingest;
@@ -138,6 +139,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(usage::stats))
         .routes(routes!(tags::list))
         .routes(routes!(tags::add, tags::remove))
+        .routes(routes!(compare::previous_runs))
+        .routes(routes!(compare::compare))
 }
 
 /// The whole API, and the web pages.

@@ -57,6 +57,8 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("GET", "/api/v1/jobs/{job_id}/tags"),
     ("PUT", "/api/v1/jobs/{job_id}/tags/{tag}"),
     ("DELETE", "/api/v1/jobs/{job_id}/tags/{tag}"),
+    ("GET", "/api/v1/jobs/{job_id}/previous"),
+    ("GET", "/api/v1/compare"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

@@ -244,6 +244,18 @@ impl PageData for Viewing {
         Box::pin(async move { optional(self.app.job_tags(&self.viewer, cluster, job_id).await) })
     }
 
+    fn previous_runs<'a>(
+        &'a self,
+        cluster: Option<&'a str>,
+        job_id: &'a str,
+    ) -> DataFuture<'a, Option<wire::PreviousRuns>> {
+        Box::pin(async move { optional(self.app.previous_runs(&self.viewer, cluster, job_id).await) })
+    }
+
+    fn compare<'a>(&'a self, cluster: Option<&'a str>, jobs: &'a [String]) -> DataFuture<'a, wire::Comparison> {
+        Box::pin(async move { self.app.compare(&self.viewer, cluster, jobs).await.map_err(data_error) })
+    }
+
     fn profile<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobProfile>> {
         let request =
             crate::app::signals::ProfileRequest { top: crate::app::signals::DEFAULT_TOP, ..Default::default() };

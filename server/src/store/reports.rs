@@ -109,6 +109,33 @@ impl Store {
             .collect())
     }
 
+    /// The energy (kWh) and GPU-hours the archived reports among these job records counted, read from
+    /// the stored reports' totals by MariaDB (the reports themselves stay in the database).
+    pub async fn energy_among(
+        &self,
+        cluster: &ClusterName,
+        records: &[(u32, u64)],
+    ) -> Result<BTreeMap<(u32, u64), (Option<f64>, Option<f64>)>, StoreError> {
+        let mut found = BTreeMap::new();
+        for chunk in records.chunks(KEYS_PER_STATEMENT) {
+            let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
+            // `+ 0` reads JSON_VALUE's text as a number (NULL stays NULL).
+            let sql = format!(
+                "SELECT job_id, time_submit, JSON_VALUE(report, '$.totals.energy_kwh') + 0, \
+                 JSON_VALUE(report, '$.totals.gpu_hours') + 0 FROM job_reports \
+                 WHERE cluster = ? AND (job_id, time_submit) IN ({placeholders})"
+            );
+            let mut query = sqlx::query_as::<_, (u32, u64, Option<f64>, Option<f64>)>(&sql).bind(cluster.as_str());
+            for (job_id, time_submit) in chunk {
+                query = query.bind(job_id).bind(time_submit);
+            }
+            for (job_id, time_submit, energy_kwh, gpu_hours) in query.fetch_all(&self.pool).await? {
+                found.insert((job_id, time_submit), (energy_kwh, gpu_hours));
+            }
+        }
+        Ok(found)
+    }
+
     /// Which of these job records already have an archived report.
     pub async fn archived_among(
         &self,

@@ -3,6 +3,7 @@
 
 mod access;
 mod api_errors;
+mod compare;
 mod digests;
 mod export;
 mod failure;

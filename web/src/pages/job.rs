@@ -16,6 +16,7 @@ use crate::app::Time;
 use crate::pages::LoadError;
 use crate::pages::job_script::ScriptSection;
 use crate::pages::job_tags::TagsSection;
+use crate::pages::previous::PreviousRunsSection;
 use crate::pages::report::ReportSummary;
 use crate::palette::state_colour;
 use crate::query::{GanttQuery, GridQuery, encode, percent_encode};
@@ -101,7 +102,7 @@ fn bytes(value: Option<u64>) -> String {
 
 #[component]
 fn JobDetailView(view: JobView) -> impl IntoView {
-    let JobView { detail, report, charts, logs, profile, script, tags } = view;
+    let JobView { detail, report, charts, logs, profile, script, tags, previous } = view;
     let has_report = report.is_some().to_string();
     let job = detail.job.clone();
     let cluster = job.cluster.clone();
@@ -239,6 +240,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
             }}
         </section>
         <ScriptSection script />
+        <PreviousRunsSection previous />
         <LogsSection logs />
         <ProfileSection profile />
     }

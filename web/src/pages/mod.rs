@@ -2,6 +2,7 @@
 //! tokens (`/tokens`), the viewer's notifications (`/notifications`), usage (`/usage`), statistics (`/stats`) and a
 //! node (`/nodes/<name>`).
 
+pub mod compare;
 pub mod gantt;
 pub mod gantt_focus;
 pub mod gantt_packed;
@@ -10,8 +11,9 @@ pub mod job;
 pub mod job_script;
 pub mod job_tags;
 pub mod jobs;
-pub mod notifications;
 pub mod node;
+pub mod notifications;
+pub mod previous;
 pub mod report;
 pub mod tokens;
 pub mod usage;

@@ -7,6 +7,7 @@
 
 mod export;
 mod horizon;
+mod previous;
 mod rows;
 mod script;
 mod shape;
@@ -31,6 +32,7 @@ use crate::domain::state::NodeState;
 use crate::domain::tres::{TresCatalog, TresId, TresKind, TresMap};
 
 pub use horizon::{LATE_END_S, LONG_SPAN_S};
+pub use previous::PreviousRecords;
 pub use rows::NodeEventRecord;
 pub use script::{JobScriptRecord, StoredText};
 

@@ -75,8 +75,20 @@ impl SlurmDbd {
 }
 
 fn is_missing_table(error: &sqlx::Error) -> bool {
+    error_number(error) == Some(ER_NO_SUCH_TABLE)
+}
+
+/// MariaDB's "unknown column": a slurmdbd older than 21.08 has no `script_hash_inx`.
+const ER_BAD_FIELD: u16 = 1054;
+
+/// Whether `error` is MariaDB's "unknown column".
+pub(super) fn is_missing_column(error: &sqlx::Error) -> bool {
+    error_number(error) == Some(ER_BAD_FIELD)
+}
+
+fn error_number(error: &sqlx::Error) -> Option<u16> {
     error
         .as_database_error()
         .and_then(|database| database.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
-        .is_some_and(|database| database.number() == ER_NO_SUCH_TABLE)
+        .map(sqlx::mysql::MySqlDatabaseError::number)
 }

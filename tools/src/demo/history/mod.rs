@@ -46,6 +46,7 @@ mod random;
 mod rows;
 mod schedule;
 mod scheduler;
+mod scripts;
 mod spans;
 mod steps;
 mod submissions;

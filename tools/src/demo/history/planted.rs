@@ -52,3 +52,57 @@ pub(super) fn planted_failures(workload: &WorkloadGenerator<'_>, seed: u64, end:
     crash.special = Some(Special::AppCrash);
     vec![victim, crash]
 }
+
+/// Runs of one training script planted in every history's last 40 hours, so that "compare with previous
+/// runs" has a story to tell: one LLM user's 4-GPU fine-tuning script run [`REPEATS`] times, every run
+/// 90 minutes but [`SLOW_REPEAT`], which takes 3.5 hours (its data loader starved: the same work,
+/// clearly slower). The same user, template and working directory make them one batch script.
+pub(super) const REPEATS: usize = 6;
+/// Which of the repeated runs (0-based, in submission order) is the slow one.
+pub(super) const SLOW_REPEAT: usize = 4;
+/// The repeated runs' name.
+pub(super) const REPEATED_NAME: &str = "finetune-repeat";
+
+pub(super) fn planted_repeats(workload: &WorkloadGenerator<'_>, seed: u64, end: i64) -> Vec<Submission> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5245_5045_4154);
+    let node_gpus = workload.params.gpus_per_node;
+    if node_gpus == 0 {
+        return Vec::new();
+    }
+    let mut first = workload.submission(&mut rng, Category::Long, end - 40 * 3600, false);
+    for _ in 0..64 {
+        if Family::of_account(&workload.context.users[first.user_index].acct) == Family::Llm {
+            break;
+        }
+        first = workload.submission(&mut rng, Category::Long, end - 40 * 3600, false);
+    }
+    let gpus = 4.min(node_gpus);
+    let template = std::sync::Arc::new(super::workload::JobTemplate {
+        name: REPEATED_NAME.into(),
+        project: REPEATED_NAME.into(),
+        script: "finetune_repeat.sh".into(),
+        ..(*first.template).clone()
+    });
+    (0..REPEATS)
+        .map(|index| {
+            let mut run = first.clone();
+            run.submit_time = end - 40 * 3600 + index as i64 * 6 * 3600;
+            run.template = std::sync::Arc::clone(&template);
+            run.shape = Shape::Gpu(gpus);
+            run.cpus_req = workload.gpu_cpu.min(8) * gpus;
+            run.mem_node = Some((256 * 1024).min(workload.gpu_mem * u64::from(gpus)));
+            run.mode = Mode::Srun(1);
+            run.profile = UsageProfile::PyGpu;
+            run.natural_secs = if index == SLOW_REPEAT { 3.5 * 3600.0 } else { 1.5 * 3600.0 };
+            run.run_fraction = 1.0;
+            run.fate = Fate::Complete;
+            run.limit = Some(360);
+            run.requeue = false;
+            run.held = false;
+            run.patience = None;
+            run.array = None;
+            run.special = None;
+            run
+        })
+        .collect()
+}

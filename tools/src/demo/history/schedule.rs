@@ -13,7 +13,7 @@ use super::context::ClusterContext;
 use super::continuation::{Rates, continue_after};
 use super::encoding::hex_bitmap;
 use super::events::{EVENT_KINDS, EventRow, generate_events};
-use super::planted::planted_failures;
+use super::planted::{planted_failures, planted_repeats};
 use super::random::{chance, lognormal, pick, uniform};
 use super::rows::{JobRow, Plan};
 use super::scheduler::{NodeBlock, Placement, Scheduler};
@@ -705,6 +705,7 @@ pub(super) fn simulate_span(
     }
     if span.last {
         submissions.extend(planted_failures(&workload, params.seed, end));
+        submissions.extend(planted_repeats(&workload, params.seed, end));
     }
     for submission in &mut submissions {
         workload.finalize(&mut rng, submission);

@@ -19,9 +19,10 @@ fn small() -> HistoryParams {
 }
 
 /// The digest of `small()`'s rows as the generator wrote them before it moved into this crate and was
-/// split into modules (recorded from that code). A change to the generator that alters any row, or the
-/// order of its random draws, changes it.
-const SMALL_HISTORY_DIGEST: &str = "0bbd3778d8a50a31c38599962df837753571ad98fafafe4f11faa98dee1926e3";
+/// split into modules (recorded from that code), since grown by the jobs' stored scripts
+/// (`script_hash_inx`) and the six planted runs of one script (issue #19). A change to the generator
+/// that alters any row, or the order of its random draws, changes it.
+const SMALL_HISTORY_DIGEST: &str = "b054771b5bcf4c997531fc32b97445e946741141cb940bf7266a3c68f6442458";
 
 #[test]
 fn small_history_rows_are_those_recorded_before_the_split() {
@@ -217,4 +218,43 @@ fn spans_join_into_one_consistent_history() {
     let open = |job: &&JobRow| matches!(job.kind, JobOutcome::Pending { .. } | JobOutcome::Running);
     assert!(jobs.iter().filter(open).all(|job| job.t_submit >= ends[1]), "an older span left a job open");
     assert!(jobs.iter().filter(open).count() > 0);
+}
+
+#[test]
+fn repeated_runs_of_one_script_share_a_stored_script_and_one_is_clearly_slower() {
+    use super::planted::{REPEATED_NAME, REPEATS};
+    use super::scripts::{batch_script, distinct_scripts, script_hash_inx};
+    use super::workload::Mode;
+
+    let context = synthetic_context();
+    let params = small();
+    let plan = build_plan(&params, &context).unwrap_or_else(|event| panic!("{event}"));
+    let repeats: Vec<&JobRow> = plan.jobs.iter().filter(|job| job.template.name == REPEATED_NAME).collect();
+    assert_eq!(repeats.len(), REPEATS, "every planted run is a job row");
+    let hash = script_hash_inx(repeats[0]);
+    assert!(hash > 0, "a batch job has a stored script");
+    assert!(repeats.iter().all(|job| script_hash_inx(job) == hash), "one script, one hash");
+    assert!(repeats.iter().all(|job| job.user_index == repeats[0].user_index && job.gpus_per_node == 4));
+    let finished: Vec<i64> =
+        repeats.iter().filter(|job| job.kind == JobOutcome::Completed).map(|job| job.t_end - job.t_start).collect();
+    assert!(finished.len() >= 5, "at least five finished runs: {finished:?}");
+    let mut sorted = finished.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    assert!(sorted[sorted.len() - 1] >= 2 * median, "one run is clearly slower: {finished:?}");
+    assert!(repeats.iter().all(|job| job.t_end > plan.end - 40 * 3600), "inside the telemetry window");
+
+    // Interactive jobs store no script; the same template of two users is two scripts.
+    assert!(plan.jobs.iter().filter(|job| job.mode == Mode::Interactive).all(|job| script_hash_inx(job) == 0));
+    let scripts = distinct_scripts(&plan.jobs);
+    assert!(scripts.len() > 10 && scripts.len() < plan.jobs.len() / 2, "{} scripts", scripts.len());
+    let text = batch_script(repeats[0]).expect("a script");
+    assert!(text.starts_with("#!/bin/bash\n#SBATCH --job-name=finetune-repeat\n"), "{text}");
+    assert!(text.contains(&*repeats[0].work_dir), "{text}");
+    let other_user = plan
+        .jobs
+        .iter()
+        .find(|job| job.user_index != repeats[0].user_index && job.mode != Mode::Interactive)
+        .expect("another user's batch job");
+    assert_ne!(script_hash_inx(other_user), hash);
 }

@@ -24,7 +24,7 @@ het_job_id, het_job_offset, kill_requid, state_reason_prev, mcs_label, mem_req, 
 `partition`, priority, script_hash_inx, state, timelimit, time_submit, time_eligible, time_start, time_end, \
 time_suspended, gres_used, wckey, work_dir, submit_line, system_comment, tres_alloc, tres_req";
 
-pub(super) const JOB_TUPLE: &str = "(?,?,0,?,NULL,?,?,?,'',NULL,?,?,NULL,0,?,?,?,?,?,?,NULL,?,?,0,0,?,?,?,?,?,0,'',?,?,?,?,?,?,0,?,?,?,?,?,?,0,'','',?,?,NULL,?,?)";
+pub(super) const JOB_TUPLE: &str = "(?,?,0,?,NULL,?,?,?,'',NULL,?,?,NULL,0,?,?,?,?,?,?,NULL,?,?,0,0,?,?,?,?,?,0,'',?,?,?,?,?,?,?,?,?,?,?,?,?,0,'','',?,?,NULL,?,?)";
 
 pub(super) const STEP_COLS: &str = "job_db_inx, deleted, exit_code, id_step, step_het_comp, kill_requid, nodelist, nodes_alloc, \
 node_inx, state, step_name, task_cnt, task_dist, time_start, time_end, time_suspended, user_sec, user_usec, sys_sec, \
@@ -174,6 +174,7 @@ pub(super) fn encode_jobs(
         push_value(&mut args, values.node_inx.as_deref())?;
         push_value(&mut args, if job.debug { "debug" } else { "gpu" })?;
         push_value(&mut args, job.priority)?;
+        push_value(&mut args, super::scripts::script_hash_inx(job))?;
         push_value(&mut args, values.state)?;
         push_value(&mut args, job.timelimit)?;
         push_value(&mut args, job.t_submit)?;
@@ -422,12 +423,13 @@ pub(super) async fn write_plan(
     let mut step_tx = if parallel { Some(pool.begin().await?) } else { None };
     match step_tx.as_mut() {
         Some(step_tx) => {
-            let (step_tables, job_tables) = ([tables.step.as_str()], [tables.job.as_str(), tables.event.as_str()]);
+            let (step_tables, job_tables) =
+                ([tables.step.as_str()], [tables.job.as_str(), tables.event.as_str(), tables.script.as_str()]);
             let (first, second) = tokio::join!(delete_all(step_tx, &step_tables), delete_all(&mut job_tx, &job_tables));
             first?;
             second?;
         }
-        None => delete_all(&mut job_tx, &[&tables.step, &tables.job, &tables.event]).await?,
+        None => delete_all(&mut job_tx, &[&tables.step, &tables.job, &tables.event, &tables.script]).await?,
     }
     let base = tables.next_inx(&mut job_tx).await?;
     tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: old rows deleted");
@@ -447,6 +449,7 @@ pub(super) struct Tables {
     job: String,
     step: String,
     event: String,
+    script: String,
 }
 
 impl Tables {
@@ -455,6 +458,7 @@ impl Tables {
             job: format!("{cluster}_job_table"),
             step: format!("{cluster}_step_table"),
             event: format!("{cluster}_event_table"),
+            script: format!("{cluster}_job_script_table"),
         }
     }
 
@@ -493,6 +497,10 @@ async fn insert_plan(
     bulk_session(job_tx).await?;
     if let Some((event_sql, event_args)) = encode_events(params, context, plan, &tables.event, registration)? {
         sqlx::query_with(&event_sql, event_args).execute(&mut *job_tx).await.context("inserting events")?;
+    }
+    // The jobs' batch scripts, as slurmdbd stores them with `AccountingStoreFlags=job_script`.
+    for (sql, args) in super::scripts::encode_scripts(&tables.script, &super::scripts::distinct_scripts(&plan.jobs))? {
+        sqlx::query_with(&sql, args).execute(&mut *job_tx).await.context("inserting batch scripts")?;
     }
     let (job_sender, job_receiver) = mpsc::channel::<EncodedChunk>(3);
     let (step_sender, step_receiver) = mpsc::channel::<EncodedChunk>(3);
@@ -542,7 +550,7 @@ impl SpanWriter {
     /// `job_db_inx` follow the table's last.
     pub(super) async fn start(pool: &MySqlPool, cluster: &str, clear: bool) -> Result<Self> {
         let tables = Tables::of(cluster);
-        for table in [&tables.step, &tables.job, &tables.event].into_iter().filter(|_| clear) {
+        for table in [&tables.step, &tables.job, &tables.event, &tables.script].into_iter().filter(|_| clear) {
             loop {
                 let deleted = sqlx::query(&format!("DELETE FROM `{table}` LIMIT {DELETE_BATCH}"))
                     .execute(pool)
