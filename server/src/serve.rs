@@ -52,6 +52,7 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
         .context("configuring the VictoriaLogs and Pyroscope clients")?;
     App::new(readers, config.access.clone(), config.limits.clone(), store, reporter, readings, signals)
         .context("at least one cluster must be configured")
+        .map(|app| app.with_advice(crate::app::advice::AdviceSettings::from_config(&config.advice)))
 }
 
 /// The HTTP edge over the application: its ingest secrets and how the pages are served.

@@ -5,6 +5,7 @@
 //! Field names follow `sacct`'s column names in snake_case where one exists (`job_id`, `alloc_tres`,
 //! `elapsed_raw`, `node_list`), so a user who knows `sacct -o` can read a response without a manual.
 
+mod advice;
 mod errors;
 mod ingest;
 mod jobs;
@@ -17,6 +18,7 @@ mod tokens;
 mod traces;
 mod vocabulary;
 
+pub use advice::{Advice, AdviceAnswer, AdviceKind, AdviceSetting};
 pub use errors::{ErrorBody, ErrorEnvelope, Page};
 pub use ingest::{
     AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord,

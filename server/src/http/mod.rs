@@ -2,6 +2,7 @@
 //! parses its query into typed values, calls the application (`crate::app`) with the request's
 //! [`Viewer`](crate::app::Viewer), and returns the answer as JSON; nothing else.
 
+mod advice;
 mod auth;
 mod body_count;
 mod error;
@@ -126,6 +127,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(shares::create, shares::list))
         .routes(routes!(shares::revoke))
         .routes(routes!(shares::shared_report))
+        .routes(routes!(advice::advice))
+        .routes(routes!(advice::get_setting, advice::put_setting))
 }
 
 /// The whole API, and the web pages.

@@ -66,6 +66,14 @@ pub(super) fn base() -> OpenApi {
             ))),
         )
         .security_scheme(
+            "munge",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Munge-Credential",
+                "A MUNGE credential (`MUNGE:…:`) made as the submitting user with payload `slurmlens:advice`, \
+                 verified by the site's munged (`[advice] munge_socket`): single-use and short-lived.",
+            ))),
+        )
+        .security_scheme(
             "ingest_secret",
             SecurityScheme::Http(
                 HttpBuilder::new()
@@ -88,6 +96,7 @@ pub(super) fn base() -> OpenApi {
             tag("ingest", "Records sent by the Slurm plugin and trace collectors, with the cluster's ingest secret."),
             tag("tokens", "Personal API tokens: made and revoked through the site's sign-in, read-only, audited."),
             tag("shares", "Read-only links to one job's report: made by its owner, expiring, revocable, audited."),
+            tag("advice", "Advice at submission from the user's own history, and the user's opt-out."),
             tag("service", "Health and this document; no identity needed."),
         ]))
         .build()

@@ -48,6 +48,9 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("POST", "/api/v1/traces"),
     ("POST", "/api/v1/traces/nsys"),
     ("POST", "/api/v1/jobs/{job_id}/traces/nsys"),
+    ("GET", "/api/v1/advice"),
+    ("GET", "/api/v1/me/advice"),
+    ("PUT", "/api/v1/me/advice"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];
