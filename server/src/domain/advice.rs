@@ -151,7 +151,7 @@ fn time_limit(ask: &Ask, runs: &[PastRun]) -> Option<String> {
 
 /// A duration in words a person reads at a glance: `40 min`, `3 h 10 min`, `2 d 4 h`.
 pub fn words(seconds: u64) -> String {
-    let minutes = seconds.div_ceil(60);
+    let minutes = seconds.div_ceil(60).max(1);
     match minutes {
         0..60 => format!("{minutes} min"),
         60..1440 if minutes % 60 == 0 => format!("{} h", minutes / 60),
@@ -356,6 +356,7 @@ mod tests {
     fn durations_read_as_words() {
         assert_eq!(words(40 * 60), "40 min");
         assert_eq!(words(59), "1 min");
+        assert_eq!(words(0), "1 min", "a run that took no time still reads as a duration");
         assert_eq!(words(3 * 3600 + 600), "3 h 10 min");
         assert_eq!(words(86_400), "1 d");
         assert_eq!(words(2 * 86_400 + 4 * 3600), "2 d 4 h");

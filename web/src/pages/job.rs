@@ -15,6 +15,7 @@ use crate::api::{JobView, Loader};
 use crate::app::Time;
 use crate::pages::LoadError;
 use crate::pages::job_script::ScriptSection;
+use crate::pages::share::ShareSection;
 use crate::pages::report::ReportSummary;
 use crate::palette::state_colour;
 use crate::query::{GanttQuery, GridQuery, encode, percent_encode};
@@ -174,7 +175,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
             <nav class="links" aria-label="this job elsewhere">
                 {gantt_href.map(|href| view! { <a href=href data-testid="job-on-gantt">"On the Gantt"</a> })}
                 {grid_href.map(|href| view! { <a href=href data-testid="job-on-grid">"On the grid"</a> })}
-                <a href=api_href rel="alternate" type="application/json">"JSON"</a>
+                <a data-testid="job-json" href=api_href rel="alternate" type="application/json">"JSON"</a>
             </nav>
         </header>
         <section class="facts" aria-label="accounting">
@@ -236,6 +237,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 None => view! { <p class="muted" data-testid="report-missing">"report not available yet"</p> }.into_any(),
             }}
         </section>
+        <ShareSection job_id=job.job_id.clone() cluster=cluster.clone() />
         <ScriptSection script />
         <LogsSection logs />
         <ProfileSection profile />

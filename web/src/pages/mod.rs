@@ -9,6 +9,7 @@ pub mod job;
 pub mod job_script;
 pub mod jobs;
 pub mod report;
+pub mod share;
 pub mod tokens;
 
 use leptos::prelude::*;

@@ -254,7 +254,7 @@ fn NotSignedIn(error: DataError) -> impl IntoView {
 }
 
 /// The error envelope's message of a refused request, with its status.
-fn refusal(status: u16, text: &str) -> String {
+pub(crate) fn refusal(status: u16, text: &str) -> String {
     let message = serde_json::from_str::<wire::ErrorEnvelope>(text)
         .map(|envelope| envelope.error.message)
         .unwrap_or_else(|_| text.chars().take(200).collect());
@@ -262,11 +262,11 @@ fn refusal(status: u16, text: &str) -> String {
 }
 
 /// Asks the viewer to confirm (browser only; elsewhere nothing is confirmed).
-fn confirm(question: &str) -> bool {
+pub(crate) fn confirm(question: &str) -> bool {
     web_sys::window().and_then(|window| window.confirm_with_message(question).ok()).unwrap_or(false)
 }
 
-fn select_all(event: &leptos::ev::FocusEvent) {
+pub(crate) fn select_all(event: &leptos::ev::FocusEvent) {
     if let Some(input) =
         event.target().and_then(|t| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlInputElement>(t).ok())
     {
@@ -275,7 +275,7 @@ fn select_all(event: &leptos::ev::FocusEvent) {
 }
 
 /// Copies `text` to the clipboard; false where the browser does not allow it.
-async fn copy_text(text: &str) -> bool {
+pub(crate) async fn copy_text(text: &str) -> bool {
     let Some(window) = web_sys::window() else {
         return false;
     };
@@ -284,7 +284,7 @@ async fn copy_text(text: &str) -> bool {
 }
 
 /// A same-origin request with a JSON body: (status, body text).
-async fn send(method: &str, url: &str, body: Option<String>) -> Result<(u16, String), DataError> {
+pub(crate) async fn send(method: &str, url: &str, body: Option<String>) -> Result<(u16, String), DataError> {
     use wasm_bindgen::JsCast;
     use wasm_bindgen_futures::JsFuture;
     let failed = || DataError { status: 0, message: format!("{method} {url} failed; is the server up?") };
