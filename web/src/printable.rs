@@ -168,7 +168,10 @@ mod tests {
         let page = shared(&with_sections, &shared_with);
         assert!(!page.contains("<script") && !page.contains("/web/style.css") && !page.contains("<base"), "{page}");
         assert!(page.contains("Shared read-only by alice (ticket &lt;4711&gt;) until 2026-12-09 16:00 UTC."), "{page}");
-        assert!(page.contains("<a data-testid=\"report-json\" href=\"/api/v1/shared/sls_ab\">report JSON</a>"), "{page}");
+        assert!(
+            page.contains("<a data-testid=\"report-json\" href=\"/api/v1/shared/sls_ab\">report JSON</a>"),
+            "{page}"
+        );
         assert!(!page.contains("/api/v1/jobs/7"), "no signed-in API address is left: {page}");
         assert!(page.contains("data-testid=\"logs-status\">not part of a shared report<"), "{page}");
         assert!(page.contains("data-testid=\"script-status\">not part of a shared report<"), "{page}");

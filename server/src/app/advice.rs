@@ -72,7 +72,9 @@ impl App {
         let person = match submitter {
             Submitter::Viewer(viewer) => {
                 let identity = viewer.identity().ok_or_else(|| {
-                    AppError::Unauthorized("advice is for a signed-in user, a personal token or a MUNGE credential".into())
+                    AppError::Unauthorized(
+                        "advice is for a signed-in user, a personal token or a MUNGE credential".into(),
+                    )
                 })?;
                 Some(Person { user: identity.user.clone(), uids: Vec::new() })
             }
@@ -138,7 +140,13 @@ impl App {
         };
         let runs: Vec<PastRun> = records
             .iter()
-            .map(|record| past_run(record, catalog.gpus(&record.tres_alloc), busy.get(&(record.identity.id_job, record.time_submit)).copied()))
+            .map(|record| {
+                past_run(
+                    record,
+                    catalog.gpus(&record.tres_alloc),
+                    busy.get(&(record.identity.id_job, record.time_submit)).copied(),
+                )
+            })
             .collect();
         Ok(advice::advise(&query.job_name, &query.ask, &runs))
     }

@@ -120,7 +120,9 @@ fn idle_gpus(ask: &Ask, runs: &[PastRun]) -> Option<String> {
     if busiest * 2 > held || asked <= busiest {
         return None;
     }
-    let used = if busiest == 0 { format!("left all {held} GPUs idle") } else {
+    let used = if busiest == 0 {
+        format!("left all {held} GPUs idle")
+    } else {
         format!("used at most {busiest} of {held} GPUs")
     };
     let hint = if busiest == 0 { String::new() } else { format!(": ask for {busiest} (--gpus={busiest})") };
@@ -233,8 +235,7 @@ mod tests {
 
     #[test]
     fn idle_gpus_speak_from_five_runs() {
-        let runs: Vec<PastRun> =
-            (0..5).map(|i| run(JobStateBase::Completed, 30 + i, 60, 8, Some(1 + i % 2))).collect();
+        let runs: Vec<PastRun> = (0..5).map(|i| run(JobStateBase::Completed, 30 + i, 60, 8, Some(1 + i % 2))).collect();
         let advice = advise(&name(), &Ask::default(), &runs).expect("advice");
         assert_eq!(advice.kind, AdviceKind::IdleGpus);
         assert_eq!(advice.line, "your last 5 runs of `train` used at most 2 of 8 GPUs: ask for 2 (--gpus=2)");

@@ -8,9 +8,9 @@ use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use slurmlens_wire as wire;
 
+use super::ApiError;
 use super::params::{Params, QueryPairs, pairs};
 use super::tokens::{json_body, same_origin};
-use super::ApiError;
 use crate::app::advice::{AdviceQuery, Submitter};
 use crate::app::{App, Viewer};
 use crate::domain::advice::{Ask, JobName, parse_gpu_count, parse_time_limit};
@@ -90,15 +90,16 @@ fn advice_query(params: &Params) -> Result<AdviceQuery, ApiError> {
     let count = |name: &str, gres: bool| -> Result<Option<u64>, ApiError> {
         params.text(name).map_or(Ok(None), |text| parse_gpu_count(text, gres).map_err(|e| ApiError::invalid(name, e)))
     };
-    let nodes = match params.text("nodes") {
-        None => None,
-        Some(text) => {
-            let lower = text.split('-').next().unwrap_or_default();
-            Some(lower.parse::<u64>().ok().filter(|n| (1..=MAX_NODES).contains(n)).ok_or_else(|| {
-                ApiError::invalid("nodes", format!("`{text}` is not a node count (`2` or `2-4`)"))
-            })?)
-        }
-    };
+    let nodes =
+        match params.text("nodes") {
+            None => None,
+            Some(text) => {
+                let lower = text.split('-').next().unwrap_or_default();
+                Some(lower.parse::<u64>().ok().filter(|n| (1..=MAX_NODES).contains(n)).ok_or_else(|| {
+                    ApiError::invalid("nodes", format!("`{text}` is not a node count (`2` or `2-4`)"))
+                })?)
+            }
+        };
     let per_node = |count: Option<u64>| count.map(|count| count * nodes.unwrap_or(1));
     let gpus = count("gpus", false)?.or(per_node(count("gpus_per_node", false)?)).or(per_node(count("gres", true)?));
     let time_limit_min = match params.text("time_limit") {

@@ -82,9 +82,7 @@ impl Munge {
 /// is unavailability.
 fn parse_output(stdout: &str, stderr: &str) -> Result<Decoded, MungeError> {
     let (metadata, payload) = stdout.split_once("\n\n").unwrap_or((stdout, ""));
-    let value = |key: &str| {
-        metadata.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix(':').map(str::trim))
-    };
+    let value = |key: &str| metadata.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix(':').map(str::trim));
     let Some(status) = value("STATUS") else {
         let message = stderr.trim().trim_start_matches("unmunge: ").trim_start_matches("Error: ");
         // A credential munged cannot even read is refused; a munged that cannot be reached is unavailable.

@@ -24,7 +24,20 @@ pub(crate) async fn alice_history(name: &str, runs: usize) {
         .map(|_| {
             let out = slurm(
                 "sbatch",
-                &["--parsable", "-J", name, "--uid=alice", "--gid=alice", "-A", "ml", "--time=1-0", "-o", "/dev/null", "--wrap", "true"],
+                &[
+                    "--parsable",
+                    "-J",
+                    name,
+                    "--uid=alice",
+                    "--gid=alice",
+                    "-A",
+                    "ml",
+                    "--time=1-0",
+                    "-o",
+                    "/dev/null",
+                    "--wrap",
+                    "true",
+                ],
             );
             out.trim().split(';').next().expect("a job id").to_string()
         })
@@ -107,11 +120,18 @@ async fn advice_speaks_from_the_users_own_runs_only_and_each_opt_out_silences_it
     assert_eq!(advice.runs, 3);
     assert_eq!(
         advice.line,
-        format!("your last 3 runs of `{name}` ran 1 min at most, and this one asks for 1 d: a shorter --time starts sooner")
+        format!(
+            "your last 3 runs of `{name}` ran 1 min at most, and this one asks for 1 d: a shorter --time starts sooner"
+        )
     );
     // Asking for a limit that fits is advice taken: nothing to say.
     assert_eq!(advice_as(&app, "alice", &format!("{query}&time_limit=20")).await.advice, None);
-    assert!(advice_as(&app, "alice", &format!("{query}&time_limit=2-0")).await.advice.is_some_and(|a| a.line.contains("asks for 2 d")));
+    assert!(
+        advice_as(&app, "alice", &format!("{query}&time_limit=2-0"))
+            .await
+            .advice
+            .is_some_and(|a| a.line.contains("asks for 2 d"))
+    );
 
     // Another tenant asking about the same name reads only their own history: none.
     assert_eq!(advice_as(&app, "bob", &query).await.advice, None);

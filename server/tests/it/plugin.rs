@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use crate::support::{database_shared, fresh_database, lab, test_config};
 
 /// Held by tests that point the lab's plugin at their server.
-pub(crate) static PLUGIN_CONFIG: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+static PLUGIN_CONFIG: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Held by a test from picking a node with free GPUs until its jobs run there, so two tests
 /// never both count the same free GPUs.
@@ -31,8 +31,8 @@ pub(crate) static GPU_NODE_PICK: tokio::sync::Mutex<()> = tokio::sync::Mutex::co
 // ------------------------------------------------------------------------------------------ lab side
 
 /// The plugin's files in the lab, from its configuration file.
-pub(crate) struct PluginLab {
-    pub(crate) conf_path: PathBuf,
+struct PluginLab {
+    conf_path: PathBuf,
     secret: String,
     spool_dir: PathBuf,
     dcgm_dir: Option<PathBuf>,
@@ -45,7 +45,7 @@ fn conf_value(text: &str, key: &str) -> Option<String> {
         .map(|(_, value)| value.trim().trim_matches('"').to_string())
 }
 
-pub(crate) fn plugin_lab() -> PluginLab {
+fn plugin_lab() -> PluginLab {
     let lab = lab();
     let plugins = lab.dir.join("plugins/spank_slurmlens.so");
     let extra = std::fs::read_to_string(lab.dir.join("etc/slurm.extra.conf")).unwrap_or_default();
@@ -66,7 +66,7 @@ pub(crate) fn plugin_lab() -> PluginLab {
 }
 
 /// Points the plugin at `url` until dropped, then puts the original file back.
-pub(crate) struct PointedAt {
+struct PointedAt {
     path: PathBuf,
     original: String,
 }
@@ -84,7 +84,7 @@ impl PointedAt {
     }
 
     /// Replaces the whole file (temporary file, then rename: a job starting now reads old or new).
-    pub(crate) fn replaced(plugin: &PluginLab, text: &str) -> Self {
+    fn replaced(plugin: &PluginLab, text: &str) -> Self {
         let original = std::fs::read_to_string(&plugin.conf_path).expect("reading the plugin configuration");
         let temporary = plugin.conf_path.with_extension("conf.test");
         std::fs::write(&temporary, text).expect("writing the plugin configuration");

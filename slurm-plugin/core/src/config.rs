@@ -160,7 +160,9 @@ impl PluginConfig {
                     config.advice_timeout = millis(&value).ok_or_else(|| bad("must be 1..=10000"))?;
                 }
                 "munge" => config.munge = PathBuf::from(value),
-                "munge_socket" => config.munge_socket = Some(PathBuf::from(value)).filter(|p| !p.as_os_str().is_empty()),
+                "munge_socket" => {
+                    config.munge_socket = Some(PathBuf::from(value)).filter(|p| !p.as_os_str().is_empty())
+                }
                 other => warnings.push(format!("line {line_no}: unknown key `{other}` ignored")),
             }
         }
@@ -250,7 +252,8 @@ mod tests {
         assert_eq!(config.spool_dir, PathBuf::from("/var/spool/x#y"));
         assert!(!config.link_in_output);
         assert!(config.advice, "advice is on unless the site turns it off");
-        let (off, _) = PluginConfig::parse("advice = off\nadvice_timeout_ms = 150\nmunge_socket = /run/m.sock\n").expect("valid");
+        let (off, _) =
+            PluginConfig::parse("advice = off\nadvice_timeout_ms = 150\nmunge_socket = /run/m.sock\n").expect("valid");
         assert!(!off.advice);
         assert_eq!(off.advice_timeout, Duration::from_millis(150));
         assert_eq!(off.munge_socket, Some(PathBuf::from("/run/m.sock")));

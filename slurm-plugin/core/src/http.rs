@@ -183,7 +183,11 @@ fn exchange(
         let mut buffer = [0u8; 4096];
         // Read up to the end of the status line, then stop, where the body does not matter.
         let enough = |response: &[u8]| {
-            if whole { response.len() >= MAX_RESPONSE } else { response.windows(2).any(|pair| pair == b"\r\n") || response.len() >= 8192 }
+            if whole {
+                response.len() >= MAX_RESPONSE
+            } else {
+                response.windows(2).any(|pair| pair == b"\r\n") || response.len() >= 8192
+            }
         };
         while !enough(&response) {
             stream.set_read_timeout(Some(remaining(deadline)?)).map_err(io)?;

@@ -15,8 +15,8 @@ use crate::api::{JobView, Loader};
 use crate::app::Time;
 use crate::pages::LoadError;
 use crate::pages::job_script::ScriptSection;
-use crate::pages::share::ShareSection;
 use crate::pages::report::ReportSummary;
+use crate::pages::share::ShareSection;
 use crate::palette::state_colour;
 use crate::query::{GanttQuery, GridQuery, encode, percent_encode};
 

@@ -159,7 +159,10 @@ fn CreatedLink(created: RwSignal<Option<wire::CreatedShare>>) -> impl IntoView {
 
 /// The job's links, newest first, each live one with its revoke button.
 #[component]
-fn ShareTable(list: Vec<wire::ShareInfo>, revoke: impl Fn(wire::ShareInfo) + Copy + Send + Sync + 'static) -> impl IntoView {
+fn ShareTable(
+    list: Vec<wire::ShareInfo>,
+    revoke: impl Fn(wire::ShareInfo) + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     if list.is_empty() {
         return view! { <p class="status" data-testid="share-none">"No links to this job yet."</p> }.into_any();
     }
