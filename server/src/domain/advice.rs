@@ -156,7 +156,7 @@ pub fn words(seconds: u64) -> String {
     let minutes = seconds.div_ceil(60).max(1);
     match minutes {
         0..60 => format!("{minutes} min"),
-        60..1440 if minutes % 60 == 0 => format!("{} h", minutes / 60),
+        60..1440 if minutes.is_multiple_of(60) => format!("{} h", minutes / 60),
         60..1440 => format!("{} h {} min", minutes / 60, minutes % 60),
         _ if minutes % 1440 < 60 => format!("{} d", minutes / 1440),
         _ => format!("{} d {} h", minutes / 1440, (minutes % 1440) / 60),
