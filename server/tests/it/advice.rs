@@ -55,10 +55,25 @@ pub(crate) async fn alice_history(name: &str, runs: usize) {
     }
 }
 
-/// The lab's test configuration with a store of its own and the lab's munged.
-pub(crate) async fn advice_config() -> Config {
+/// Waits until `app` reads alice's finished runs of `name` (slurmdbd's table lags `sacct`'s answer
+/// by a fraction of a second just after a job ends).
+pub(crate) async fn wait_seen(app: &TestApp, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = advice_as(app, "alice", &format!("job_name={name}&cluster=lab")).await;
+        if answer.advice.is_some() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the server never read alice's `{name}` runs");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The lab's test configuration with a store of its own (`database`: each test's own, since a user's
+/// opt-out is the store's state) and the lab's munged.
+pub(crate) async fn advice_config(database: &str) -> Config {
     let mut config = test_config(AnonymousAccess::Nobody);
-    config.database = Some(DatabaseConfig { url: fresh_database("h_advice").await });
+    config.database = Some(DatabaseConfig { url: fresh_database(database).await });
     config.advice.munge_socket = Some(lab().var("LAB_MUNGE_SOCKET").into());
     // The lab's machine is shared by parallel builds: the deadline here is about correctness, not speed.
     config.advice.deadline_ms = 20_000;
@@ -109,8 +124,9 @@ async fn advice_speaks_from_the_users_own_runs_only_and_each_opt_out_silences_it
     let _db = database_shared().await;
     let name = fresh_name("advice-api");
     alice_history(&name, 3).await;
-    let config = advice_config().await;
+    let config = advice_config("h_advice_api").await;
     let app = spawn_app(config.clone()).await;
+    wait_seen(&app, &name).await;
     let query = format!("job_name={name}&cluster=lab");
 
     // alice's three one-minute runs under a one-day limit: the time limit is the advice.
@@ -195,7 +211,8 @@ async fn a_munge_credential_is_the_submitting_user_once_and_a_forged_or_foreign_
     let _db = database_shared().await;
     let name = fresh_name("advice-munge");
     alice_history(&name, 3).await;
-    let app = spawn_app(advice_config().await).await;
+    let app = spawn_app(advice_config("h_advice_munge").await).await;
+    wait_seen(&app, &name).await;
     let query = format!("job_name={name}&cluster=lab");
 
     // A credential alice's sbatch would make (root makes it for her here): her advice.

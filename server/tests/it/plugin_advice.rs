@@ -78,7 +78,19 @@ fn submit(client: &ClientConf, name: &str, env: &[(&str, &str)]) -> (String, Dur
     let output = lab()
         .command("sbatch")
         .env("SLURM_CONF", client.dir.join("slurm.conf"))
-        .args(["--parsable", "-J", name, "--uid=alice", "--gid=alice", "-A", "ml", "--time=1-0", "-o", "/dev/null"])
+        .args([
+            "-v",
+            "--parsable",
+            "-J",
+            name,
+            "--uid=alice",
+            "--gid=alice",
+            "-A",
+            "ml",
+            "--time=1-0",
+            "-o",
+            "/dev/null",
+        ])
         .arg(format!("--chdir={}", jobs.display()))
         .args(["--wrap", "true"])
         .envs(env.iter().copied())
@@ -101,7 +113,8 @@ async fn sbatch_prints_advice_beside_the_link_only_where_wanted_and_never_waits_
     assert!(Path::new(lab().var("LAB_MUNGE_SOCKET")).exists(), "the lab's munged socket");
     let name = fresh_name("advice-sbatch");
     alice_history(&name, 3).await;
-    let app = spawn_app(advice_config().await).await;
+    let app = spawn_app(advice_config("h_advice_plugin").await).await;
+    crate::advice::wait_seen(&app, &name).await;
     let expected = format!(
         "slurmlens: advice: your last 3 runs of `{name}` ran 1 min at most, and this one asks for 1 d: a shorter --time starts sooner"
     );

@@ -155,8 +155,14 @@ pub extern "C" fn cli_filter_p_post_submit(offset: c_int, job_id: u32, step_id: 
             let _ = writeln!(std::io::stderr(), "{line}");
         }
         let pending = PENDING.lock().ok().and_then(|mut slot| slot.take());
-        if let Some(line) = pending.and_then(Pending::line) {
-            let _ = writeln!(std::io::stderr(), "{line}");
+        match pending.map(Pending::line) {
+            Some(Ok(Some(line))) => {
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
+            // Shown with `sbatch -v`: why there is no advice, never in the user's way.
+            Some(Err(reason)) => SlurmLog.info(&format!("slurmlens: no advice: {reason}")),
+            Some(Ok(None)) => SlurmLog.info("slurmlens: no advice for this job"),
+            None => SlurmLog.info("slurmlens: advice not asked for"),
         }
     }));
 }

@@ -78,15 +78,19 @@ pub fn wanted(config: &PluginConfig, get_env: impl Fn(&str) -> Option<String>) -
 
 /// A request under way: its answer, and when the budget ends.
 pub struct Pending {
-    answer: Receiver<Option<String>>,
+    answer: Receiver<Result<Option<String>, String>>,
     deadline: Instant,
 }
 
 impl Pending {
-    /// The line, if it arrived by the deadline (waits at most until then).
-    pub fn line(self) -> Option<String> {
+    /// The line, if it arrived by the deadline (waits at most until then); `Err` says why none came
+    /// (for the client's verbose log), `Ok(None)` that the server had nothing to say.
+    pub fn line(self) -> Result<Option<String>, String> {
         let wait = self.deadline.saturating_duration_since(Instant::now());
-        self.answer.recv_timeout(wait).ok().flatten().map(|line| format!("slurmlens: advice: {line}"))
+        match self.answer.recv_timeout(wait) {
+            Ok(answer) => answer.map(|line| line.map(|line| format!("slurmlens: advice: {line}"))),
+            Err(_) => Err("no answer within advice_timeout_ms".into()),
+        }
     }
 }
 
@@ -104,12 +108,17 @@ pub fn start(config: &PluginConfig, options: &JobOptions) -> Option<Pending> {
     std::thread::Builder::new()
         .name("slurmlens-advice".into())
         .spawn(move || {
-            let line = credential(&munge, socket.as_deref(), uid.as_deref(), deadline).and_then(|credential| {
-                let header = (MUNGE_HEADER, credential.as_str());
-                let (status, body) = endpoint.get(&path, header, connect_timeout, deadline).ok()?;
-                (status == 200).then(|| advice_line(&body)).flatten()
-            });
-            let _ = sender.send(line);
+            let answer = credential(&munge, socket.as_deref(), uid.as_deref(), deadline)
+                .ok_or_else(|| "munge made no credential".to_string())
+                .and_then(|credential| {
+                    let header = (MUNGE_HEADER, credential.as_str());
+                    match endpoint.get(&path, header, connect_timeout, deadline) {
+                        Ok((200, body)) => Ok(advice_line(&body)),
+                        Ok((status, _)) => Err(format!("the server answered {status}")),
+                        Err(error) => Err(error.0),
+                    }
+                });
+            let _ = sender.send(answer);
         })
         .ok()?;
     Some(Pending { answer, deadline })
@@ -227,7 +236,7 @@ mod tests {
         };
         let started = Instant::now();
         let pending = start(&config, &options()).expect("started");
-        assert_eq!(pending.line(), None);
+        assert!(pending.line().is_err());
         // Waiting for the server would take as long as the listener below lives (the test's end).
         assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
         drop(listener);
@@ -256,7 +265,7 @@ mod tests {
             ..PluginConfig::default()
         };
         let line = start(&config, &options()).expect("started").line();
-        assert_eq!(line.as_deref(), Some("slurmlens: advice: ran 2 min at most"));
+        assert_eq!(line, Ok(Some("slurmlens: advice: ran 2 min at most".into())));
         let request = server.join().expect("server thread");
         assert!(request.starts_with("GET /api/v1/advice?job_name=train%20run&"), "{request}");
         assert!(request.contains("X-Munge-Credential: MUNGE:AAAA:\r\n"), "{request}");
