@@ -79,7 +79,11 @@ impl App {
                 Some(Person { user: identity.user.clone(), uids: Vec::new() })
             }
             Submitter::Munge(credential) => {
-                let decoded = settings.munge.decode(credential).await.map_err(|error| match error {
+                // A credential not verified in time gets no advice, as a late history does.
+                let Ok(decoded) = tokio::time::timeout_at(deadline, settings.munge.decode(credential)).await else {
+                    return Ok(self.late());
+                };
+                let decoded = decoded.map_err(|error| match error {
                     MungeError::Refused(message) => AppError::Unauthorized(message),
                     MungeError::Unavailable(cause) => AppError::Unavailable { service: "munged", cause },
                 })?;
