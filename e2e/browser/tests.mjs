@@ -1097,6 +1097,63 @@ test('notifications_page_lists_a_users_rules_and_a_switch_opts_out_as_the_api_sa
   await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=false]');
   await page.click('[data-testid=notify-rule][data-rule=idle_gpus] input');
   await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=true]');
+test('job_page_shares_a_read_only_link_shown_once_and_revokes_it', async (page) => {
+  // #19 part 5: the job page's Share control for the job's owner; the shared page reads on its own.
+  const recent = await api(base, `/api/v1/jobs?cluster=sakura&limit=50&state=COMPLETED`);
+  const chosen = recent.items.find((j) => j.node_list !== 'None assigned') || recent.items[0];
+  const owner = chosen.user;
+  const jobPath = `/jobs/${chosen.job_id}?cluster=sakura`;
+  // Someone who is not its owner (nor staff) gets no Share control: the job is not theirs to see.
+  await page.setExtraHTTPHeaders({ 'X-Remote-User': `e2e-stranger-${Date.now()}` });
+  await page.goto(`${base}${jobPath}`);
+  await hydrated(page);
+  assertEqual(await page.$$eval('[data-testid=share-section]', (s) => s.length), 0, 'no Share control for a stranger');
+
+  await page.setExtraHTTPHeaders({ 'X-Remote-User': owner }); // as the site's proxy signs people in
+  await page.goto(`${base}${jobPath}`);
+  await hydrated(page);
+  await page.waitForSelector('[data-testid=share-section]');
+  await page.click('[data-testid=share-section] summary');
+  await page.selectOption('[data-testid=share-days]', '1');
+  const note = `e2e ${Date.now()}`;
+  await page.fill('[data-testid=share-note]', note);
+  await page.click('[data-testid=share-create-button]');
+  const link = await (await page.waitForSelector('[data-testid=share-link]')).inputValue();
+  assert(link.startsWith(`${base}/shared/sls_`), `a link is shown: ${link.slice(0, 40)}…`);
+  const made = await page.textContent('[data-testid=share-created]');
+  assert(made.includes('shown only this once'), 'the page says the link is shown once');
+  const row = await page.waitForSelector(`[data-testid=share-row][data-state=live]:has-text("${note}")`);
+  const listed = await (await fetch(`${base}/api/v1/jobs/${chosen.job_id}/shares?cluster=sakura`, { headers: { 'X-Remote-User': owner } })).json();
+  const share = listed.find((s) => s.note === note);
+  assert(share && share.state === 'live', `the API lists it live: ${JSON.stringify(listed).slice(0, 300)}`);
+  const hours = (Date.parse(share.expires) - Date.now()) / 3600e3;
+  assert(hours > 23 && hours <= 24, `one day, as chosen: ${hours.toFixed(2)} h`);
+  await page.screenshot({ path: join(out, 'share_created.png'), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await (await page.$('[data-testid=share-section]')).screenshot({ path: join(out, 'share_created_390.png') });
+  await page.setViewportSize({ width: 1440, height: 900 });
+
+  // The link's holder, signed in as nobody: the page, its JSON link readable, what is not shared said so.
+  const holder = await page.context().newPage(); // no proxy header: nobody signed in
+  await holder.goto(link);
+  const shared = await holder.textContent('[data-testid=shared-note]');
+  assert(shared.includes(`by ${owner} (${note})`), `who shared it: ${shared}`);
+  const jsonHref = await holder.getAttribute('[data-testid=report-json]', 'href');
+  assertEqual(jsonHref, link.replace(`${base}/shared/`, '/api/v1/shared/'), 'the report JSON is read through the link');
+  const report = await fetch(`${base}${jsonHref}`);
+  assertEqual(report.status, 200, 'the holder can read the report JSON');
+  assertEqual((await report.json()).job.job_id, chosen.job_id, 'of this job');
+  assertEqual((await holder.textContent('[data-testid=logs-status]')).trim(), 'not part of a shared report', 'logs');
+  assertEqual((await holder.textContent('[data-testid=profile-status]')).trim(), 'not part of a shared report', 'profile');
+  assertEqual(await holder.$$eval('[data-testid=job-json]', (a) => a.length), 0, 'no link to the signed-in API');
+  await holder.screenshot({ path: join(out, 'share_opened.png'), fullPage: true });
+
+  // Revoking asks first; accepted, the link is refused from then on.
+  page.once('dialog', (dialog) => dialog.accept());
+  await row.$eval('[data-testid=share-revoke]', (button) => button.click());
+  await page.waitForSelector(`[data-testid=share-row][data-state=revoked]:has-text("${note}")`);
+  assertEqual((await fetch(link)).status, 404, 'revoked: the link is refused');
+  await holder.close();
   return page;
 });
 

@@ -83,6 +83,9 @@ pub struct Config {
     /// Showback (`/api/v1/usage`): the grid's carbon intensity CO₂ is counted at.
     #[serde(default)]
     pub usage: UsageConfig,
+    /// Advice at submission (`GET /api/v1/advice`, printed by the cli_filter plugin).
+    #[serde(default)]
+    pub advice: AdviceConfig,
 }
 
 /// `[usage]`: showback's settings.
@@ -91,6 +94,34 @@ pub struct Config {
 pub struct UsageConfig {
     /// Grams of CO₂ per kWh of the site's electricity; none: usage reports energy without CO₂.
     pub co2_g_per_kwh: Option<f64>,
+}
+
+/// `[advice]`: one line of advice from a user's own history when they submit a job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdviceConfig {
+    /// Off: `GET /api/v1/advice` answers `advice: null` to everyone (the site's opt-out).
+    pub enabled: bool,
+    /// The server's own deadline for one answer (milliseconds): past it, the answer is `advice: null`.
+    pub deadline_ms: u64,
+    /// How far back a user's finished runs are read (days).
+    pub look_back_days: u32,
+    /// munged's socket, for verifying the plugin's MUNGE credentials; none: `unmunge`'s default.
+    pub munge_socket: Option<PathBuf>,
+    /// The `unmunge` client.
+    pub unmunge: PathBuf,
+}
+
+impl Default for AdviceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_ms: 250,
+            look_back_days: 60,
+            munge_socket: None,
+            unmunge: PathBuf::from("unmunge"),
+        }
+    }
 }
 
 /// `GET /metrics` (Prometheus text): on the main listener to staff, and to a scraper that sends
@@ -586,6 +617,7 @@ impl Default for Config {
             links: LinksConfig::default(),
             notify: NotifyConfig::default(),
             usage: UsageConfig::default(),
+            advice: AdviceConfig::default(),
         }
     }
 }

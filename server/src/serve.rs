@@ -56,6 +56,7 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
     Ok(App::new(readers, config.access.clone(), config.limits.clone(), store, reporter, readings, signals)
         .context("at least one cluster must be configured")?
         .with_usage(usage)
+        .with_advice(crate::app::advice::AdviceSettings::from_config(&config.advice))
         .with_notify(config.notify.clone()))
 }
 

@@ -27,7 +27,16 @@ pub struct Shared<'a> {
     pub by: &'a str,
     pub until: &'a str,
     pub note: &'a str,
+    /// Where the link's holder reads the report's JSON (`/api/v1/shared/{secret}`).
+    pub report_json: &'a str,
 }
+
+/// The sections a shared link never carries: their "not available" reads as what it is.
+const NOT_SHARED: [(&str, &str); 3] = [
+    ("logs-status", "logs not available"),
+    ("profile-status", "profile not available"),
+    ("script-status", "script not available"),
+];
 
 /// `page` (a whole document, as the page routes answer) as a self-contained file.
 pub fn self_contained(page: &str, printed: &Printed<'_>) -> String {
@@ -55,7 +64,32 @@ pub fn shared(page: &str, shared: &Shared<'_>) -> String {
         escape(shared.by),
         escape(shared.until)
     );
-    static_document(page).replacen("<body>", &banner, 1)
+    let mut document = static_document(page).replacen("<body>", &banner, 1);
+    // The signed-in API's addresses mean nothing to the link's holder: the report's JSON is read
+    // through the link itself, and the job's own JSON is not part of what is shared.
+    document = with_attribute(&document, "<a data-testid=\"report-json\" href=\"", shared.report_json);
+    document = without_elements(&document, "<a data-testid=\"job-json\"", "</a>");
+    for (testid, text) in NOT_SHARED {
+        document = document.replace(
+            &format!("data-testid=\"{testid}\">{text}<"),
+            &format!("data-testid=\"{testid}\">not part of a shared report<"),
+        );
+    }
+    document
+}
+
+/// `text` with the attribute value that follows each `opening` (up to its closing quote) set to `value`.
+fn with_attribute(text: &str, opening: &str, value: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(opening) {
+        out.push_str(&rest[..start + opening.len()]);
+        out.push_str(&escape(value));
+        let after = &rest[start + opening.len()..];
+        rest = after.find('"').map_or("", |end| &after[end..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `page` with every script and preload gone and the stylesheet inline (with [`FILE_RULES`]).
@@ -118,9 +152,30 @@ mod tests {
 
     #[test]
     fn a_shared_page_says_who_shared_it_and_loads_nothing() {
-        let page = shared(PAGE, &Shared { by: "alice", until: "2026-12-09 16:00 UTC", note: "ticket <4711>" });
+        let with_sections = PAGE.replace(
+            "<p>after</p>",
+            "<a data-testid=\"job-json\" href=\"/api/v1/jobs/7\">JSON</a>\
+             <a data-testid=\"report-json\" href=\"/api/v1/jobs/7/report?cluster=lab\">report JSON</a>\
+             <p class=\"muted\" data-testid=\"logs-status\">logs not available</p>\
+             <p class=\"muted\" data-testid=\"script-status\">script not available</p><p>after</p>",
+        );
+        let shared_with = Shared {
+            by: "alice",
+            until: "2026-12-09 16:00 UTC",
+            note: "ticket <4711>",
+            report_json: "/api/v1/shared/sls_ab",
+        };
+        let page = shared(&with_sections, &shared_with);
         assert!(!page.contains("<script") && !page.contains("/web/style.css") && !page.contains("<base"), "{page}");
         assert!(page.contains("Shared read-only by alice (ticket &lt;4711&gt;) until 2026-12-09 16:00 UTC."), "{page}");
+        assert!(
+            page.contains("<a data-testid=\"report-json\" href=\"/api/v1/shared/sls_ab\">report JSON</a>"),
+            "{page}"
+        );
+        assert!(!page.contains("/api/v1/jobs/7"), "no signed-in API address is left: {page}");
+        assert!(page.contains("data-testid=\"logs-status\">not part of a shared report<"), "{page}");
+        assert!(page.contains("data-testid=\"script-status\">not part of a shared report<"), "{page}");
+        assert!(page.contains("<p>after</p>"), "{page}");
     }
 
     #[test]

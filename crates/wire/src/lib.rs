@@ -5,6 +5,7 @@
 //! Field names follow `sacct`'s column names in snake_case where one exists (`job_id`, `alloc_tres`,
 //! `elapsed_raw`, `node_list`), so a user who knows `sacct -o` can read a response without a manual.
 
+mod advice;
 mod compare;
 mod errors;
 mod ingest;
@@ -22,6 +23,7 @@ mod traces;
 mod usage;
 mod vocabulary;
 
+pub use advice::{Advice, AdviceAnswer, AdviceKind, AdviceSetting};
 pub use compare::{
     AlignedSeries, ComparedJob, Comparison, PreviousRuns, RunFigures, RunMedians, SlowerThanUsual, WorkMatch,
 };

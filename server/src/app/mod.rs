@@ -6,6 +6,7 @@
 //! [`App`] holds the sources (one slurmdbd reader per cluster, slurmlens's own store, the report maker
 //! over VictoriaMetrics, the grid's readings, the log and profile sources) and decides who may see what.
 
+pub mod advice;
 pub mod colours;
 pub mod compare;
 pub mod error;
@@ -98,6 +99,7 @@ struct Inner {
     readings: ReadingSettings,
     signals: Signals,
     usage: usage::UsageSettings,
+    advice: advice::AdviceSettings,
 }
 
 impl App {
@@ -117,7 +119,9 @@ impl App {
         let default_cluster = readers.first()?.cluster().clone();
         let clusters = readers.into_iter().map(|reader| (reader.cluster().clone(), reader)).collect();
         let usage = usage::UsageSettings::default();
-        let inner = Inner { clusters, default_cluster, access, limits, store, reporter, readings, signals, usage };
+        let advice = advice::AdviceSettings::default();
+        let inner =
+            Inner { clusters, default_cluster, access, limits, store, reporter, readings, signals, usage, advice };
         Some(Self { inner: Arc::new(inner), notify: Arc::default() })
     }
 
@@ -138,6 +142,20 @@ impl App {
             inner.usage = settings;
         }
         self
+    }
+
+    /// The same application with these advice settings (`[advice]`); called before it is shared.
+    pub fn with_advice(mut self, settings: advice::AdviceSettings) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.advice = settings,
+            None => tracing::error!("advice settings ignored: the application was already shared"),
+        }
+        self
+    }
+
+    /// The site's advice settings.
+    pub fn advice_settings(&self) -> &advice::AdviceSettings {
+        &self.inner.advice
     }
 
     /// Every configured cluster's reader.

@@ -4,6 +4,7 @@
 /// are re-exported here so that `crate::domain::hostlist`, `::ids` and `::state` keep naming them.
 pub use slurmlens_slurm::{hostlist, ids, state};
 
+pub mod advice;
 pub mod blame;
 pub mod bottleneck;
 pub mod cluster;

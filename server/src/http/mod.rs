@@ -2,6 +2,7 @@
 //! parses its query into typed values, calls the application (`crate::app`) with the request's
 //! [`Viewer`](crate::app::Viewer), and returns the answer as JSON; nothing else.
 
+mod advice;
 mod auth;
 mod body_count;
 mod compare;
@@ -141,6 +142,8 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(tags::add, tags::remove))
         .routes(routes!(compare::previous_runs))
         .routes(routes!(compare::compare))
+        .routes(routes!(advice::advice))
+        .routes(routes!(advice::get_setting, advice::put_setting))
 }
 
 /// The whole API, and the web pages.

@@ -66,6 +66,14 @@ pub(super) fn base() -> OpenApi {
             ))),
         )
         .security_scheme(
+            "munge",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Munge-Credential",
+                "A MUNGE credential (`MUNGE:…:`) made as the submitting user with payload `slurmlens:advice`, \
+                 verified by the site's munged (`[advice] munge_socket`): single-use and short-lived.",
+            ))),
+        )
+        .security_scheme(
             "ingest_secret",
             SecurityScheme::Http(
                 HttpBuilder::new()
@@ -91,6 +99,7 @@ pub(super) fn base() -> OpenApi {
             tag("notifications", "A signed-in user's notifications about their own jobs, and their opt-outs."),
             tag("usage", "Showback and statistics of a window: GPU-hours allocated and idle per account or user; scoped to the viewer."),
             tag("tags", "Job tags: set by a job's owner or staff, and by rules from the job's script and traces."),
+            tag("advice", "Advice at submission from the user's own history, and the user's opt-out."),
             tag("service", "Health and this document; no identity needed."),
         ]))
         .build()

@@ -59,6 +59,9 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("DELETE", "/api/v1/jobs/{job_id}/tags/{tag}"),
     ("GET", "/api/v1/jobs/{job_id}/previous"),
     ("GET", "/api/v1/compare"),
+    ("GET", "/api/v1/advice"),
+    ("GET", "/api/v1/me/advice"),
+    ("PUT", "/api/v1/me/advice"),
 ];
 
 const METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];

@@ -186,7 +186,7 @@ pub async fn shared_page(
         Ok(opened) => opened,
         Err(error) => return ApiError::from(error).into_response(),
     };
-    match render(&state, &opened).await {
+    match render(&state, &opened, &secret).await {
         Ok(document) => {
             let mut response = Html(document).into_response();
             // A shared page is for its holder: never cached on the way, never sent on as a Referer.
@@ -200,7 +200,8 @@ pub async fn shared_page(
     }
 }
 
-async fn render(state: &HttpState, opened: &OpenedShare) -> Result<String, Response> {
+/// The page of `opened`, opened with `secret` (live: `open_share` took it).
+async fn render(state: &HttpState, opened: &OpenedShare, secret: &str) -> Result<String, Response> {
     use slurmlens_web::query::{encode, percent_encode};
     let grant = &opened.grant;
     let path = format!("/jobs/{}?{}", percent_encode(&opened.job_id), encode(&[("cluster", grant.cluster.clone())]));
@@ -209,6 +210,12 @@ async fn render(state: &HttpState, opened: &OpenedShare) -> Result<String, Respo
         .await
         .map_err(|(status, body)| (status, Html(body)).into_response())?;
     let until = opened.expires.format("%Y-%m-%d %H:%M UTC").to_string();
-    let shared = slurmlens_web::printable::Shared { by: &opened.created_by, until: &until, note: &opened.note };
+    let report_json = format!("/api/v1/shared/{}", percent_encode(secret));
+    let shared = slurmlens_web::printable::Shared {
+        by: &opened.created_by,
+        until: &until,
+        note: &opened.note,
+        report_json: &report_json,
+    };
     Ok(slurmlens_web::printable::shared(&page, &shared))
 }

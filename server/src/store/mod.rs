@@ -11,6 +11,7 @@ use crate::domain::cluster::ClusterName;
 use crate::domain::gpu::{GpuAllocation, GpuRef};
 use crate::domain::job::RunWindow;
 
+pub mod advice;
 pub mod lease;
 pub mod notifications;
 pub mod reports;

@@ -2,6 +2,7 @@
 //! The lab is started by `lab/lab.sh up` (the README's test command does it).
 
 mod access;
+mod advice;
 mod api_errors;
 mod compare;
 mod digests;
@@ -19,6 +20,7 @@ mod operations;
 mod otelcol;
 mod otlp;
 mod plugin;
+mod plugin_advice;
 mod printable;
 mod real_logs;
 mod replicas;

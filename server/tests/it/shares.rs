@@ -82,6 +82,11 @@ async fn a_shared_link_shows_one_job_to_its_holder_until_revoked_and_each_openin
     assert!(html.contains(&format!("Job {job}")) && html.contains("<svg"), "the job and its charts");
     assert!(!html.contains("<script"), "a page for reading: nothing runs");
     let secret = made.path.trim_start_matches("/shared/");
+    // Its JSON link is one the holder can read; what a link never carries says so.
+    assert!(html.contains(&format!("data-testid=\"report-json\" href=\"/api/v1/shared/{secret}\"")), "{html:.400}");
+    assert!(!html.contains(&format!("/api/v1/jobs/{job}")), "no signed-in API address on a shared page");
+    assert!(html.contains("data-testid=\"logs-status\">not part of a shared report<"), "logs: not shared");
+    assert!(!html.contains("logs not available"), "not \"not available\": they are not shared");
     let report = app.client.get(format!("{}/api/v1/shared/{secret}", app.base_url)).send().await.expect("report");
     assert_eq!(report.status(), 200);
     let report: JobReport = report.json().await.expect("report JSON");

@@ -33,6 +33,14 @@ pub struct PluginConfig {
     pub nvidia_smi: Option<PathBuf>,
     /// Print the report link at the top of batch jobs' output.
     pub link_in_output: bool,
+    /// Ask for advice at submission (`advice = on|off`; users silence it with `SLURMLENS_ADVICE=off`).
+    pub advice: bool,
+    /// The most advice may delay a submission, counted from `pre_submit`.
+    pub advice_timeout: Duration,
+    /// The `munge` client that makes the submitting user's credential.
+    pub munge: PathBuf,
+    /// munged's socket; `None`: the client's default.
+    pub munge_socket: Option<PathBuf>,
 }
 
 impl Default for PluginConfig {
@@ -50,6 +58,10 @@ impl Default for PluginConfig {
             dcgm_job_map_dir: None,
             nvidia_smi: None,
             link_in_output: true,
+            advice: true,
+            advice_timeout: Duration::from_millis(300),
+            munge: PathBuf::from("munge"),
+            munge_socket: None,
         }
     }
 }
@@ -136,6 +148,20 @@ impl PluginConfig {
                         "false" => false,
                         _ => return Err(bad("must be true or false")),
                     };
+                }
+                "advice" => {
+                    config.advice = match value.as_str() {
+                        "on" | "true" => true,
+                        "off" | "false" => false,
+                        _ => return Err(bad("must be on or off")),
+                    };
+                }
+                "advice_timeout_ms" => {
+                    config.advice_timeout = millis(&value).ok_or_else(|| bad("must be 1..=10000"))?;
+                }
+                "munge" => config.munge = PathBuf::from(value),
+                "munge_socket" => {
+                    config.munge_socket = Some(PathBuf::from(value)).filter(|p| !p.as_os_str().is_empty())
                 }
                 other => warnings.push(format!("line {line_no}: unknown key `{other}` ignored")),
             }
@@ -225,6 +251,12 @@ mod tests {
         assert_eq!(config.timeout, Duration::from_millis(300));
         assert_eq!(config.spool_dir, PathBuf::from("/var/spool/x#y"));
         assert!(!config.link_in_output);
+        assert!(config.advice, "advice is on unless the site turns it off");
+        let (off, _) =
+            PluginConfig::parse("advice = off\nadvice_timeout_ms = 150\nmunge_socket = /run/m.sock\n").expect("valid");
+        assert!(!off.advice);
+        assert_eq!(off.advice_timeout, Duration::from_millis(150));
+        assert_eq!(off.munge_socket, Some(PathBuf::from("/run/m.sock")));
         assert_eq!(warnings, ["line 7: unknown key `future_key` ignored"]);
         assert_eq!(config.job_link("42", None).as_deref(), Some("http://h:8080/jobs/42"));
         assert_eq!(config.job_link("42", Some("lab")).as_deref(), Some("http://h:8080/jobs/42?cluster=lab"));
@@ -245,6 +277,8 @@ mod tests {
         assert!(PluginConfig::parse("timeout_ms = soon\n").is_err());
         assert!(PluginConfig::parse("spool_dir = relative\n").is_err());
         assert!(PluginConfig::parse("link_in_output = yes\n").is_err());
+        assert!(PluginConfig::parse("advice = maybe\n").is_err());
+        assert!(PluginConfig::parse("advice_timeout_ms = 0\n").is_err());
     }
 
     #[test]

@@ -84,10 +84,57 @@ impl Endpoint {
             head.extend_from_slice(&body);
             head
         };
+        let response = self.send(request, false, connect_timeout, deadline)?;
+        let address = format!("{}:{}", self.host, self.port);
+        parse_status(&response).ok_or_else(|| HttpError(format!("{address} sent no HTTP status line")))
+    }
+
+    /// GETs `<prefix><path>` with one extra header; the status code and the body (at most 64 KiB), or
+    /// why none came back before `deadline`. Returns by the deadline even when name resolution hangs.
+    pub fn get(
+        &self,
+        path: &str,
+        header: (&str, &str),
+        connect_timeout: Duration,
+        deadline: Instant,
+    ) -> Result<(u16, Vec<u8>), HttpError> {
+        let request = format!(
+            "GET {}{path} HTTP/1.1\r\nHost: {}\r\n{}: {}\r\nAccept: application/json\r\nConnection: close\r\n\
+             User-Agent: slurmlens-slurm-plugin\r\n\r\n",
+            self.prefix,
+            self.host_header(),
+            header.0,
+            header.1.replace(['\r', '\n'], ""),
+        );
+        let response = self.send(request.into_bytes(), true, connect_timeout, deadline)?;
+        let address = format!("{}:{}", self.host, self.port);
+        let status = parse_status(&response).ok_or_else(|| HttpError(format!("{address} sent no HTTP status line")))?;
+        let body = response
+            .windows(4)
+            .position(|window| window == b"\r\n\r\n")
+            .map(|at| response[at + 4..].to_vec())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+
+    fn host_header(&self) -> String {
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        format!("{host}:{}", self.port)
+    }
+
+    /// Sends `request` on a worker thread and waits for its answer only until `deadline`: the status
+    /// line (`whole` false) or everything until the server closes (`whole` true).
+    fn send(
+        &self,
+        request: Vec<u8>,
+        whole: bool,
+        connect_timeout: Duration,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, HttpError> {
         let (host, port) = (self.host.clone(), self.port);
         let (sender, receiver) = mpsc::channel();
         let worker = std::thread::Builder::new().name("slurmlens-http".into()).spawn(move || {
-            let _ = sender.send(exchange(&host, port, &request, connect_timeout, deadline));
+            let _ = sender.send(exchange(&host, port, &request, whole, connect_timeout, deadline));
         });
         if let Err(e) = worker {
             return Err(HttpError(format!("cannot start the request thread: {e}")));
@@ -105,13 +152,17 @@ fn remaining(deadline: Instant) -> Result<Duration, HttpError> {
     if left.is_zero() { Err(HttpError("deadline passed".into())) } else { Ok(left) }
 }
 
+/// The most of a response read.
+const MAX_RESPONSE: usize = 64 * 1024;
+
 fn exchange(
     host: &str,
     port: u16,
     request: &[u8],
+    whole: bool,
     connect_timeout: Duration,
     deadline: Instant,
-) -> Result<u16, HttpError> {
+) -> Result<Vec<u8>, HttpError> {
     let addresses: Vec<_> =
         (host, port).to_socket_addrs().map_err(|e| HttpError(format!("resolving {host}: {e}")))?.collect();
     let mut last_error = HttpError(format!("{host} resolves to no address"));
@@ -130,8 +181,15 @@ fn exchange(
         stream.write_all(request).map_err(io)?;
         let mut response = Vec::new();
         let mut buffer = [0u8; 4096];
-        // Read up to the end of the status line, then stop: the body does not matter.
-        while !response.windows(2).any(|pair| pair == b"\r\n") && response.len() < 8192 {
+        // Read up to the end of the status line, then stop, where the body does not matter.
+        let enough = |response: &[u8]| {
+            if whole {
+                response.len() >= MAX_RESPONSE
+            } else {
+                response.windows(2).any(|pair| pair == b"\r\n") || response.len() >= 8192
+            }
+        };
+        while !enough(&response) {
             stream.set_read_timeout(Some(remaining(deadline)?)).map_err(io)?;
             let read = stream.read(&mut buffer).map_err(io)?;
             if read == 0 {
@@ -139,7 +197,7 @@ fn exchange(
             }
             response.extend_from_slice(&buffer[..read]);
         }
-        return parse_status(&response).ok_or_else(|| HttpError(format!("{address} sent no HTTP status line")));
+        return Ok(response);
     }
     Err(last_error)
 }

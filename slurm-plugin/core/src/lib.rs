@@ -4,6 +4,7 @@
 //!
 //! Every function here fails open: errors are reported through [`Log`], never to the job.
 
+pub mod advice;
 pub mod config;
 pub mod dcgm;
 pub mod http;

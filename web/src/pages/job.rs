@@ -18,6 +18,7 @@ use crate::pages::job_script::ScriptSection;
 use crate::pages::job_tags::TagsSection;
 use crate::pages::previous::PreviousRunsSection;
 use crate::pages::report::ReportSummary;
+use crate::pages::share::ShareSection;
 use crate::palette::state_colour;
 use crate::query::{GanttQuery, GridQuery, encode, percent_encode};
 
@@ -176,7 +177,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
             <nav class="links" aria-label="this job elsewhere">
                 {gantt_href.map(|href| view! { <a href=href data-testid="job-on-gantt">"On the Gantt"</a> })}
                 {grid_href.map(|href| view! { <a href=href data-testid="job-on-grid">"On the grid"</a> })}
-                <a href=api_href rel="alternate" type="application/json">"JSON"</a>
+                <a data-testid="job-json" href=api_href rel="alternate" type="application/json">"JSON"</a>
             </nav>
         </header>
         <TagsSection tags />
@@ -239,6 +240,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 None => view! { <p class="muted" data-testid="report-missing">"report not available yet"</p> }.into_any(),
             }}
         </section>
+        <ShareSection job_id=job.job_id.clone() cluster=cluster.clone() />
         <ScriptSection script />
         <PreviousRunsSection previous />
         <LogsSection logs />

@@ -15,6 +15,7 @@ pub mod node;
 pub mod notifications;
 pub mod previous;
 pub mod report;
+pub mod share;
 pub mod tokens;
 pub mod usage;
 

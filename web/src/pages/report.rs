@@ -60,7 +60,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         })
         .collect_view();
     view! {
-        <p class="muted">{format!("{} report, {metrics}. ", report.source)} <a href=href>"report JSON"</a></p>
+        <p class="muted">{format!("{} report, {metrics}. ", report.source)} <a data-testid="report-json" href=href>"report JSON"</a></p>
         <p data-testid="report-totals">{total_text.join(" · ")}</p>
         {report.failure.clone().map(|failure| view! { <FailureCard failure /> })}
         <div class="verdicts">{verdicts}</div>

@@ -263,11 +263,11 @@ pub(crate) fn refusal(status: u16, text: &str) -> String {
 }
 
 /// Asks the viewer to confirm (browser only; elsewhere nothing is confirmed).
-fn confirm(question: &str) -> bool {
+pub(crate) fn confirm(question: &str) -> bool {
     web_sys::window().and_then(|window| window.confirm_with_message(question).ok()).unwrap_or(false)
 }
 
-fn select_all(event: &leptos::ev::FocusEvent) {
+pub(crate) fn select_all(event: &leptos::ev::FocusEvent) {
     if let Some(input) =
         event.target().and_then(|t| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlInputElement>(t).ok())
     {
@@ -276,7 +276,7 @@ fn select_all(event: &leptos::ev::FocusEvent) {
 }
 
 /// Copies `text` to the clipboard; false where the browser does not allow it.
-async fn copy_text(text: &str) -> bool {
+pub(crate) async fn copy_text(text: &str) -> bool {
     let Some(window) = web_sys::window() else {
         return false;
     };

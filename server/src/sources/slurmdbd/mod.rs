@@ -5,6 +5,7 @@
 //! as a user that holds only `SELECT`. Table names come from a validated [`ClusterName`]; every value
 //! is a bound parameter.
 
+mod advice;
 mod export;
 mod horizon;
 mod previous;

@@ -80,7 +80,7 @@ impl SlurmDbd {
 
     /// The uids under which `user`'s jobs are recorded, from the newest job of each of their
     /// associations (one index probe each): `sacct -u` finds a user's jobs by uid too.
-    async fn user_uids(&self, user: &str) -> Result<Vec<u32>, SlurmDbdError> {
+    pub(super) async fn user_uids(&self, user: &str) -> Result<Vec<u32>, SlurmDbdError> {
         if !super::latin1_can_hold(user) {
             return Ok(Vec::new());
         }
