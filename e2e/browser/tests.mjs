@@ -1091,7 +1091,7 @@ test('notifications_page_lists_a_users_rules_and_a_switch_opts_out_as_the_api_sa
   await page.click('[data-testid=notify-rule][data-rule=idle_gpus] input');
   await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=false]');
   const after = await (await fetch(`${base}/api/v1/me/notifications`, { headers })).json();
-  assertEqual(after.rules.map((rule) => [rule.rule, rule.enabled]), [['idle_gpus', false], ['infrastructure_failure', true]], 'opted out of that rule only');
+  assertEqual(after.rules.map((rule) => [rule.rule, rule.enabled]), [['idle_gpus', false], ['infrastructure_failure', true], ['monthly_usage', true]], 'opted out of that rule only');
   await page.reload();
   await hydrated(page);
   await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=false]');

@@ -16,6 +16,8 @@ pub struct UsageQuery {
     pub start: Option<i64>,
     pub end: Option<i64>,
     pub by: UsageGrouping,
+    /// Only the jobs carrying this tag.
+    pub tag: Option<String>,
 }
 
 impl UsageQuery {
@@ -28,6 +30,7 @@ impl UsageQuery {
             start: get("start").and_then(|text| parse_time(&text, zone)),
             end: get("end").and_then(|text| parse_time(&text, zone)),
             by: if get("by").as_deref() == Some("user") { UsageGrouping::User } else { UsageGrouping::Account },
+            tag: get("tag").map(|tag| tag.trim().to_string()),
         }
     }
 
@@ -57,6 +60,9 @@ impl UsageQuery {
         }
         if with_by {
             pairs.push(("by", by_word(self.by).to_string()));
+        }
+        if let Some(tag) = &self.tag {
+            pairs.push(("tag", tag.clone()));
         }
         encode(&pairs)
     }

@@ -146,6 +146,12 @@ impl Notifier {
                     Err(error) => tracing::warn!(%error, cluster = %reader.cluster(), "faulting-node rule skipped"),
                 }
             }
+            if on(Rule::MonthlyUsage) {
+                match self.monthly_reports(reader, now).await {
+                    Ok(found) => notices.extend(found),
+                    Err(error) => tracing::warn!(%error, cluster = %reader.cluster(), "monthly reports skipped"),
+                }
+            }
         }
         if on(Rule::InfrastructureFailure) {
             match self.infrastructure_failures(now).await {
@@ -238,6 +244,38 @@ impl Notifier {
             .collect())
     }
 
+    /// Each coordinator's report of the previous calendar month, made once: the usage of the accounts
+    /// they coordinate, read as they would read it (`/api/v1/usage?by=account` as that coordinator).
+    async fn monthly_reports(&self, reader: &SlurmDbd, now: DateTime<Utc>) -> Result<Vec<Notice>, AppError> {
+        let settings = &self.inner;
+        let store = self.app.require_store()?;
+        let month = notify::previous_month(now);
+        let cluster = reader.cluster().to_string();
+        let coordinators = reader.coordinators().await?;
+        let keys: Vec<String> =
+            coordinators.iter().map(|user| format!("{cluster}/{user}/{}", month.0.format("%Y-%m"))).collect();
+        let known = store.known_subjects(Rule::MonthlyUsage.as_str(), &keys).await?;
+        let window = TimeWindow::new(month.0, month.1).map_err(|_| AppError::Internal("an empty month".into()))?;
+        let mut notices = Vec::new();
+        for (user, key) in coordinators.iter().zip(keys) {
+            // Made only for someone it can reach, once: a month of usage is a heavy read.
+            let reachable = user_address(settings.user_email.as_deref(), user).is_some()
+                && !store.opt_outs(user).await?.iter().any(|rule| rule == Rule::MonthlyUsage.as_str());
+            if known.contains(&key) || !reachable {
+                continue;
+            }
+            let viewer = Viewer::Signed(super::Identity { user: user.clone(), groups: Vec::new(), token: None });
+            let ViewerScope::User { coordinated_accounts, .. } = self.app.scope(&viewer, reader).await? else {
+                continue;
+            };
+            let usage = self.app.usage(&viewer, Some(&cluster), window, wire::UsageGrouping::Account, None).await?;
+            let rows: Vec<wire::UsageRow> =
+                usage.rows.into_iter().filter(|row| coordinated_accounts.contains(&row.name)).collect();
+            notices.push(notify::monthly_notice(user, &cluster, month, &rows, &settings.public_url));
+        }
+        Ok(notices)
+    }
+
     /// Jobs whose archived report blames the infrastructure and that ended within the rule's age,
     /// each looked up in slurmdbd once (the ones already recorded are not read again).
     async fn infrastructure_failures(&self, now: DateTime<Utc>) -> Result<Vec<Notice>, AppError> {
@@ -278,9 +316,10 @@ impl Notifier {
     async fn record(&self, notice: &Notice, now: DateTime<Utc>) -> Result<usize, AppError> {
         let settings = &self.inner;
         let store = self.app.require_store()?;
-        let owner = match &notice.audience {
-            Audience::UserAndStaff(user) => Some(user.as_str()),
-            Audience::Staff => None,
+        let (owner, staff_hear) = match &notice.audience {
+            Audience::UserAndStaff(user) => (Some(user.as_str()), true),
+            Audience::User(user) => (Some(user.as_str()), false),
+            Audience::Staff => (None, true),
         };
         let mut targets: Vec<(&str, String)> = Vec::new();
         if let Some(user) = owner.filter(|_| notice.rule.tells_users())
@@ -289,14 +328,16 @@ impl Notifier {
         {
             targets.push(("email", address));
         }
-        targets.extend(settings.staff_emails.iter().map(|address| ("email", address.clone())));
-        targets.extend(
-            settings
-                .hooks
-                .iter()
-                .filter(|hook| hook.rules.is_empty() || hook.rules.contains(&notice.rule))
-                .map(|hook| ("webhook", hook.name.clone())),
-        );
+        if staff_hear {
+            targets.extend(settings.staff_emails.iter().map(|address| ("email", address.clone())));
+            targets.extend(
+                settings
+                    .hooks
+                    .iter()
+                    .filter(|hook| hook.rules.is_empty() || hook.rules.contains(&notice.rule))
+                    .map(|hook| ("webhook", hook.name.clone())),
+            );
+        }
         let mut recorded = 0;
         for (channel, address) in &targets {
             let delivery = NewDelivery {

@@ -62,8 +62,9 @@ impl App {
         cluster: Option<&str>,
         window: TimeWindow,
         by: wire::UsageGrouping,
+        tag: Option<&str>,
     ) -> Result<wire::UsageReport, AppError> {
-        let read = self.window_usage(viewer, cluster, window).await?;
+        let read = self.window_usage(viewer, cluster, window, tag).await?;
         let co2 = self.usage_settings().co2_g_per_kwh;
         let table = match by {
             wire::UsageGrouping::Account => {
@@ -96,8 +97,9 @@ impl App {
         viewer: &Viewer,
         cluster: Option<&str>,
         window: TimeWindow,
+        tag: Option<&str>,
     ) -> Result<wire::UsageStats, AppError> {
-        let read = self.window_usage(viewer, cluster, window).await?;
+        let read = self.window_usage(viewer, cluster, window, tag).await?;
         let users = usage::by_user(&read.jobs, read.bounds, None).rows;
         let accounts = usage::by_account(&read.jobs, read.bounds, &AccountTree::default(), |_| false, None).rows;
         let (job_gpus, run_time, queue_wait) = usage::histograms(&read.jobs, read.bounds);
@@ -121,12 +123,17 @@ impl App {
         viewer: &Viewer,
         cluster: Option<&str>,
         window: TimeWindow,
+        tag: Option<&str>,
     ) -> Result<WindowUsage, AppError> {
+        let tag = tag.map(super::tags::parse_tag).transpose()?;
         let reader = self.cluster(cluster)?;
         let scope = self.scope(viewer, reader).await?;
         self.check_window(&scope, window)?;
         let catalog = reader.tres_catalog().await?;
-        let (mut jobs, keys) = read_jobs(reader, &scope, window, &catalog).await?;
+        let (mut jobs, keys) = match &tag {
+            None => read_jobs(reader, &scope, window, &catalog, None).await?,
+            Some(tag) => self.read_tagged_jobs(reader, &scope, window, &catalog, tag).await?,
+        };
         self.attach_measures(reader, &scope, &mut jobs, &keys, &catalog).await;
         let tree = AccountTree::new(reader.account_parents().await?);
         let now = super::now_epoch();
@@ -201,13 +208,51 @@ impl App {
 
 /// The started jobs of `window` that `scope` may see, as usage counts them (narrow rows,
 /// `sources/slurmdbd/usage.rs`), with their (job id, submit time) keys.
+/// A tagged job submitted this long before a window's start is not looked for in it (usage windows are
+/// at most [`MAX_DAYS`] wide; no job runs that long).
+const TAGGED_LOOK_BACK_S: u64 = MAX_DAYS as u64 * 86_400;
+/// Tagged job records read from the store, and probed in slurmdbd, at a time.
+const TAGGED_CHUNK: usize = 1000;
+
+impl App {
+    /// The window's jobs carrying `tag`: the store's tagged records submitted before the window's end,
+    /// newest first, in chunks, each chunk probed in slurmdbd by its records' unique index (a tag on many
+    /// jobs costs chunks of probes, never a scan of the window).
+    async fn read_tagged_jobs(
+        &self,
+        reader: &SlurmDbd,
+        scope: &ViewerScope,
+        window: TimeWindow,
+        catalog: &TresCatalog,
+        tag: &crate::domain::tag::Tag,
+    ) -> Result<(Vec<UsageJob>, Vec<(u32, u64)>), AppError> {
+        let store = self.require_store()?;
+        let (start, end) = (epoch(window.start()), epoch(window.end()));
+        let (mut jobs, mut keys) = (Vec::new(), Vec::new());
+        let mut after = None;
+        loop {
+            let chunk = store.tagged_jobs(reader.cluster(), tag, end, after, TAGGED_CHUNK).await?;
+            let Some(&(last_job, last_submit)) = chunk.last() else { break };
+            let (more_jobs, more_keys) = read_jobs(reader, scope, window, catalog, Some(&chunk)).await?;
+            jobs.extend(more_jobs);
+            keys.extend(more_keys);
+            if chunk.len() < TAGGED_CHUNK || last_submit.saturating_add(TAGGED_LOOK_BACK_S) < start {
+                break;
+            }
+            after = Some((last_submit, last_job));
+        }
+        Ok((jobs, keys))
+    }
+}
+
 async fn read_jobs(
     reader: &SlurmDbd,
     scope: &ViewerScope,
     window: TimeWindow,
     catalog: &TresCatalog,
+    among: Option<&[(u32, u64)]>,
 ) -> Result<(Vec<UsageJob>, Vec<(u32, u64)>), AppError> {
-    let records = reader.usage_records(scope, window, catalog).await?;
+    let records = reader.usage_records(scope, window, catalog, among).await?;
     let keys = records.iter().map(|record| (record.id_job, record.time_submit)).collect();
     let jobs = records
         .into_iter()

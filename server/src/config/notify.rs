@@ -10,7 +10,7 @@ pub struct NotifyConfig {
     pub enabled: bool,
     /// Seconds between the notifier's rounds.
     pub interval_s: u64,
-    /// The rules on (`idle_gpus`, `infrastructure_failure`, `node_faulting`); all by default.
+    /// The rules on (`idle_gpus`, `infrastructure_failure`, `node_faulting`, `monthly_usage`); all by default.
     pub rules: Vec<crate::domain::notify::Rule>,
     /// The site's SMTP relay: `smtp://relay:25` (plain), `smtp://relay:587?tls=required` (STARTTLS),
     /// `smtps://user:password@relay:465`. None: no e-mail.

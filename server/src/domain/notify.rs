@@ -16,16 +16,19 @@ pub enum Rule {
     InfrastructureFailure,
     /// A node drained or down again and again.
     NodeFaulting,
+    /// Each month, to each account coordinator: the last month's usage and waste of their accounts.
+    MonthlyUsage,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 3] = [Rule::IdleGpus, Rule::InfrastructureFailure, Rule::NodeFaulting];
+    pub const ALL: [Rule; 4] = [Rule::IdleGpus, Rule::InfrastructureFailure, Rule::NodeFaulting, Rule::MonthlyUsage];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::IdleGpus => "idle_gpus",
             Rule::InfrastructureFailure => "infrastructure_failure",
             Rule::NodeFaulting => "node_faulting",
+            Rule::MonthlyUsage => "monthly_usage",
         }
     }
 
@@ -35,6 +38,7 @@ impl Rule {
             Rule::IdleGpus => "a running job of yours whose GPUs sit idle",
             Rule::InfrastructureFailure => "a job of yours that ended by a fault of the cluster, not of the job",
             Rule::NodeFaulting => "a node that keeps faulting (staff)",
+            Rule::MonthlyUsage => "each month, the usage and waste of the accounts you coordinate",
         }
     }
 
@@ -72,6 +76,8 @@ impl FromStr for Rule {
 /// Who a notice goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Audience {
+    /// That user alone (a coordinator's monthly report).
+    User(String),
     /// The job's user, and staff.
     UserAndStaff(String),
     /// Staff only.
@@ -238,6 +244,58 @@ fn span_words(span: Duration) -> String {
     }
 }
 
+/// The calendar month before the one `now` falls in, `[first day, first day of the next)`, UTC.
+pub fn previous_month(now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    use chrono::{Datelike, TimeZone};
+    let first = |year: i32, month: u32| Utc.with_ymd_and_hms(year, month, 1, 0, 0, 0).single().unwrap_or(now);
+    let this = first(now.year(), now.month());
+    let (year, month) = if now.month() == 1 { (now.year() - 1, 12) } else { (now.year(), now.month() - 1) };
+    (first(year, month), this)
+}
+
+/// A coordinator's monthly report: one line per account they coordinate (the API's rows of
+/// `/api/v1/usage?by=account` for the month, as they see them).
+pub fn monthly_notice(
+    coordinator: &str,
+    cluster: &str,
+    month: (DateTime<Utc>, DateTime<Utc>),
+    rows: &[slurmlens_wire::UsageRow],
+    public_url: &str,
+) -> Notice {
+    let label = month.0.format("%B %Y").to_string();
+    let hours = |value: f64| format!("{value:.1}");
+    let mut lines = vec![format!(
+        "Usage of the accounts you coordinate on cluster {cluster} in {label} (GPU-hours allocated inside the month; \
+         idle = allocated × (1 − mean utilisation) where it was measured):"
+    )];
+    lines.push(String::new());
+    lines
+        .push(format!("{:<24} {:>12} {:>12} {:>9} {:>12}", "account", "GPU-hours", "idle", "mean util", "failed jobs"));
+    for row in rows {
+        let idle = row.idle_gpu_hours.map_or_else(|| "unknown".to_string(), hours);
+        let util = row.mean_gpu_util.map_or_else(|| "unknown".to_string(), |util| format!("{util:.0} %"));
+        let failed = row.failed_jobs.infrastructure + row.failed_jobs.application + row.failed_jobs.unknown;
+        lines.push(format!("{:<24} {:>12} {:>12} {:>9} {:>12}", row.name, hours(row.gpu_hours), idle, util, failed));
+    }
+    if rows.is_empty() {
+        lines.push("(no job of these accounts held an allocation this month)".into());
+    }
+    let url = public_url.trim_end_matches('/');
+    Notice {
+        rule: Rule::MonthlyUsage,
+        cluster: cluster.to_string(),
+        subject_key: format!("{cluster}/{coordinator}/{}", month.0.format("%Y-%m")),
+        audience: Audience::User(coordinator.to_string()),
+        title: format!("Usage of your accounts on {cluster} in {label}"),
+        body: lines.join("\n"),
+        link: format!(
+            "{url}/usage?cluster={cluster}&by=account&start={}&end={}",
+            month.0.format("%Y-%m-%dT%H:%M:%SZ"),
+            month.1.format("%Y-%m-%dT%H:%M:%SZ")
+        ),
+    }
+}
+
 fn job_link(public_url: &str, cluster: &str, job_id: u32) -> String {
     format!("{}/jobs/{job_id}?cluster={cluster}", public_url.trim_end_matches('/'))
 }
@@ -313,7 +371,7 @@ mod tests {
             assert_eq!(rule.as_str().parse::<Rule>(), Ok(rule));
         }
         let error = "idle".parse::<Rule>().expect_err("refused").to_string();
-        assert!(error.contains("idle_gpus, infrastructure_failure, node_faulting"), "{error}");
+        assert!(error.contains("idle_gpus, infrastructure_failure, node_faulting, monthly_usage"), "{error}");
     }
 
     #[test]
@@ -351,6 +409,43 @@ mod tests {
         assert_eq!(notice.subject_key, later.subject_key, "the same period, the same notice");
         let next = node_notice(&faults, &thresholds(), "u", now + Duration::days(7)).expect("a notice");
         assert_ne!(notice.subject_key, next.subject_key);
+    }
+
+    #[test]
+    fn the_previous_month_is_a_whole_calendar_month_across_the_year() {
+        assert_eq!(
+            previous_month(at("2026-12-02T19:00:00Z")),
+            (at("2026-11-01T00:00:00Z"), at("2026-12-01T00:00:00Z"))
+        );
+        assert_eq!(
+            previous_month(at("2027-01-01T00:00:00Z")),
+            (at("2026-12-01T00:00:00Z"), at("2027-01-01T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_monthly_report_lists_each_account_and_says_unknown_where_nothing_was_measured() {
+        let month = previous_month(at("2026-12-02T19:00:00Z"));
+        let row = |name: &str, idle: Option<f64>| slurmlens_wire::UsageRow {
+            name: name.into(),
+            gpu_hours: 120.04,
+            idle_gpu_hours: idle,
+            mean_gpu_util: idle.map(|_| 61.0),
+            ..Default::default()
+        };
+        let notice =
+            monthly_notice("carol", "lab", month, &[row("ml", Some(30.5)), row("ml-vision", None)], "https://x/");
+        assert_eq!(notice.subject_key, "lab/carol/2026-11");
+        assert_eq!(notice.title, "Usage of your accounts on lab in November 2026");
+        let line = |cells: [&str; 5]| {
+            format!("{:<24} {:>12} {:>12} {:>9} {:>12}", cells[0], cells[1], cells[2], cells[3], cells[4])
+        };
+        assert!(notice.body.contains(&line(["ml", "120.0", "30.5", "61 %", "0"])), "{}", notice.body);
+        assert!(notice.body.contains(&line(["ml-vision", "120.0", "unknown", "unknown", "0"])), "{}", notice.body);
+        assert_eq!(
+            notice.link,
+            "https://x/usage?cluster=lab&by=account&start=2026-11-01T00:00:00Z&end=2026-12-01T00:00:00Z"
+        );
     }
 
     #[test]

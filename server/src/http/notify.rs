@@ -48,7 +48,7 @@ pub async fn mine(
     summary = "Opt out of (or back into) a notification rule",
     description = "`enabled: false` stops the e-mails of `rule` to the signed-in user (staff still hear \
         of it); `true` takes them back. Idempotent.",
-    params(("rule" = String, Path, description = "`idle_gpus` or `infrastructure_failure`")),
+    params(("rule" = String, Path, description = "`idle_gpus`, `infrastructure_failure` or `monthly_usage`")),
     request_body(content = wire::NotificationRuleUpdate, content_type = "application/json"),
     responses(
         (status = 204, description = "Set"),

@@ -151,14 +151,20 @@ impl PageData for Viewing {
     fn usage<'a>(&'a self, query: &'a slurmlens_web::usage::UsageQuery) -> DataFuture<'a, wire::UsageReport> {
         Box::pin(async move {
             let window = usage_window_of(query).map_err(data_error)?;
-            self.app.usage(&self.viewer, query.cluster.as_deref(), window, query.by).await.map_err(data_error)
+            self.app
+                .usage(&self.viewer, query.cluster.as_deref(), window, query.by, query.tag.as_deref())
+                .await
+                .map_err(data_error)
         })
     }
 
     fn stats<'a>(&'a self, query: &'a slurmlens_web::usage::UsageQuery) -> DataFuture<'a, wire::UsageStats> {
         Box::pin(async move {
             let window = usage_window_of(query).map_err(data_error)?;
-            self.app.usage_stats(&self.viewer, query.cluster.as_deref(), window).await.map_err(data_error)
+            self.app
+                .usage_stats(&self.viewer, query.cluster.as_deref(), window, query.tag.as_deref())
+                .await
+                .map_err(data_error)
         })
     }
 

@@ -14,9 +14,9 @@ use crate::app::{App, Viewer};
 use crate::domain::job::TimeWindow;
 
 /// The parameters `GET /api/v1/usage` takes (a `tag=` filter will join them).
-const USAGE_PARAMETERS: [&str; 5] = ["cluster", "start", "end", "by", "format"];
+const USAGE_PARAMETERS: [&str; 6] = ["cluster", "start", "end", "by", "format", "tag"];
 /// The parameters `GET /api/v1/stats` takes.
-const STATS_PARAMETERS: [&str; 3] = ["cluster", "start", "end"];
+const STATS_PARAMETERS: [&str; 4] = ["cluster", "start", "end", "tag"];
 
 /// The CSV's columns, in order: a row's fields, the blame splits spelled out.
 pub const CSV_COLUMNS: [&str; 21] = [
@@ -73,6 +73,7 @@ fn window_of(app: &App, params: &Params) -> Result<TimeWindow, ApiError> {
         ("end" = Option<String>, Query, description = "Window end, RFC 3339 or Unix seconds; default: now."),
         ("by" = Option<String>, Query, description = "`account` (the default) or `user`."),
         ("format" = Option<String>, Query, description = "`json` (the default) or `csv`."),
+        ("tag" = Option<String>, Query, description = "Only the jobs carrying this tag (`/api/v1/jobs/{job_id}/tags`)."),
     ),
     responses(
         (status = 200, description = "Usage per account or user (JSON, or CSV with `format=csv`)", content(
@@ -104,7 +105,7 @@ pub async fn usage(
         Some("csv") => true,
         Some(other) => return Err(ApiError::invalid("format", format!("`{other}` is not `json` or `csv`"))),
     };
-    let report = app.usage(&viewer, params.text("cluster"), window, by).await?;
+    let report = app.usage(&viewer, params.text("cluster"), window, by, params.text("tag")).await?;
     if !csv {
         return Ok(Json(report).into_response());
     }
@@ -171,6 +172,7 @@ pub fn usage_csv(report: &wire::UsageReport) -> String {
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
         ("start" = Option<String>, Query, description = "Window start, RFC 3339 or Unix seconds; default: `end` minus 7 days."),
         ("end" = Option<String>, Query, description = "Window end, RFC 3339 or Unix seconds; default: now."),
+        ("tag" = Option<String>, Query, description = "Only the jobs carrying this tag."),
     ),
     responses(
         (status = 200, description = "Top lists and histograms", body = wire::UsageStats),
@@ -189,5 +191,5 @@ pub async fn stats(
 ) -> Result<Json<wire::UsageStats>, ApiError> {
     let params = Params::new(pairs(query)?, &STATS_PARAMETERS)?;
     let window = window_of(&app, &params)?;
-    Ok(Json(app.usage_stats(&viewer, params.text("cluster"), window).await?))
+    Ok(Json(app.usage_stats(&viewer, params.text("cluster"), window, params.text("tag")).await?))
 }

@@ -454,3 +454,67 @@ async fn nodes_faulting_twice(cluster: &str, now: i64, days: i64) -> Vec<String>
     pool.close().await;
     nodes
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinator_gets_last_months_usage_of_their_accounts_once_as_the_usage_page_reads_it() {
+    let _db = database_shared().await;
+    let database = fresh_database("notify_monthly").await;
+    let smtp = Smtp::start("monthly").await;
+    let (hook_url, hooked) = webhook_receiver().await;
+    let mut config = config_on(&database, notify_config(&smtp.url(), &hook_url, &[Rule::MonthlyUsage]));
+    config.clusters = vec!["lab".parse().expect("cluster")];
+    let notifier = Notifier::new(slurmlens::serve::app(&config).expect("app"), &config.notify, &config.public_url)
+        .expect("notifier");
+    // The first hour of next month: the report covers this month, in which the lab's jobs ran.
+    use chrono::{Datelike, TimeZone};
+    let today = Utc::now();
+    let (year, month) = if today.month() == 12 { (today.year() + 1, 1) } else { (today.year(), today.month() + 1) };
+    let next_month = Utc.with_ymd_and_hms(year, month, 1, 1, 0, 0).single().expect("a time");
+    let this_month = Utc.with_ymd_and_hms(today.year(), today.month(), 1, 0, 0, 0).single().expect("a time");
+    let round = notifier.round(next_month).await.expect("a round");
+    assert!(round.notices >= 1, "carol coordinates ml: {round:?}");
+    let again = notifier.round(next_month + Span::minutes(5)).await.expect("a round");
+    assert_eq!(again.recorded, 0, "once a month: {again:?}");
+    assert!(hooked.lock().expect("lock").is_empty(), "a coordinator's report is theirs alone, not the webhook's");
+    assert!(smtp.to("ops@lab.example").is_empty(), "nor staff's");
+
+    let to_carol = smtp.to("carol@lab.example");
+    assert_eq!(to_carol.len(), 1, "{:?}", smtp.messages());
+    let text = &to_carol[0];
+    let label = this_month.format("%B %Y").to_string();
+    assert!(text.contains(&format!("Subject: Usage of your accounts on lab in {label}")), "{text}");
+    // Each account carol coordinates, with the GPU-hours the usage API gives her for the month.
+    let app = spawn_app(config.clone()).await;
+    let window = format!(
+        "cluster=lab&by=account&start={}&end={}",
+        this_month.format("%Y-%m-%dT%H:%M:%SZ"),
+        next_month.format("%Y-%m-01T00:00:00Z")
+    );
+    let report: slurmlens_wire::UsageReport =
+        app.get_as("carol", &format!("/api/v1/usage?{window}")).await.json().await.expect("usage JSON");
+    let listed: Vec<(String, f64)> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("account "))
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty() && !line.starts_with("The evidence"))
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            Some((cells.first()?.to_string(), cells.get(1)?.parse().ok()?))
+        })
+        .collect();
+    assert!(listed.iter().any(|(name, _)| name == "ml"), "ml is carol's: {text}");
+    for (name, hours) in &listed {
+        let row =
+            report.rows.iter().find(|row| &row.name == name).unwrap_or_else(|| panic!("{name} not in {report:?}"));
+        // The API reads running jobs up to its own moment: a tenth of a GPU-hour of slack.
+        assert!((row.gpu_hours - hours).abs() <= 0.1, "{name}: {hours} in the e-mail, {} from the API", row.gpu_hours);
+    }
+    assert!(!listed.iter().any(|(name, _)| name == "physics"), "an account carol does not coordinate: {text}");
+    assert!(
+        text.contains(&format!(
+            "https://lens.lab.example/usage?cluster=lab&by=account&start={}",
+            this_month.format("%Y-%m-%dT%H:%M:%SZ")
+        )),
+        "{text}"
+    );
+}

@@ -208,6 +208,29 @@ async fn a_tag_on_thousands_of_jobs_lists_them_all_through_bounded_chunks() {
     assert_eq!(ids(&tagged), expected);
     // In the listing's order: newest submission first.
     assert!(tagged.windows(2).all(|pair| pair[0].submit >= pair[1].submit));
+
+    // Usage of the tag: exactly the tagged jobs that held an allocation in the window, their GPU-hours
+    // inside it (the listing's facts, counted here by hand).
+    let (start, end) = (end - 2 * 86_400, end);
+    let held: Vec<&&Job> = chosen.iter().filter(|job| job.start.is_some_and(|at| at.timestamp() < end)).collect();
+    let hours: f64 = held
+        .iter()
+        .map(|job| {
+            let from = job.start.map_or(start, |at| at.timestamp()).max(start);
+            let to = job.end.map_or(end, |at| at.timestamp()).min(end);
+            job.alloc_gpus as f64 * (to - from).max(0) as f64 / 3600.0
+        })
+        .sum();
+    let usage: slurmlens_wire::UsageReport =
+        app.get_as("root", &format!("/api/v1/usage?{window}&tag=many&by=user")).await.json().await.expect("usage JSON");
+    assert_eq!(usage.total.jobs, held.len() as u64, "the tagged jobs that held an allocation");
+    assert!((usage.total.gpu_hours - hours).abs() < 0.01, "{} GPU-hours against {hours}", usage.total.gpu_hours);
+    let everything: slurmlens_wire::UsageReport =
+        app.get_as("root", &format!("/api/v1/usage?{window}&by=user")).await.json().await.expect("usage JSON");
+    assert!(everything.total.jobs > usage.total.jobs, "without the tag, every job");
+    let stats = app.get_as("root", &format!("/api/v1/stats?{window}&tag=many")).await;
+    assert_eq!(stats.status(), 200);
+    assert_eq!(app.get_as("root", &format!("/api/v1/usage?{window}&tag=Many")).await.status(), 400);
 }
 
 /// Submits, as alice on the lab cluster, a batch script that runs `torchrun` (it fails: the lab has no

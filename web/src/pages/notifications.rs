@@ -34,7 +34,7 @@ pub fn NotificationsPage() -> impl IntoView {
         <section class="page notifications-page">
             <h1>"Notifications"</h1>
             <p class="hint">
-                "slurmlens tells you when a job of yours holds GPUs it does not use, and when a job of yours ended by a fault of the cluster rather than of the job. Staff hear of both, and of nodes that keep faulting."
+                "slurmlens tells you when a job of yours holds GPUs it does not use, and when a job of yours ended by a fault of the cluster rather than of the job; an account's coordinator gets each month's usage of their accounts. Staff hear of the first two, and of nodes that keep faulting."
             </p>
             <Transition fallback=|| view! { <p class="status">"Loading…"</p> }>
                 {move || Suspend::new(async move {
@@ -115,6 +115,7 @@ fn NoticeList(list: Vec<wire::Notification>) -> impl IntoView {
             let kind = match notice.rule.as_str() {
                 "idle_gpus" => "idle GPUs",
                 "infrastructure_failure" => "ended by the cluster",
+                "monthly_usage" => "monthly usage",
                 other => other,
             }
             .to_string();

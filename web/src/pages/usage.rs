@@ -32,6 +32,10 @@ fn WindowForm(action: &'static str, query: UsageQuery, with_by: bool) -> impl In
                 <input type="datetime-local" name="end" value=zone.form_value(end) data-testid="usage-end" />
             </label>
             <input type="hidden" name="tz" value=zone.name() />
+            <label>
+                "Tag"
+                <input type="text" name="tag" value=query.tag.clone().unwrap_or_default() placeholder="pytorch" data-testid="usage-tag" />
+            </label>
             {with_by.then(|| view! {
                 <label>
                     "Rows"

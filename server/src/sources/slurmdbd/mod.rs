@@ -335,6 +335,12 @@ impl SlurmDbd {
         Ok(ViewerScope::User { name: user.to_string(), coordinated_accounts: accounts.into_iter().collect() })
     }
 
+    /// Every account coordinator (`sacctmgr add coordinator`), by name.
+    pub async fn coordinators(&self) -> Result<Vec<String>, SlurmDbdError> {
+        let sql = "SELECT DISTINCT user FROM acct_coord_table WHERE deleted = 0 ORDER BY user LIMIT 10000";
+        Ok(sqlx::query_scalar(sql).fetch_all(&self.pool).await?)
+    }
+
     /// The cluster's associations `(user, account)` in the order they were made, deleted ones too (so
     /// the order only ever grows at its end): the pages' stable colours.
     pub async fn associations_in_order(&self) -> Result<Vec<(String, String)>, SlurmDbdError> {

@@ -49,23 +49,35 @@ impl SlurmDbd {
     }
 
     /// The jobs `scope` may see that started before `window`'s end and had not ended before its
-    /// start, each once. Every statement is one index range of the window (bounded by the statement
+    /// start, each once; with `among`, only those job records (id, submit time). Every statement is one index range of the window (bounded by the statement
     /// time limit); the rows are narrow, so a month of a busy cluster is a few megabytes.
     pub async fn usage_records(
         &self,
         scope: &ViewerScope,
         window: TimeWindow,
         catalog: &TresCatalog,
+        among: Option<&[(u32, u64)]>,
     ) -> Result<Vec<UsageRecord>, SlurmDbdError> {
-        if *scope == ViewerScope::Nobody {
+        if *scope == ViewerScope::Nobody || among.is_some_and(<[_]>::is_empty) {
             return Ok(Vec::new());
         }
         let bounds = Bounds::of(window);
-        let route = self.route(scope, &JobFilter::default(), bounds.start).await?;
+        let filter = JobFilter { among: among.map(<[_]>::to_vec), ..JobFilter::default() };
+        let route = self.route(scope, &filter, bounds.start).await?;
         let mut statements = Vec::new();
         match &route {
-            // Only a tag filter routes among job records; usage asks with none.
-            Route::Among(_) => {}
+            // A tag's job records (the application read them from its store): one probe of the unique
+            // index each, numbers only, written as literals.
+            Route::Among(keys) => {
+                let pairs: Vec<String> =
+                    keys.iter().map(|(id, submit)| format!("(j.id_job = {id} AND j.time_submit = {submit})")).collect();
+                statements.push(self.usage_statement(
+                    " FORCE INDEX (id_job)",
+                    &format!("({})", pairs.join(" OR ")),
+                    bounds,
+                    scope,
+                )?);
+            }
             Route::UserJobs(uids) if uids.is_empty() => {}
             Route::UserJobs(uids) => {
                 let list = uids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
