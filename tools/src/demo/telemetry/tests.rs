@@ -269,5 +269,5 @@ fn batch_series_are_those_written_before_the_live_continuation() {
     let (stats, _) = crate::demo::nodes::job_stats_json(&workloads, 0, 7200, 17);
     let digest = sha2::Sha256::digest([gpu, rdma, ping, node, stats].concat().as_bytes());
     let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
-    assert_eq!(hex, "59da22d3da73cb0d397a80e93e4ad57804ad49d59955a6ab37a4ece5ae86a1a9");
+    assert_eq!(hex, "224f27e9908c25d4aef9845edc09fb2b965b8c1794bbfd8267e4556ccfbf4b59");
 }
