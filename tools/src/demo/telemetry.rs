@@ -279,7 +279,7 @@ pub fn gpu_series_resumed(
             out.push('\n');
             samples += values.len();
         }
-        let health = health::health_series(&mut out, node, *gpu, &stamps, &fields[6], &gpu_labels);
+        let health = health::health_series(&mut out, node, *gpu, &stamps, &fields[6], gpu_labels);
         samples += health.samples;
         xid_points.extend(health.xid_points.into_iter().filter(|&(at, _)| at <= to));
         // dcgm-exporter exports the last XID at every scrape the GPU answers (0 = "No Error"), so a

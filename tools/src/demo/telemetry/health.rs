@@ -41,7 +41,7 @@ pub fn health_series(
     let seed = super::fnv(node) ^ u64::from(gpu);
     // Corrected errors a healthy GPU carries from its past (a few), and a remapped row or two.
     let sbe_base = (seed % 7) as f64;
-    let correctable_rows = (seed % 3 == 0) as u8 as f64;
+    let correctable_rows = seed.is_multiple_of(3) as u8 as f64;
     let mut fields: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut xid_points = Vec::new();
     let (mut power_ns, mut thermal_ns, mut sbe, mut dbe, mut uncorrectable_rows) = (0.0, 0.0, sbe_base, 0.0, 0.0);
