@@ -57,6 +57,12 @@ impl UsageJob {
         to.saturating_sub(from)
     }
 
+    /// Whether the job counts in the window at all: it ran in it, ended badly in it, or started in it
+    /// (a run of under a second still held its allocation). The table and the histograms agree on it.
+    pub fn counts_inside(&self, window: UsageWindow) -> bool {
+        self.seconds_inside(window) > 0 || self.failed_inside(window) || self.wait_inside(window).is_some()
+    }
+
     /// GPU-hours allocated inside the window.
     pub fn gpu_hours_inside(&self, window: UsageWindow) -> f64 {
         self.gpus as f64 * self.seconds_inside(window) as f64 / 3600.0
@@ -114,12 +120,12 @@ fn add_blame(split: &mut BlameSplit, blame: Blame, amount: f64) {
 
 impl Sums {
     fn add(&mut self, job: &UsageJob, window: UsageWindow) {
+        if !job.counts_inside(window) {
+            return;
+        }
         let seconds = job.seconds_inside(window);
         let failed = job.failed_inside(window);
         let wait = job.wait_inside(window);
-        if seconds == 0 && !failed && wait.is_none() {
-            return;
-        }
         self.jobs += 1;
         let hours = job.gpu_hours_inside(window);
         if job.gpus > 0 {
@@ -317,7 +323,7 @@ pub fn histogram(unit: &str, edges: &[f64], values: impl IntoIterator<Item = f64
 /// The three histograms of a window's visible jobs: GPUs of the GPU jobs that held an allocation in
 /// it, run time of the jobs that ended in it, queue wait of those that started in it.
 pub fn histograms(jobs: &[UsageJob], window: UsageWindow) -> (Histogram, Histogram, Histogram) {
-    let gpus = jobs.iter().filter(|job| job.gpus > 0 && job.seconds_inside(window) > 0).map(|job| job.gpus as f64);
+    let gpus = jobs.iter().filter(|job| job.gpus > 0 && job.counts_inside(window)).map(|job| job.gpus as f64);
     let run = jobs
         .iter()
         .filter(|job| {
