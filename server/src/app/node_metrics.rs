@@ -105,6 +105,9 @@ pub async fn read_node(
     let mut ranges = vec![
         over_steps(&catalog.xid, "max_over_time"),
         over_steps(&health.clock_event_reasons, "last_over_time"),
+        // A step longer than a scrape keeps only its last mask; its largest catches a slowdown that
+        // came and went inside the step (the masks seen are the union of both).
+        over_steps(&health.clock_event_reasons, "max_over_time"),
         over_steps(&health.ecc_dbe_aggregate, "increase"),
     ];
     ranges.extend(temperature.iter().map(|name| over_steps(name, "max_over_time")));
@@ -185,6 +188,14 @@ pub async fn read_node(
         facts.clock_event_reasons = seen.into_iter().collect();
         counters.clock_event_reasons = facts.clock_event_reasons.clone();
         counters.clock_event_reasons_now = now;
+    }
+    for series in range_answers.next().unwrap_or_default() {
+        let Some(gpu) = gpu_of(&series, label) else { continue };
+        let (facts, counters) = gpu_entry(&mut readings.gpus, gpu);
+        let mut seen: BTreeSet<wire::ClockEventReason> = facts.clock_event_reasons.iter().copied().collect();
+        seen.extend(series.points.iter().flat_map(|&(_, mask)| clock_event_reasons(mask)));
+        facts.clock_event_reasons = seen.into_iter().collect();
+        counters.clock_event_reasons = facts.clock_event_reasons.clone();
     }
     for series in range_answers.next().unwrap_or_default() {
         let Some(gpu) = gpu_of(&series, label) else { continue };

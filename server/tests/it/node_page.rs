@@ -166,7 +166,8 @@ async fn a_node_page_shows_its_fault_the_job_then_running_and_its_verdict_scoped
     assert!(!text.contains("alice") && !text.contains(&job_name), "bob's page names alice's job: {text}");
     let bob: NodePage = serde_json::from_str(&text).expect("a node page");
     let bob_xid = bob.faults.iter().find(mine).expect("the fault");
-    assert!(bob_xid.jobs.is_empty() && bob_xid.other_jobs >= 1, "{bob_xid:?}");
+    // bob may have had jobs of his own there then (other tests run beside this one): those only.
+    assert!(bob_xid.jobs.iter().all(|job| job.user == "bob") && bob_xid.other_jobs >= 1, "{bob_xid:?}");
     assert!(bob.timelines_hidden && bob.temperature.is_empty() && bob.power.is_empty());
     assert_eq!(bob.health, staff.health, "a node's health is not per-tenant data");
 

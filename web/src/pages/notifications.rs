@@ -120,6 +120,7 @@ fn NoticeList(list: Vec<wire::Notification>) -> impl IntoView {
             }
             .to_string();
             let emailed = if notice.emailed_to_you { "e-mailed to you" } else { "not e-mailed" };
+            let evidence = if notice.rule == "monthly_usage" { "The month on the usage page" } else { "The evidence" };
             view! {
                 <li class="notice-item" data-testid="notify-item" data-rule=notice.rule.clone()>
                     <p>
@@ -128,8 +129,12 @@ fn NoticeList(list: Vec<wire::Notification>) -> impl IntoView {
                         " · " <span class="hint">{emailed}</span>
                     </p>
                     <p><strong>{notice.title}</strong></p>
-                    <p>{notice.body}</p>
-                    <p><a href=notice.link data-testid="notify-evidence">"The evidence"</a></p>
+                    {if notice.body.contains('\n') {
+                        view! { <pre class="notice-body" data-testid="notify-body">{notice.body}</pre> }.into_any()
+                    } else {
+                        view! { <p class="notice-body" data-testid="notify-body">{notice.body}</p> }.into_any()
+                    }}
+                    <p><a href=notice.link data-testid="notify-evidence">{evidence}</a></p>
                 </li>
             }
         })
