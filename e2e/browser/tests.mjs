@@ -1097,6 +1097,9 @@ test('notifications_page_lists_a_users_rules_and_a_switch_opts_out_as_the_api_sa
   await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=false]');
   await page.click('[data-testid=notify-rule][data-rule=idle_gpus] input');
   await page.waitForSelector('[data-testid=notify-rule][data-rule=idle_gpus][data-enabled=true]');
+  return page;
+});
+
 test('job_page_shares_a_read_only_link_shown_once_and_revokes_it', async (page) => {
   // #19 part 5: the job page's Share control for the job's owner; the shared page reads on its own.
   const recent = await api(base, `/api/v1/jobs?cluster=sakura&limit=50&state=COMPLETED`);
@@ -1330,6 +1333,9 @@ test('usage_and_stats_pages_show_what_the_api_says_sort_and_export', async (page
     await hydrated(page);
     await page.screenshot({ path: join(out, `stats_${width}px.png`), fullPage: true });
   }
+  return null;
+});
+
 test('job_tags_added_on_the_job_page_filter_the_list_and_the_gantt_and_are_removed', async (page) => {
   // The newest ended job of alice on the lab cluster (the integration tests submit them).
   const alices = await api(base, '/api/v1/jobs?cluster=lab&start=0&limit=50&user=alice');
@@ -1397,6 +1403,9 @@ test('job_tags_added_on_the_job_page_filter_the_list_and_the_gantt_and_are_remov
   const after = await api(base, `/api/v1/jobs/${job.job_id}/tags?cluster=lab`);
   assert(!after.tags.some((t) => t.tag === tag), 'the API no longer holds it');
   page.expectErrors = true; // bob's 404 page's own failed loads
+  return null;
+});
+
 test('grid_health_badge_leads_to_the_node_page_that_shows_the_fault', async (page) => {
   // A node with a fault in the last day: sakura's (its XID 79 jobs, its flaky node), else the lab's.
   let cluster = 'sakura';
@@ -1423,6 +1432,9 @@ test('grid_health_badge_leads_to_the_node_page_that_shows_the_fault', async (pag
   await page.screenshot({ path: join(out, 'node_page_1440.png'), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: join(out, 'node_page_390.png'), fullPage: true });
+  return null;
+});
+
 test('job_page_compares_with_previous_runs_and_the_compare_view_aligns_them', async (page) => {
   // The newest finished lab job of alice with two or more previous runs of its script (server/tests/it/compare.rs
   // submits them).
