@@ -129,10 +129,14 @@ fn NoticeList(list: Vec<wire::Notification>) -> impl IntoView {
                         " · " <span class="hint">{emailed}</span>
                     </p>
                     <p><strong>{notice.title}</strong></p>
-                    {if notice.body.contains('\n') {
-                        view! { <pre class="notice-body" data-testid="notify-body">{notice.body}</pre> }.into_any()
-                    } else {
-                        view! { <p class="notice-body" data-testid="notify-body">{notice.body}</p> }.into_any()
+                    {match notice.body.split_once("\n\n") {
+                        // A report: its sentence wraps, its table keeps its columns (and scrolls on a phone).
+                        Some((intro, table)) => view! {
+                            <p class="notice-body" data-testid="notify-body">{intro.to_string()}</p>
+                            <pre class="notice-body">{table.to_string()}</pre>
+                        }
+                        .into_any(),
+                        None => view! { <p class="notice-body" data-testid="notify-body">{notice.body}</p> }.into_any(),
                     }}
                     <p><a href=notice.link data-testid="notify-evidence">{evidence}</a></p>
                 </li>
