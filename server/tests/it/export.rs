@@ -109,7 +109,8 @@ async fn the_csv_export_has_a_header_and_one_row_per_job() {
     assert!(body.ends_with("\r\n"), "a complete CSV ends its last record");
     let mut reader = csv::Reader::from_reader(body.as_bytes());
     let header: Vec<String> = reader.headers().expect("a header").iter().map(String::from).collect();
-    assert_eq!(header.len(), 38, "{header:?}");
+    assert_eq!(header.len(), 39, "{header:?}");
+    assert_eq!(header.last().map(String::as_str), Some("tags"), "the job's tags, last");
     assert_eq!(&header[..3], ["job_id", "job_id_raw", "array_job_id"]);
     let rows: Vec<csv::StringRecord> = reader.records().map(|row| row.expect("a CSV row")).collect();
     assert_eq!(rows.len(), jobs.len(), "one row per job");

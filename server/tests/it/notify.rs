@@ -336,8 +336,10 @@ async fn a_job_whose_gpus_sat_idle_the_whole_period_is_told_once_and_not_before(
     let job_id = submit_holding("idle-notify", "carol", &node, 4, &release, 0);
     let started = wait_running(job_id).await;
     drop(picking);
+    // Only while the job holds the node alone (from its start into the next 40 s); deleted at the end,
+    // so no other test's job on this node later reads them.
     let now = Utc::now().timestamp();
-    let stamps: Vec<i64> = (now - 180..=now + 60).map(|t| t * 1000).collect();
+    let stamps: Vec<i64> = (started.timestamp()..=now + 40).map(|t| t * 1000).collect();
     import_series((0..4u16).map(|gpu| {
         serde_json::json!({
             "metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": gpu.to_string(),
@@ -375,6 +377,13 @@ async fn a_job_whose_gpus_sat_idle_the_whole_period_is_told_once_and_not_before(
     assert_eq!(to_carol.len(), 1, "{:?}", smtp.messages());
     assert!(to_carol[0].contains(&format!("Job {job_id} (idle-notify) has left its 4 GPUs idle")), "{}", to_carol[0]);
     assert!(to_carol[0].contains("1.0 % busy"), "{}", to_carol[0]);
+    let deleted = reqwest::Client::new()
+        .post(format!("{}/api/v1/admin/tsdb/delete_series", lab().var("SLURMLENS_VM_URL")))
+        .form(&[("match[]", format!("{{UUID=~\"GPU-notify-{}-.*\"}}", std::process::id()))])
+        .send()
+        .await
+        .expect("delete series");
+    assert!(deleted.status().is_success());
 }
 
 #[tokio::test(flavor = "multi_thread")]
