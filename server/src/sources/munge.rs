@@ -45,8 +45,23 @@ pub enum MungeError {
 }
 
 impl Munge {
-    /// Decodes `credential` (`MUNGE:…:`) through munged.
+    /// Decodes `credential` (`MUNGE:…:`) through munged. A busy munged (every Slurm RPC of the host
+    /// goes through it) can refuse the connection: that is asked again, twice, a moment later; a
+    /// credential munged read is never sent twice (it would be a replay).
     pub async fn decode(&self, credential: &str) -> Result<Decoded, MungeError> {
+        let mut tries = 0;
+        loop {
+            match self.decode_once(credential).await {
+                Err(MungeError::Unavailable(_)) if tries < 2 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    async fn decode_once(&self, credential: &str) -> Result<Decoded, MungeError> {
         let credential = credential.trim();
         let armoured = credential.strip_prefix("MUNGE:").and_then(|rest| rest.strip_suffix(':'));
         let well_formed = armoured.is_some_and(|body| {

@@ -127,6 +127,21 @@ pub fn start(config: &PluginConfig, options: &JobOptions) -> Option<Pending> {
 /// A MUNGE credential for advice, made by the `munge` client (as the calling user; with root's
 /// `--uid`, as that user), or `None` when munged does not answer by the deadline.
 fn credential(munge: &Path, socket: Option<&Path>, uid: Option<&str>, deadline: Instant) -> Option<String> {
+    // A busy munged (every Slurm RPC of the host goes through it) can refuse a connection: the client
+    // then fails at once, and asking again a moment later works. Asked until the budget ends.
+    loop {
+        if let Some(credential) = credential_once(munge, socket, uid, deadline) {
+            return Some(credential);
+        }
+        if Instant::now() + Duration::from_millis(20) >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One try of [`credential`].
+fn credential_once(munge: &Path, socket: Option<&Path>, uid: Option<&str>, deadline: Instant) -> Option<String> {
     let mut command = Command::new(munge);
     if let Some(socket) = socket {
         command.arg(format!("--socket={}", socket.display()));
