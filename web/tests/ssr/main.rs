@@ -446,7 +446,8 @@ fn node_names_are_ink_on_the_panel_and_hovers_say_what_jobs_were_doing_then() {
     let server = &node[node.find("<span").expect("server span")..];
     let server = &server[..server.find('>').expect("tag end")];
     assert!(server.contains("class=\"server\"") && !server.contains("style="), "no background behind the name: {node}");
-    assert!(node.contains("data-testid=\"node-label\" class=\"name\">n2<"), "{node}");
+    // The name links to the node's page.
+    assert!(node.contains("data-testid=\"node-label\" href=\"/nodes/n2?cluster=lab\" class=\"name\">n2<"), "{node}");
     let bar = format!("class=\"holders\" style=\"background:{}", slurmlens_web::palette::job_colour("8"));
     assert!(node.contains(&bar), "the job's colour is the bar beneath: {node}");
     let alice = gpu_cell(&html, "n1", 0);
