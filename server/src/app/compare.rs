@@ -44,7 +44,9 @@ impl App {
         let scope = self.scope(viewer, reader).await?;
         let catalog = reader.tres_catalog().await?;
         let now = now_epoch();
-        let since = now.saturating_sub(LOOK_BACK_DAYS * 86_400);
+        // From the start of a day: the page the server renders and the one the browser asks again say
+        // the same "since" (a moment that moved with each request differed between the two).
+        let since = now.saturating_sub(LOOK_BACK_DAYS * 86_400) / 86_400 * 86_400;
         let until = if record.time_end > 0 { record.time_end } else { now };
         let found = reader.previous_runs(&scope, &record, since, until, CANDIDATES).await?;
         let gpus = catalog.gpus(&record.tres_alloc);
