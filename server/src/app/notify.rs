@@ -115,6 +115,10 @@ impl Notifier {
     /// deliveries in, so nothing is done.
     pub async fn round(&self, now: DateTime<Utc>) -> Result<RoundOutcome, AppError> {
         let store = self.app.require_store()?;
+        // Without a relay or a webhook nothing could be sent: the facts are not even read.
+        if self.inner.mailer.is_none() && self.inner.hooks.is_empty() {
+            return Ok(RoundOutcome::default());
+        }
         let Some(lease) = store.try_lease(LEASE).await? else {
             return Ok(RoundOutcome { skipped: true, ..RoundOutcome::default() });
         };
@@ -259,7 +263,8 @@ impl Notifier {
         let mut notices = Vec::new();
         for (user, key) in coordinators.iter().zip(keys) {
             // Made only for someone it can reach, once: a month of usage is a heavy read.
-            let reachable = user_address(settings.user_email.as_deref(), user).is_some()
+            let reachable = settings.mailer.is_some()
+                && user_address(settings.user_email.as_deref(), user).is_some()
                 && !store.opt_outs(user).await?.iter().any(|rule| rule == Rule::MonthlyUsage.as_str());
             if known.contains(&key) || !reachable {
                 continue;
@@ -322,14 +327,15 @@ impl Notifier {
             Audience::Staff => (None, true),
         };
         let mut targets: Vec<(&str, String)> = Vec::new();
-        if let Some(user) = owner.filter(|_| notice.rule.tells_users())
+        let mail = settings.mailer.is_some();
+        if let Some(user) = owner.filter(|_| mail && notice.rule.tells_users())
             && let Some(address) = user_address(settings.user_email.as_deref(), user)
             && !store.opt_outs(user).await?.iter().any(|rule| rule == notice.rule.as_str())
         {
             targets.push(("email", address));
         }
         if staff_hear {
-            targets.extend(settings.staff_emails.iter().map(|address| ("email", address.clone())));
+            targets.extend(settings.staff_emails.iter().filter(|_| mail).map(|address| ("email", address.clone())));
             targets.extend(
                 settings
                     .hooks

@@ -46,12 +46,7 @@ pub fn ComparePage() -> impl IntoView {
                             Ok(comparison) => view! { <ComparisonView comparison /> }.into_any(),
                             Err(error) => {
                                 #[cfg(feature = "ssr")]
-                                if let Some(response) = response {
-                                    response.set_status(
-                                        axum::http::StatusCode::from_u16(error.status)
-                                            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
-                                    );
-                                }
+                                crate::pages::answer_with_status(response, &error);
                                 view! { <h1>"Compare jobs"</h1><LoadError error /> }.into_any()
                             }
                         }

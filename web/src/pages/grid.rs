@@ -197,12 +197,7 @@ pub fn GridPage() -> impl IntoView {
                             Ok(grid) => view! { <GridView grid colour=query.get_untracked().colour hovered /> }.into_any(),
                             Err(error) => {
                                 #[cfg(feature = "ssr")]
-                                if let Some(response) = response {
-                                    response.set_status(
-                                        axum::http::StatusCode::from_u16(error.status)
-                                            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
-                                    );
-                                }
+                                crate::pages::answer_with_status(response, &error);
                                 // Bad input changes nothing: the way back is the grid at now.
                                 let asked = query.get_untracked();
                                 let now_href = format!(

@@ -23,6 +23,17 @@ use leptos::prelude::*;
 
 use crate::api::DataError;
 
+/// The server-rendered page answers with a failed load's status (404 for a missing job or node, 400 for
+/// a bad moment), not 200; in the browser there is no response to set.
+#[cfg(feature = "ssr")]
+pub fn answer_with_status(response: Option<leptos_axum::ResponseOptions>, error: &DataError) {
+    if let Some(response) = response {
+        response.set_status(
+            axum::http::StatusCode::from_u16(error.status).unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+        );
+    }
+}
+
 /// A failed load, shown in place of the page's content.
 #[component]
 pub fn LoadError(error: DataError) -> impl IntoView {
