@@ -1,7 +1,8 @@
 //! Showback (`/api/v1/usage`) and statistics (`/api/v1/stats`) on the real lab: GPU-hours per account
-//! and per user agree with `sreport` over the hours slurmdbd has rolled up; each viewer gets only their
-//! scope; the CSV is the JSON's rows; a bad window is a 400; an archived report's utilisation makes
-//! idle GPU-hours.
+//! and per user agree with `sreport` over hours slurmdbd itself rolled up (six whole hours of sakura's
+//! history, rolled up on request, so the check does not wait for a young lab's first hourly rollup);
+//! each viewer gets only their scope; the CSV is the JSON's rows; a bad window is a 400; an archived
+//! report's utilisation makes idle GPU-hours.
 
 use std::collections::BTreeMap;
 
@@ -27,38 +28,29 @@ fn rfc3339(time: DateTime<Utc>) -> String {
     time.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// How far slurmdbd's hourly rollup of the lab has got: sreport reads nothing after it.
-async fn rolled_up_to() -> DateTime<Utc> {
-    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd's database");
-    let row: Option<(i64,)> = sqlx::query_as("SELECT CAST(hourly_rollup AS SIGNED) FROM lab_last_ran_table")
-        .fetch_optional(&pool)
-        .await
-        .expect("reading lab_last_ran_table");
-    let seconds = row.map_or(0, |(seconds,)| seconds);
-    assert!(
-        seconds > 0,
-        "slurmdbd has not rolled up the lab yet (lab_last_ran_table is empty): wait for its hourly rollup"
-    );
-    Utc.timestamp_opt(seconds, 0).single().expect("a time")
+/// Six whole hours of sakura's seeded history, two days back (before anything a test adds at its end),
+/// which slurmdbd rolls up now, as its hourly rollup would: `sacctmgr rollup` re-rolls every cluster
+/// over exactly those hours and leaves its own schedule (`last_ran`) as it was.
+fn rolled_up_hours() -> (DateTime<Utc>, DateTime<Utc>) {
+    let two_days_back = (Utc::now() - Duration::days(2)).timestamp();
+    let end = Utc.timestamp_opt(two_days_back - two_days_back % 3600, 0).single().expect("a time");
+    let start = end - Duration::hours(6);
+    let format = |time: DateTime<Utc>| time.format("%Y-%m-%dT%H:%M:%S").to_string();
+    slurm("sacctmgr", &["-i", "rollup", &format(start), &format(end)]);
+    (start, end)
 }
 
 /// `sreport`'s allocated GPU-minutes over `[start, end)`: per account (rolled up) and per user.
-fn sreport_minutes(start: DateTime<Utc>, end: DateTime<Utc>) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
+fn sreport_minutes(
+    cluster: &str,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
     let format = |time: DateTime<Utc>| time.format("%Y-%m-%dT%H:%M:%S").to_string();
-    let (start, end) = (format!("start={}", format(start)), format!("end={}", format(end)));
-    let args = [
-        "-P",
-        "-n",
-        "-t",
-        "minutes",
-        "cluster",
-        "AccountUtilizationByUser",
-        "cluster=lab",
-        &start,
-        &end,
-        "-T",
-        "gres/gpu",
-    ];
+    let (cluster, start, end) =
+        (format!("cluster={cluster}"), format!("start={}", format(start)), format!("end={}", format(end)));
+    let args =
+        ["-P", "-n", "-t", "minutes", "cluster", "AccountUtilizationByUser", &cluster, &start, &end, "-T", "gres/gpu"];
     let out = slurm("sreport", &args);
     let (mut accounts, mut users) = (BTreeMap::new(), BTreeMap::new());
     for line in out.lines().filter(|line| !line.trim().is_empty()) {
@@ -78,16 +70,12 @@ fn sreport_minutes(start: DateTime<Utc>, end: DateTime<Utc>) -> (BTreeMap<String
 
 #[tokio::test(flavor = "multi_thread")]
 async fn gpu_hours_agree_with_sreport_per_account_and_user() {
-    let end = rolled_up_to().await;
-    let start = end - Duration::days(2);
-    let (accounts, users) = sreport_minutes(start, end);
+    let (start, end) = rolled_up_hours();
+    let (accounts, users) = sreport_minutes("sakura", start, end);
     let total = accounts.get("root").copied().unwrap_or(0.0);
-    assert!(
-        total > 0.0,
-        "no GPU-minutes in sreport for {start}..{end}: the lab has had no GPU job in a rolled-up hour"
-    );
+    assert!(total > 0.0, "no GPU-minutes in sreport for sakura's {start}..{end}: is sakura's history seeded?");
     let app = usage_app().await;
-    let window = format!("cluster=lab&start={}&end={}", rfc3339(start), rfc3339(end));
+    let window = format!("cluster=sakura&start={}&end={}", rfc3339(start), rfc3339(end));
     let by_account = usage_as(&app, "root", &format!("{window}&by=account")).await;
     let ours: BTreeMap<String, f64> =
         by_account.rows.iter().map(|row| (row.name.clone(), row.gpu_hours * 60.0)).collect();
@@ -120,7 +108,7 @@ async fn gpu_hours_agree_with_sreport_per_account_and_user() {
     }
 }
 
-/// Submits a short GPU job for `user` (their default account) and waits until slurmdbd has its end.
+/// Submits a short GPU job of one GPU for `user` (their default account). Its id.
 fn run_gpu_job(user: &str, seconds: u32) -> u32 {
     let (uid, gid) = (format!("--uid={user}"), format!("--gid={user}"));
     let wrap = format!("sleep {seconds}");
@@ -130,17 +118,30 @@ fn run_gpu_job(user: &str, seconds: u32) -> u32 {
     out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id")
 }
 
+/// The job's page once it has ended, and slurmdbd has its end too: showback reads slurmdbd only, and
+/// slurmctld's word that a job ended can come before slurmdbd's agent queue delivers it.
 async fn wait_ended(app: &TestApp, job_id: u32) -> JobDetail {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd's database");
     loop {
-        let response = app.get_as("root", &format!("/api/v1/jobs/{job_id}?cluster=lab")).await;
-        if response.status() == 200 {
-            let detail: JobDetail = response.json().await.expect("a job");
-            if detail.job.end.is_some() {
-                return detail;
+        let recorded: Option<u64> = sqlx::query_scalar(
+            "SELECT CAST(time_end AS UNSIGNED) FROM lab_job_table WHERE id_job = ? AND time_start > 0 AND time_end > 0",
+        )
+        .bind(job_id)
+        .fetch_optional(&pool)
+        .await
+        .expect("reading lab_job_table");
+        if recorded.is_some() {
+            let response = app.get_as("root", &format!("/api/v1/jobs/{job_id}?cluster=lab")).await;
+            if response.status() == 200 {
+                let detail: JobDetail = response.json().await.expect("a job");
+                if detail.job.end.is_some() {
+                    pool.close().await;
+                    return detail;
+                }
             }
         }
-        assert!(std::time::Instant::now() < deadline, "job {job_id} did not end in 3 minutes");
+        assert!(std::time::Instant::now() < deadline, "job {job_id} did not end in slurmdbd in 3 minutes");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }

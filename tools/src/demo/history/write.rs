@@ -423,13 +423,23 @@ pub(super) async fn write_plan(
     let mut step_tx = if parallel { Some(pool.begin().await?) } else { None };
     match step_tx.as_mut() {
         Some(step_tx) => {
-            let (step_tables, job_tables) =
-                ([tables.step.as_str()], [tables.job.as_str(), tables.event.as_str(), tables.script.as_str()]);
+            let step_tables = [tables.step.as_str()];
+            let job_tables: Vec<&str> = [tables.job.as_str(), tables.event.as_str(), tables.script.as_str()]
+                .into_iter()
+                .chain(tables.rollups.iter().map(String::as_str))
+                .collect();
             let (first, second) = tokio::join!(delete_all(step_tx, &step_tables), delete_all(&mut job_tx, &job_tables));
             first?;
             second?;
         }
-        None => delete_all(&mut job_tx, &[&tables.step, &tables.job, &tables.event, &tables.script]).await?,
+        None => {
+            let all: Vec<&str> = [&tables.step, &tables.job, &tables.event, &tables.script]
+                .into_iter()
+                .chain(&tables.rollups)
+                .map(String::as_str)
+                .collect();
+            delete_all(&mut job_tx, &all).await?;
+        }
     }
     let base = tables.next_inx(&mut job_tx).await?;
     tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: old rows deleted");
@@ -450,6 +460,9 @@ pub(super) struct Tables {
     step: String,
     event: String,
     script: String,
+    /// slurmdbd's rollups (what `sreport` reads): they describe the history being replaced, so they go
+    /// with it, and `sacctmgr rollup` (or slurmdbd's own hourly rollup) makes them anew.
+    rollups: Vec<String>,
 }
 
 impl Tables {
@@ -459,6 +472,10 @@ impl Tables {
             step: format!("{cluster}_step_table"),
             event: format!("{cluster}_event_table"),
             script: format!("{cluster}_job_script_table"),
+            rollups: ["assoc_usage", "usage", "wckey_usage"]
+                .iter()
+                .flat_map(|kind| ["hour", "day", "month"].map(|period| format!("{cluster}_{kind}_{period}_table")))
+                .collect(),
         }
     }
 
@@ -546,11 +563,12 @@ pub(super) struct SpanWriter {
 const DELETE_BATCH: u64 = 100_000;
 
 impl SpanWriter {
-    /// With `clear`, deletes the cluster's job, step and event rows, a batch at a time; the spans'
+    /// With `clear`, deletes the cluster's job, step and event rows and its rollups, a batch at a time; the spans'
     /// `job_db_inx` follow the table's last.
     pub(super) async fn start(pool: &MySqlPool, cluster: &str, clear: bool) -> Result<Self> {
         let tables = Tables::of(cluster);
-        for table in [&tables.step, &tables.job, &tables.event, &tables.script].into_iter().filter(|_| clear) {
+        let all = [&tables.step, &tables.job, &tables.event, &tables.script].into_iter().chain(&tables.rollups);
+        for table in all.filter(|_| clear) {
             loop {
                 let deleted = sqlx::query(&format!("DELETE FROM `{table}` LIMIT {DELETE_BATCH}"))
                     .execute(pool)
