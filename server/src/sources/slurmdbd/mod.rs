@@ -463,31 +463,41 @@ impl SlurmDbd {
     }
 
     /// What the first page (`limit` jobs) of a listing costs slurmdbd's database, measured: MariaDB
-    /// runs the page's first statement under `ANALYZE FORMAT=JSON` and answers its plan, with the rows each
-    /// table really read (`r_rows`, per `r_loops`). For operators and the overload tests; no request
-    /// calls it. `None` when the filter can match nothing (no statement is sent, as the listing sends none).
+    /// runs each statement the page sends (in order, until the page is full) under `ANALYZE FORMAT=JSON`
+    /// and answers its plan, with the rows each table really read (`r_rows`, per `r_loops`). For
+    /// operators and the overload tests; no request calls it. Empty when the filter can match nothing
+    /// (no statement is sent, as the listing sends none).
     pub async fn analyze_listing(
         &self,
         scope: &ViewerScope,
         window: TimeWindow,
         filter: &JobFilter,
         limit: usize,
-    ) -> Result<Option<serde_json::Value>, SlurmDbdError> {
+    ) -> Result<Vec<serde_json::Value>, SlurmDbdError> {
         let Some(filter) = &storable_filter(filter) else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let bounds = Bounds::of(window);
         let route = self.route(scope, filter, bounds.start).await?;
-        let Some((sql, args)) =
-            self.window_statements(&route, scope, bounds, filter, None, limit + 1)?.into_iter().next()
-        else {
-            return Ok(None);
-        };
-        let (plan,): (String,) =
-            sqlx::query_as_with(&format!("ANALYZE FORMAT=JSON {sql}"), args).fetch_one(&self.pool).await?;
-        let plan =
-            serde_json::from_str(&plan).map_err(|error| SlurmDbdError::Schema(format!("ANALYZE's plan: {error}")))?;
-        Ok(Some(plan))
+        let page = limit + 1;
+        let statements = self.window_statements(&route, scope, bounds, filter, None, page)?;
+        // The same statements again, sent as the page sends them, to know where the page fills up.
+        let counted = self.window_statements(&route, scope, bounds, filter, None, page)?;
+        let mut plans = Vec::new();
+        let mut rows = 0;
+        for ((sql, args), (count_sql, count_args)) in statements.into_iter().zip(counted) {
+            if rows >= page {
+                break;
+            }
+            let (plan,): (String,) =
+                sqlx::query_as_with(&format!("ANALYZE FORMAT=JSON {sql}"), args).fetch_one(&self.pool).await?;
+            plans.push(
+                serde_json::from_str(&plan)
+                    .map_err(|error| SlurmDbdError::Schema(format!("ANALYZE's plan: {error}")))?,
+            );
+            rows += sqlx::query_with(&count_sql, count_args).fetch_all(&self.pool).await?.len();
+        }
+        Ok(plans)
     }
 
     /// One job record with its steps, or `None` when it does not exist or the viewer may not see it.

@@ -156,7 +156,9 @@ async fn a_users_listing_reads_their_jobs_not_the_whole_window() {
 
     let scope = reader.scope_for_user(&user).await.expect("the user's scope");
     let filter = slurmlens::domain::job::JobFilter::default();
-    let plan = reader.analyze_listing(&scope, window, &filter, 500).await.expect("ANALYZE").expect("a statement");
+    let plans = reader.analyze_listing(&scope, window, &filter, 500).await.expect("ANALYZE");
+    assert!(!plans.is_empty(), "a user's listing sends a statement");
+    let plan = Value::Array(plans);
     let read = rows_read(&plan, "j");
     println!("{user}: {read} of the window's {in_window} job rows read for a first page ({own_jobs} jobs of theirs)");
     assert!(read > 0.0, "the plan names the job table as `j`: {plan}");
