@@ -10,6 +10,7 @@
 #   lab.sh mysql-stop|mysql-start   take only MariaDB away and back (503 tests)
 #   lab.sh plugins DIR        install slurmlens's Slurm plugins built in DIR (target/debug) and wire them in
 #   lab.sh replay-rules FROM TO   vmalert's recording rules over seeded history (RFC 3339 times)
+#   lab.sh history-cluster NAME   register NAME with sakura's accounts and users (a long history for bench scale)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -650,11 +651,15 @@ otelcol_ok() { curl -fsS --max-time 2 "http://127.0.0.1:$OTELCOL_HEALTH_PORT/" >
 
 # ---------------------------------------------------------------- accounting --
 
+# The clusters with sakura's accounts and users: sakura's demo, and the long histories `history-cluster`
+# registers beside it.
+SAKURA_LIKE=(sakura)
+
 # sacctmgr -i add … exits 1 when the thing exists, so every add below is preceded by a lookup.
 register_clusters() {
   local have cluster
   have=$(sacctmgr -n -P show cluster format=cluster)
-  for cluster in lab sakura; do
+  for cluster in lab "${SAKURA_LIKE[@]}"; do
     grep -qx "$cluster" <<<"$have" || sacctmgr -i add cluster "$cluster" >/dev/null
   done
 }
@@ -667,24 +672,28 @@ has_assoc() { grep -q "^$1|$2|$3|" <<<"$ASSOCS"; }
 # Wanted accounts, "cluster account parent" per line; parents come before children.
 wanted_accounts() {
   local cluster account
-  for cluster in lab sakura; do
+  for cluster in lab "${SAKURA_LIKE[@]}"; do
     printf '%s physics root\n%s ml root\n%s ml-vision ml\n' "$cluster" "$cluster" "$cluster"
   done
-  for account in llm vision bio climate; do printf 'sakura %s root\n' "$account"; done
+  for cluster in "${SAKURA_LIKE[@]}"; do
+    for account in llm vision bio climate; do printf '%s %s root\n' "$cluster" "$account"; done
+  done
 }
 
 # Wanted user associations, "cluster user account default_account" per line.
 wanted_users() {
   local cluster i
   local -a groups=(llm vision bio climate)
-  for cluster in lab sakura; do
+  for cluster in lab "${SAKURA_LIKE[@]}"; do
     printf '%s alice ml ml\n%s bob physics physics\n' "$cluster" "$cluster"
     printf '%s carol ml-vision ml-vision\n%s carol physics ml-vision\n' "$cluster" "$cluster"
     printf '%s dave physics physics\n' "$cluster"
   done
-  # sakura only: u01..u24 in four research groups, six each.
-  for ((i = 1; i <= 24; i++)); do
-    printf 'sakura u%02d %s %s\n' "$i" "${groups[(i - 1) / 6]}" "${groups[(i - 1) / 6]}"
+  # sakura (and its like) only: u01..u24 in four research groups, six each.
+  for cluster in "${SAKURA_LIKE[@]}"; do
+    for ((i = 1; i <= 24; i++)); do
+      printf '%s u%02d %s %s\n' "$cluster" "$i" "${groups[(i - 1) / 6]}" "${groups[(i - 1) / 6]}"
+    done
   done
 }
 
@@ -738,7 +747,7 @@ register_accounting() {
   # QOS high for every association; `modify account` also rewrites the user rows below each account.
   load_assocs
   if awk -F'|' '$4 !~ /(^|,)high(,|$)/ { missing = 1 } END { exit !missing }' <<<"$ASSOCS"; then
-    sacctmgr -i modify account where cluster=lab,sakura set qos=normal,high >/dev/null
+    sacctmgr -i modify account where cluster="$(IFS=,; echo "lab,${SAKURA_LIKE[*]}")" set qos=normal,high >/dev/null
   fi
 
   if ! sacctmgr -n -P show account ml withcoord format=account,coordinators | grep -q '|.*carol'; then
@@ -1024,8 +1033,19 @@ cmd_mysql_start() {
   wait_for "MariaDB on 127.0.0.1:$MYSQL_PORT" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" mysql_tcp_ok
 }
 
+# A cluster for a long generated history (`slurmlens-dev demo seed-history --cluster NAME --days 1825`):
+# slurmdbd makes its tables, and it gets sakura's accounts and users, so the same viewers read both.
+cmd_history_cluster() {
+  local name=$1
+  [[ $name =~ ^[a-z][a-z0-9]{0,39}$ ]] || { echo "history-cluster: a cluster name (lower case, e.g. fuji)" >&2; exit 2; }
+  SAKURA_LIKE+=("$name")
+  register_clusters
+  register_accounting
+  echo "cluster $name registered with sakura's accounts and users"
+}
+
 usage() {
-  sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
@@ -1037,5 +1057,6 @@ mysql-stop) cmd_mysql_stop ;;
 mysql-start) cmd_mysql_start ;;
 plugins) cmd_plugins "${2:-}" ;;
 replay-rules) cmd_replay_rules "${2:-}" "${3:-}" ;;
+history-cluster) cmd_history_cluster "${2:-}" ;;
 *) usage ;;
 esac
