@@ -131,6 +131,8 @@ async fn window_listings_find_jobs_submitted_long_before_the_window() {
         ("the week from day 30", window_start, window_start + 7 * DAY),
         ("one second (the grid's moment)", window_start, window_start + 1),
         ("the last day", now - DAY, now + 60),
+        ("the last hour (read by job end)", now - 3600, now + 60),
+        ("the grid's moment now (read by job end)", now, now + 1),
         ("all sixty days", base - DAY, now + 60),
         ("day 1", base + DAY, base + 2 * DAY),
     ];
@@ -296,5 +298,15 @@ async fn listings_are_read_through_an_index_that_fits_the_viewer() {
     let (key, rows) = plan_of(plan).expect("the plan reads the job table as `j`");
     assert_eq!(key, "archive_purge", "staff read submissions backwards: {plan}");
     assert!(rows <= in_range, "a staff page reads at most the bounded range ({in_range} rows), read {rows}: {plan}");
+    // The grid's moment now: the open jobs and those that ended since, by job end.
+    let open: f64 =
+        count("SELECT COUNT(*) FROM sakura_job_table WHERE ? > 0 AND (time_end >= ? OR time_end = 0)", end.timestamp())
+            .await;
+    let moment = TimeWindow::new(end, end + Duration::seconds(1)).expect("a moment");
+    let plans = reader.analyze_listing(&ViewerScope::Staff, moment, &filter, 100).await.expect("ANALYZE");
+    let plan = plans.first().expect("a staff listing sends a statement");
+    let (key, rows) = plan_of(plan).expect("the plan reads the job table as `j`");
+    assert_eq!(key, "rollup2", "a moment now is read by job end: {plan}");
+    assert!(rows <= open + 10.0, "the moment read {rows} rows for {open} open or just ended jobs: {plan}");
     pool.close().await;
 }

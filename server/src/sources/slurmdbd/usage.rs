@@ -78,6 +78,9 @@ impl SlurmDbd {
                     scope,
                 )?);
             }
+            Route::Recent => {
+                statements.push(self.usage_statement(" FORCE INDEX (rollup2)", "TRUE", bounds, scope)?);
+            }
             Route::UserJobs(uids) if uids.is_empty() => {}
             Route::UserJobs(uids) => {
                 let list = uids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
