@@ -235,6 +235,16 @@ impl Notifier {
                 by_node.entry(event.node).or_default().insert((event.time_start, event.reason));
             }
         }
+        // Staff hear of a node at most once a period: not again while its last notice is that recent.
+        let store = self.app.require_store()?;
+        let told: BTreeSet<String> = store
+            .subjects_since(Rule::NodeFaulting.as_str(), now - settings.thresholds.node_fault_period)
+            .await?
+            .iter()
+            .map(|key| notify::node_of_subject(key).to_string())
+            .collect();
+        let cluster = reader.cluster().to_string();
+        by_node.retain(|node, _| !told.contains(&format!("{cluster}/{node}")));
         Ok(by_node
             .into_iter()
             .filter_map(|(node, events)| {

@@ -193,7 +193,9 @@ pub struct NodeFaults {
     pub events: Vec<(DateTime<Utc>, String)>,
 }
 
-/// The faulting-node rule: staff hear of a node once per period while it keeps faulting.
+/// The faulting-node rule: a node with the threshold's faults within the period. The notice is about
+/// its latest fault (its subject names that fault's start), so the same faults are never told twice;
+/// the notifier also tells staff of a node at most once a period ([`node_of_subject`]).
 pub fn node_notice(
     faults: &NodeFaults,
     thresholds: &Thresholds,
@@ -203,7 +205,7 @@ pub fn node_notice(
     if faults.events.len() < thresholds.node_faults.max(1) {
         return None;
     }
-    let period_s = thresholds.node_fault_period.num_seconds().max(1);
+    let latest = faults.events.iter().map(|(at, _)| at.timestamp()).max().unwrap_or_else(|| now.timestamp());
     let days = thresholds.node_fault_period.num_hours() as f64 / 24.0;
     let reasons: Vec<String> = faults
         .events
@@ -219,7 +221,7 @@ pub fn node_notice(
     Some(Notice {
         rule: Rule::NodeFaulting,
         cluster: faults.cluster.clone(),
-        subject_key: format!("{}/{}/{}", faults.cluster, faults.node, now.timestamp() / period_s),
+        subject_key: format!("{}/{}/{latest}", faults.cluster, faults.node),
         audience: Audience::Staff,
         title: format!("Node {} faulted {} times in {days:.0} days", faults.node, faults.events.len()),
         body: format!(
@@ -231,6 +233,11 @@ pub fn node_notice(
         ),
         link: format!("{url}/grid?cluster={}", faults.cluster),
     })
+}
+
+/// The `cluster/node` a faulting-node subject is about.
+pub fn node_of_subject(subject_key: &str) -> &str {
+    subject_key.rsplit_once('/').map_or(subject_key, |(node, _)| node)
 }
 
 /// `45 s`, `30 min`, `2 h`, `2 h 5 min`.
@@ -405,10 +412,13 @@ mod tests {
         assert_eq!(notice.audience, Audience::Staff);
         assert!(notice.title.contains("3 times in 7 days"), "{}", notice.title);
         assert!(notice.body.contains("2026-11-30 03:00 UTC Xid 79"), "{}", notice.body);
-        let later = node_notice(&faults, &thresholds(), "u", now + Duration::hours(1)).expect("a notice");
-        assert_eq!(notice.subject_key, later.subject_key, "the same period, the same notice");
-        let next = node_notice(&faults, &thresholds(), "u", now + Duration::days(7)).expect("a notice");
-        assert_ne!(notice.subject_key, next.subject_key);
+        let later = node_notice(&faults, &thresholds(), "u", now + Duration::days(3)).expect("a notice");
+        assert_eq!(notice.subject_key, later.subject_key, "the same faults, the same notice, whenever it is read");
+        assert_eq!(node_of_subject(&notice.subject_key), "sakura/gpu017");
+        faults.events.push(event("04"));
+        let next = node_notice(&faults, &thresholds(), "u", now).expect("a notice");
+        assert_ne!(notice.subject_key, next.subject_key, "a new fault is a new notice");
+        assert_eq!(node_of_subject(&next.subject_key), node_of_subject(&notice.subject_key));
     }
 
     #[test]

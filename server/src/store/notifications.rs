@@ -177,6 +177,12 @@ impl Store {
         Ok(())
     }
 
+    /// The subjects of `rule` with a delivery recorded since `since`.
+    pub async fn subjects_since(&self, rule: &str, since: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
+        let sql = "SELECT DISTINCT subject_key FROM notifications WHERE rule = ? AND created_at >= ? LIMIT 100000";
+        Ok(sqlx::query_scalar(sql).bind(rule).bind(since).fetch_all(&self.pool).await?)
+    }
+
     /// Which of `keys` already have a delivery recorded under `rule`.
     pub async fn known_subjects(
         &self,
