@@ -196,18 +196,43 @@ impl Horizon {
     }
 }
 
-/// Every job that spanned more than [`LONG_SPAN_S`]: one scan of `archive_purge`, which holds both
-/// times (and, as every InnoDB index, the primary key), so no row is read.
+/// Submissions one statement of [`read_all`] scans: a month of a busy cluster is a few hundred
+/// thousand index entries, well inside the statement time limit however long the history.
+const SCAN_SLICE_S: u64 = 30 * 86_400;
+
+/// Every job that spanned more than [`LONG_SPAN_S`]: a scan of `archive_purge`, which holds both times
+/// (and, as every InnoDB index, the primary key), so no row is read; a month of submissions per
+/// statement, oldest first, so a five-year history is sixty short statements rather than one that
+/// the statement time limit stops.
 async fn read_all(pool: &super::TimedPool, cluster: &ClusterName) -> Result<(Vec<Spanned>, u64), SlurmDbdError> {
     // The catalogue is complete below the moment the scan starts (less a minute for the clocks of
     // slurmdbd's host and this one); later ends are read by every listing until the next refresh.
     let complete_below = now_s().saturating_sub(60);
+    let table = cluster.table("job_table");
+    let oldest: Option<u64> = sqlx::query_scalar(&format!(
+        "SELECT CAST(MIN(time_submit) AS UNSIGNED) FROM {table} FORCE INDEX (archive_purge)"
+    ))
+    .fetch_one(pool)
+    .await?;
     let sql = format!(
         "SELECT CAST(job_db_inx AS UNSIGNED), CAST(time_submit AS UNSIGNED), CAST(time_end AS UNSIGNED) \
-         FROM {} FORCE INDEX (archive_purge) WHERE time_end > time_submit + ?",
-        cluster.table("job_table")
+         FROM {table} FORCE INDEX (archive_purge) WHERE time_submit >= ? AND time_submit < ? \
+         AND time_end > time_submit + ?"
     );
-    let rows: Vec<(u64, u64, u64)> = sqlx::query_as(&sql).bind(LONG_SPAN_S).fetch_all(pool).await?;
+    let mut rows: Vec<(u64, u64, u64)> = Vec::new();
+    let mut from = oldest.unwrap_or(u64::MAX);
+    // The last slice reaches past now: a submission stamped ahead by slurmctld's clock is read too.
+    let last = complete_below.saturating_add(86_400);
+    while from <= last {
+        let to = if from.saturating_add(SCAN_SLICE_S) > last { u64::MAX } else { from + SCAN_SLICE_S };
+        rows.extend(
+            sqlx::query_as::<_, (u64, u64, u64)>(&sql).bind(from).bind(to).bind(LONG_SPAN_S).fetch_all(pool).await?,
+        );
+        if to == u64::MAX {
+            break;
+        }
+        from = to;
+    }
     Ok((spanned(rows), complete_below))
 }
 
