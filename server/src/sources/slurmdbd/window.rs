@@ -174,7 +174,8 @@ impl SlurmDbd {
             Route::UserJobs(uids) if uids.is_empty() => Ok(Vec::new()),
             Route::UserJobs(uids) => {
                 let list = uids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
-                user_slices(bounds, after)
+                let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(0);
+                user_slices(bounds, after, now)
                     .into_iter()
                     .map(|slice| {
                         let range = format!(" AND j.id_user IN ({list}){}", slice.condition());
@@ -318,9 +319,13 @@ impl UserSlice {
 /// first page of a user with thousands of jobs a day reads the last hours of them, not the whole
 /// window's, and sorts only those. Each slice's rows all come after the one before it. Reading a
 /// window whole costs at most about twice the rows of one statement (each slice's index range also
-/// holds the later slices' jobs).
-fn user_slices(bounds: Bounds, after: Option<JobCursor>) -> Vec<UserSlice> {
+/// holds the later slices' jobs). A window that ended more than [`horizon::LONG_SPAN_S`] before `now`
+/// is one statement: each slice's range would hold every job of theirs that ended since.
+fn user_slices(bounds: Bounds, after: Option<JobCursor>, now: u64) -> Vec<UserSlice> {
     let top = after.map_or(bounds.end, |cursor| cursor.time_submit.saturating_add(1)).min(bounds.end);
+    if now.saturating_sub(top) > super::horizon::LONG_SPAN_S {
+        return vec![UserSlice { from: None, to: top }];
+    }
     let mut slices = Vec::new();
     let (mut to, mut width) = (top, FIRST_USER_SLICE_S);
     while to.saturating_sub(width) > bounds.start {
@@ -430,7 +435,7 @@ mod tests {
     const DAY: u64 = 86_400;
 
     fn check(bounds: Bounds, after: Option<JobCursor>) -> Vec<UserSlice> {
-        let slices = user_slices(bounds, after);
+        let slices = user_slices(bounds, after, bounds.end);
         let top = after.map_or(bounds.end, |cursor| cursor.time_submit + 1).min(bounds.end);
         assert_eq!(slices[0].to, top, "the first slice starts at the top");
         for pair in slices.windows(2) {
@@ -463,6 +468,13 @@ mod tests {
         // A cursor past the window's end is bounded by it.
         let late = JobCursor { time_submit: 20 * DAY, ..cursor };
         check(bounds, Some(late));
+    }
+
+    #[test]
+    fn a_window_that_ended_long_ago_is_one_statement() {
+        let bounds = Bounds { start: 100 * DAY, end: 131 * DAY };
+        assert_eq!(user_slices(bounds, None, 131 * DAY + 9 * DAY), vec![UserSlice { from: None, to: 131 * DAY }]);
+        assert!(user_slices(bounds, None, 131 * DAY + 7 * DAY).len() > 1, "a week ago is still sliced");
     }
 
     #[test]
