@@ -42,6 +42,8 @@ cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$ROOT/.lab/last
   | grep -E '^(test |running |test result|failures|---- |thread )' || true
 if ! grep -q '^test result' "$ROOT/.lab/last-test.log" || grep -Eq '^test result: FAILED|error: test failed|could not compile' "$ROOT/.lab/last-test.log"; then
   tail -80 "$ROOT/.lab/last-test.log"
+  # With --nocapture a panic's message follows its "panicked at" line, wherever the test ran in the log.
+  grep -A4 'panicked at' "$ROOT/.lab/last-test.log" | head -60 || true
   echo "tests FAILED" >&2
   exit 1
 fi

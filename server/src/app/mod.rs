@@ -100,6 +100,8 @@ struct Inner {
     signals: Signals,
     usage: usage::UsageSettings,
     advice: advice::AdviceSettings,
+    /// The grid's node health of the minute, shared among viewers.
+    health: node_metrics::HealthCache,
 }
 
 impl App {
@@ -120,8 +122,20 @@ impl App {
         let clusters = readers.into_iter().map(|reader| (reader.cluster().clone(), reader)).collect();
         let usage = usage::UsageSettings::default();
         let advice = advice::AdviceSettings::default();
-        let inner =
-            Inner { clusters, default_cluster, access, limits, store, reporter, readings, signals, usage, advice };
+        let health = node_metrics::HealthCache::default();
+        let inner = Inner {
+            clusters,
+            default_cluster,
+            access,
+            limits,
+            store,
+            reporter,
+            readings,
+            signals,
+            usage,
+            advice,
+            health,
+        };
         Some(Self { inner: Arc::new(inner), notify: Arc::default() })
     }
 

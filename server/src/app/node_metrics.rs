@@ -353,3 +353,97 @@ pub async fn read_nodes(
     }
     Ok(by_node)
 }
+
+/// How long a recent window's health answer is shared, and the step its end is rounded down to.
+pub const HEALTH_SHARED_S: i64 = 60;
+
+/// Every node's GPU facts of one recent window, by node.
+pub type NodesFacts = BTreeMap<String, Vec<GpuFacts>>;
+
+/// The grid's health badges over the day before now, read once a minute for every viewer: node
+/// health is not per-tenant data, each grid view and refresh asks for it, and its six 24-hour reads
+/// cost more than the rest of the grid. A window ending now is rounded down to the minute
+/// ([`HealthCache::recent_end`]) so that viewers of the same minute share one answer, and one read is
+/// in flight per window however many ask. Failed reads are not kept.
+#[derive(Clone)]
+pub struct HealthCache {
+    answers: moka::future::Cache<(String, i64, i64), std::sync::Arc<NodesFacts>>,
+}
+
+impl Default for HealthCache {
+    fn default() -> Self {
+        let shared = std::time::Duration::from_secs(HEALTH_SHARED_S.unsigned_abs());
+        // A few windows per cluster at once: the minute now, and the one just before it while it ends.
+        Self { answers: moka::future::Cache::builder().max_capacity(64).time_to_live(shared).build() }
+    }
+}
+
+impl HealthCache {
+    /// The end a health window ending at `end` is read to: a moment within the last minute (or none:
+    /// now) is rounded down to its minute and shared; an older moment is read as asked. `Some` with
+    /// the rounded end when it is shared.
+    pub fn recent_end(end: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let end = end.unwrap_or(now);
+        if end < now - chrono::Duration::seconds(HEALTH_SHARED_S) {
+            return None;
+        }
+        let rounded = end.timestamp().min(now.timestamp()).div_euclid(HEALTH_SHARED_S) * HEALTH_SHARED_S;
+        DateTime::from_timestamp(rounded, 0)
+    }
+
+    /// `read` of `cluster`'s nodes over `window`, or the answer another viewer's read of the same
+    /// window got within the minute.
+    pub async fn get_or_read<F>(
+        &self,
+        cluster: &str,
+        (start, end): (DateTime<Utc>, DateTime<Utc>),
+        read: F,
+    ) -> Result<NodesFacts, String>
+    where
+        F: std::future::Future<Output = Result<NodesFacts, String>>,
+    {
+        let key = (cluster.to_string(), start.timestamp(), end.timestamp());
+        let answer = self.answers.try_get_with(key, async { read.await.map(std::sync::Arc::new) }).await;
+        answer.map(|facts| (*facts).clone()).map_err(|error| (*error).clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(seconds, 0).expect("a moment")
+    }
+
+    #[test]
+    fn only_a_window_ending_within_the_minute_is_rounded_and_shared() {
+        let now = at(1_800_000_030);
+        assert_eq!(HealthCache::recent_end(None, now), Some(at(1_800_000_000)));
+        assert_eq!(HealthCache::recent_end(Some(at(1_799_999_990)), now), Some(at(1_799_999_940)));
+        // A moment past the server's clock reads no later than now.
+        assert_eq!(HealthCache::recent_end(Some(at(1_800_000_100)), now), Some(at(1_800_000_000)));
+        assert_eq!(HealthCache::recent_end(Some(at(1_799_999_900)), now), None, "an older moment is exact");
+    }
+
+    #[tokio::test]
+    async fn a_window_is_read_once_while_shared_and_a_failure_is_not_kept() {
+        let cache = HealthCache::default();
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let window = (at(1_799_913_600), at(1_800_000_000));
+        let read = |answer: Result<NodesFacts, String>| {
+            let reads = std::sync::Arc::clone(&reads);
+            async move {
+                reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                answer
+            }
+        };
+        let facts: NodesFacts = [("n1".to_string(), vec![GpuFacts { gpu: 3, ..GpuFacts::default() }])].into();
+        assert_eq!(cache.get_or_read("c", window, read(Err("down".into()))).await, Err("down".to_string()));
+        assert_eq!(cache.get_or_read("c", window, read(Ok(facts.clone()))).await, Ok(facts.clone()));
+        assert_eq!(cache.get_or_read("c", window, read(Ok(NodesFacts::new()))).await, Ok(facts.clone()));
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 2, "the kept answer is not read again");
+        // Another cluster's or another window's answer is its own.
+        assert_eq!(cache.get_or_read("d", window, read(Ok(NodesFacts::new()))).await, Ok(NodesFacts::new()));
+    }
+}

@@ -9,7 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 use slurmlens_wire as wire;
 
 use super::jobs::blame_named;
-use super::node_metrics::{NodeReadings, read_node, read_nodes};
+use super::node_metrics::{HealthCache, NodeReadings, read_node, read_nodes};
 use super::{App, AppError, Viewer, wire_map};
 use crate::domain::blame::{self, node_event_strength};
 use crate::domain::job::{JobFilter, JobRecord, TimeWindow};
@@ -136,16 +136,21 @@ impl App {
     ) -> Result<wire::NodesHealth, AppError> {
         let reader = self.cluster(cluster)?;
         let scope = self.scope(viewer, reader).await?;
-        let window = window_of(self, &scope, window, Duration::hours(24))?;
+        // The default day ending now is read to its minute, shared with every viewer of that minute.
+        let shared_end = window.0.is_none().then(|| HealthCache::recent_end(window.1, Utc::now())).flatten();
+        let window = window_of(self, &scope, (window.0, shared_end.or(window.1)), Duration::hours(24))?;
         let catalog = reader.tres_catalog().await?;
         let statuses = reader.nodes(&catalog).await?;
         let names: Vec<String> = statuses.iter().map(|status| status.node.clone()).collect();
         let settings = &self.inner.readings;
+        let span = (window.start(), window.end());
         let read = match &settings.vm {
             None => Err("no metrics source is configured".to_string()),
-            Some(vm) => {
-                read_nodes(vm, &settings.catalog, &names, (window.start(), window.end()), settings.timeout).await
+            Some(vm) if shared_end.is_some() => {
+                let read = read_nodes(vm, &settings.catalog, &names, span, settings.timeout);
+                self.inner.health.get_or_read(reader.cluster().as_str(), span, read).await
             }
+            Some(vm) => read_nodes(vm, &settings.catalog, &names, span, settings.timeout).await,
         };
         let (metrics, mut gpus) = match read {
             Ok(gpus) => (wire::ValuesState::Ok, gpus),

@@ -60,7 +60,9 @@ pub async fn node_page(
     description = "Per node: its state in slurmdbd and, over `[start, end)` (default: the last 24 hours), its \
         GPUs' highest XID code, new double-bit ECC errors, uncorrectable remaps, failed or pending row remaps \
         and the clock-event reasons of the latest reading. When VictoriaMetrics does not answer, `metrics` \
-        is `unavailable` and the levels come from slurmdbd alone. Node health is not per-tenant data.",
+        is `unavailable` and the levels come from slurmdbd alone. Node health is not per-tenant data: the \
+        default day, when it ends within the last minute, is read to the start of that minute and shared \
+        by every viewer for a minute (`end` says where it ended).",
     params(
         ("cluster" = Option<String>, Query, description = "Cluster name; default: the first configured cluster."),
         ("start" = Option<String>, Query, description = "Window start, RFC 3339 or Unix seconds; default: `end` minus 24 hours."),
