@@ -206,10 +206,29 @@ pub(super) async fn generate_spans(
         })
     };
     let mut writer = SpanWriter::start(pool, &params.cluster, start.clear).await?;
+    let written = write_spans(&mut writer, &mut receiver, params, &context, started).await;
+    // The indexes come back whether or not every span was written.
+    let indexed = writer.finish().await;
+    let mut stats = written?;
+    indexed?;
+    // The simulator's error (if any) explains why the channel closed early.
+    simulator.await.map_err(|error| anyhow!("the simulation panicked: {error}"))??;
+    stats.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(stats)
+}
+
+/// Writes each span the simulator sends, summing their summaries.
+async fn write_spans(
+    writer: &mut SpanWriter,
+    receiver: &mut mpsc::Receiver<(HistoryParams, Arc<Plan>, f64)>,
+    params: &HistoryParams,
+    context: &Arc<ClusterContext>,
+    started: Instant,
+) -> Result<HistoryStats> {
     let mut stats = HistoryStats { cluster: params.cluster.clone(), ..HistoryStats::default() };
     let mut span_index = 0;
     while let Some((span_params, plan, simulate_secs)) = receiver.recv().await {
-        let (jobs, steps, events) = writer.write(&span_params, &context, &plan, span_index == 0).await?;
+        let (jobs, steps, events) = writer.write(&span_params, context, &plan, span_index == 0).await?;
         let mut span_stats = plan.stats(&span_params);
         span_stats.jobs = jobs;
         span_stats.steps = steps;
@@ -226,9 +245,6 @@ pub(super) async fn generate_spans(
             "history: span written"
         );
     }
-    // The simulator's error (if any) explains why the channel closed early.
-    simulator.await.map_err(|error| anyhow!("the simulation panicked: {error}"))??;
-    stats.elapsed_secs = started.elapsed().as_secs_f64();
     Ok(stats)
 }
 

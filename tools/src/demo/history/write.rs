@@ -551,11 +551,47 @@ async fn insert_plan(
 }
 
 /// Writes a long history span by span: [`SpanWriter::start`] deletes the cluster's old rows, each
-/// [`SpanWriter::write`] inserts one span in two transactions (jobs and events, steps) and commits them.
+/// [`SpanWriter::write`] inserts one span in two transactions (jobs and events, steps) and commits them,
+/// and [`SpanWriter::finish`] builds the secondary indexes a cleared table's load went without.
 pub(super) struct SpanWriter {
     pool: MySqlPool,
     tables: Tables,
     base: u64,
+    /// Per table, the secondary indexes dropped for the load, as `ALTER TABLE` adds them back.
+    deferred: Vec<(String, Vec<String>)>,
+}
+
+/// The secondary indexes of `table` (all but the primary key), each as an `ADD [UNIQUE] INDEX` clause
+/// that rebuilds it as it was: name, uniqueness, columns in order, prefix lengths.
+async fn secondary_indexes(pool: &MySqlPool, table: &str) -> Result<Vec<(String, String)>> {
+    let rows: Vec<(String, i64, String, Option<i64>)> = sqlx::query_as(
+        "SELECT INDEX_NAME, CAST(NON_UNIQUE AS SIGNED), COLUMN_NAME, CAST(SUB_PART AS SIGNED) \
+         FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? \
+         AND INDEX_NAME <> 'PRIMARY' ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+    )
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .with_context(|| format!("reading the indexes of {table}"))?;
+    let mut indexes: Vec<(String, bool, Vec<String>)> = Vec::new();
+    for (name, non_unique, column, prefix) in rows {
+        let column = match prefix {
+            Some(length) => format!("`{column}`({length})"),
+            None => format!("`{column}`"),
+        };
+        match indexes.last_mut() {
+            Some((last, _, columns)) if *last == name => columns.push(column),
+            _ => indexes.push((name, non_unique == 0, vec![column])),
+        }
+    }
+    Ok(indexes
+        .into_iter()
+        .map(|(name, unique, columns)| {
+            let kind = if unique { "UNIQUE INDEX" } else { "INDEX" };
+            let clause = format!("ADD {kind} `{name}` ({})", columns.join(", "));
+            (name, clause)
+        })
+        .collect())
 }
 
 /// Rows deleted per statement when clearing a long history: one statement per table would hold millions
@@ -582,7 +618,44 @@ impl SpanWriter {
         }
         let mut conn = pool.acquire().await?;
         let base = tables.next_inx(&mut conn).await?;
-        Ok(SpanWriter { pool: pool.clone(), tables, base })
+        // An emptied table is loaded without its secondary indexes and they are built once at the end
+        // (a sorted build): maintaining slurmdbd's 16 job-table indexes row by row cost most of a
+        // long history's load.
+        let mut deferred = Vec::new();
+        for table in [&tables.job, &tables.step].into_iter().filter(|_| clear) {
+            let indexes = secondary_indexes(pool, table).await?;
+            if indexes.is_empty() {
+                continue;
+            }
+            let drops: Vec<String> = indexes.iter().map(|(name, _)| format!("DROP INDEX `{name}`")).collect();
+            // DDL through the text protocol. One statement: the indexes all go, or none.
+            let dropped = sqlx::raw_sql(&format!("ALTER TABLE `{table}` {}", drops.join(", "))).execute(pool).await;
+            match dropped {
+                Ok(_) => deferred.push((table.clone(), indexes.into_iter().map(|(_, clause)| clause).collect())),
+                // A seeder granted no ALTER and INDEX loads through the indexes, only slower.
+                Err(error) => tracing::warn!(table, %error, "history: loading with the table's indexes"),
+            }
+        }
+        Ok(SpanWriter { pool: pool.clone(), tables, base, deferred })
+    }
+
+    /// Builds the indexes [`SpanWriter::start`] dropped, one `ALTER TABLE` per table (also after a
+    /// failed load, so that slurmdbd's tables keep their indexes).
+    pub(super) async fn finish(&mut self) -> Result<()> {
+        for (table, clauses) in std::mem::take(&mut self.deferred) {
+            let started = Instant::now();
+            sqlx::raw_sql(&format!("ALTER TABLE `{table}` {}", clauses.join(", ")))
+                .execute(&self.pool)
+                .await
+                .with_context(|| format!("building the indexes of {table} again"))?;
+            tracing::info!(
+                table,
+                indexes = clauses.len(),
+                secs = started.elapsed().as_secs_f64(),
+                "history: indexes built"
+            );
+        }
+        Ok(())
     }
 
     /// Inserts one span's rows after the previous span's and commits them; (jobs, steps, events) written.
