@@ -30,7 +30,7 @@ use crate::clock::{self, SiteZone, Zone};
 use crate::gantt::{self, GanttData, WindowJob, pack_short_jobs, per_node_gpus};
 use crate::grid::{BusyCounts, GridMetric, GridSnapshot, NodeGpus, RecordedGpus, running_at};
 use crate::joblist::{self, Column, order_of};
-use crate::palette::{ColourSlots, IDENTITY};
+use crate::palette::{ColourBy, ColourSlots, IDENTITY};
 use crate::timefmt;
 
 /// How far past the server's clock a grid moment may be and still count as now.
@@ -84,11 +84,13 @@ pub trait PageData: Send + Sync {
     }
     /// The jobs the viewer may see that held their allocation at `at` ([`PageData::window_jobs`] of
     /// `[at, at + 1)`, those running then) and the GPU indices recorded for them ([`PageData::held_gpus`]).
-    /// A data source that can answer both from one read overrides it.
+    /// A data source that can answer both from one read overrides it; it may leave the jobs' efficiency
+    /// means out unless `means` asks for them (the grid coloured by efficiency).
     fn moment_jobs<'a>(
         &'a self,
         cluster: Option<&'a str>,
         at: i64,
+        _means: bool,
     ) -> DataFuture<'a, (Vec<WindowJob>, Vec<wire::HeldGpu>)> {
         Box::pin(async move {
             let query = JobQuery {
@@ -369,7 +371,8 @@ pub async fn grid_snapshot(
     // for them, the GPUs other tenants' jobs hold (counts), and the metric readings.
     let (nodes, running, busy, values, slots, health) = futures::join!(
         data.nodes(Some(&cluster)),
-        data.moment_jobs(Some(&cluster), at),
+        // Running jobs' means so far cost most of a grid's time; only the efficiency colour shows them.
+        data.moment_jobs(Some(&cluster), at, query.colour == ColourBy::Efficiency),
         data.busy_gpus(Some(&cluster), at),
         async {
             match &query.metric {

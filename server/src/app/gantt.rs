@@ -116,12 +116,14 @@ impl App {
 
     /// The jobs `viewer` may see that held their allocation at `at`, read once, with the GPU indices
     /// the Slurm plugin recorded for them (none without the store, or while it fails: the grid then
-    /// counts). A moment in the future is refused.
+    /// counts), with their efficiency means when `means` asks for them. A moment in the future is
+    /// refused.
     pub async fn chart_moment(
         &self,
         viewer: &Viewer,
         cluster: Option<&str>,
         at: DateTime<Utc>,
+        means: bool,
     ) -> Result<(Vec<ChartJob>, Vec<wire::HeldGpu>), AppError> {
         let reader = self.cluster(cluster)?;
         let window = super::gpus::moment(at)?;
@@ -139,7 +141,11 @@ impl App {
                 gpus.into_iter().map(move |gpu| wire::HeldGpu { job_id, node: gpu.node, gpu: gpu.index })
             })
             .collect();
-        Ok((self.chart_jobs(reader, records, &catalog).await, held))
+        let jobs = match means {
+            true => self.chart_jobs(reader, records, &catalog).await,
+            false => records.into_iter().map(|record| chart_job(record, &catalog)).collect(),
+        };
+        Ok((jobs, held))
     }
 
     /// `records` as charts draw them, with their efficiency means.

@@ -192,9 +192,11 @@ impl PageData for Viewing {
         &'a self,
         cluster: Option<&'a str>,
         at: i64,
+        means: bool,
     ) -> DataFuture<'a, (Vec<WindowJob>, Vec<wire::HeldGpu>)> {
         Box::pin(async move {
-            let (jobs, held) = self.app.chart_moment(&self.viewer, cluster, moment(at)?).await.map_err(data_error)?;
+            let (jobs, held) =
+                self.app.chart_moment(&self.viewer, cluster, moment(at)?, means).await.map_err(data_error)?;
             Ok((jobs.into_iter().map(window_job).collect(), held))
         })
     }

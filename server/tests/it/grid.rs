@@ -1,6 +1,7 @@
 //! The grid against the lab's real VictoriaMetrics and slurmdbd: the latest readings within the bound
 //! and how old they are, XID codes read as the job report reads them, a future moment refused, and
-//! colours that stay with a user whatever the window, page or viewer.
+//! colours that stay with a user whatever the window, page or viewer, and the running jobs' means read
+//! only for the efficiency colour.
 
 use std::collections::BTreeMap;
 
@@ -177,4 +178,30 @@ async fn a_user_keeps_one_colour_across_windows_and_pages_and_no_job_is_grey() {
     let expected: BTreeMap<String, u32> =
         week.slots.users.iter().filter(|(user, _)| *user == "u20").map(|(u, s)| (u.clone(), *s)).collect();
     assert_eq!(tenant.slots.users, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_efficiency_colour_reads_the_running_jobs_means() {
+    // Running jobs' means so far are most of a grid's cost: every other colour goes without them.
+    let _db = database_shared().await;
+    let app = grid_app().await;
+    let at = Utc::now().timestamp() - 60;
+    let grid = |colour: ColourBy| {
+        let app = &app;
+        async move {
+            let path = format!("/web/v1/grid?cluster=sakura&at={at}&colour={}", colour.as_str());
+            let response = app.get(&path).await;
+            assert_eq!(response.status(), 200, "{path}");
+            response.json::<GridSnapshot>().await.expect("grid JSON")
+        }
+    };
+    let by_efficiency = grid(ColourBy::Efficiency).await;
+    let classed = by_efficiency.jobs.iter().filter(|job| job.efficiency > 0).count();
+    assert!(classed > 0, "sakura's running jobs with GPU readings have an efficiency class");
+    for colour in [ColourBy::Job, ColourBy::User, ColourBy::State] {
+        let other = grid(colour).await;
+        let ids = |grid: &GridSnapshot| grid.jobs.iter().map(|job| job.job_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&other), ids(&by_efficiency), "the same jobs, coloured {}", colour.as_str());
+        assert!(other.jobs.iter().all(|job| job.efficiency == 0), "no means read for the {} colour", colour.as_str());
+    }
 }
