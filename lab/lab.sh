@@ -428,8 +428,9 @@ GRANT SELECT ON slurm_acct_db.* TO 'slurmlens'@'localhost', 'slurmlens'@'127.0.0
 GRANT ALL ON `slurmlens\_test%`.* TO 'slurmlens'@'localhost', 'slurmlens'@'127.0.0.1';
 GRANT ALL ON `\_sqlx\_test%`.* TO 'slurmlens'@'localhost', 'slurmlens'@'127.0.0.1';
 CREATE USER IF NOT EXISTS 'seeder'@'127.0.0.1' IDENTIFIED BY 'seederpw';
--- ALTER and INDEX: a long history is loaded without the tables' secondary indexes, built once after.
-GRANT SELECT, INSERT, UPDATE, DELETE, ALTER, INDEX ON slurm_acct_db.* TO 'seeder'@'127.0.0.1';
+-- ALTER and INDEX: a long history is loaded without the tables' secondary indexes, built once after;
+-- DROP: the tables it replaces are emptied with TRUNCATE.
+GRANT SELECT, INSERT, UPDATE, DELETE, ALTER, INDEX, DROP ON slurm_acct_db.* TO 'seeder'@'127.0.0.1';
 SQL
 }
 

@@ -443,6 +443,7 @@ pub(super) async fn write_plan(
     }
     let base = tables.next_inx(&mut job_tx).await?;
     tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: old rows deleted");
+    insert_scripts(&mut job_tx, &tables, plan).await?;
     let (jobs, steps) =
         insert_plan(&mut job_tx, step_tx.as_deref_mut(), &tables, params, context, plan, base, true).await?;
     tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: rows inserted");
@@ -455,6 +456,7 @@ pub(super) async fn write_plan(
 }
 
 /// The cluster's three tables the history fills.
+#[derive(Clone)]
 pub(super) struct Tables {
     job: String,
     step: String,
@@ -497,6 +499,15 @@ async fn bulk_session(conn: &mut MySqlConnection) -> Result<()> {
     Ok(())
 }
 
+/// Inserts the batch scripts of a plan's jobs that the table does not hold yet, as slurmdbd stores them
+/// with `AccountingStoreFlags=job_script`.
+async fn insert_scripts(conn: &mut MySqlConnection, tables: &Tables, plan: &Plan) -> Result<()> {
+    for (sql, args) in super::scripts::encode_scripts(&tables.script, &super::scripts::distinct_scripts(&plan.jobs))? {
+        sqlx::query_with(&sql, args).execute(&mut *conn).await.context("inserting batch scripts")?;
+    }
+    Ok(())
+}
+
 /// Inserts a plan's events, jobs and steps (`job_db_inx` from `base`): jobs and events on `job_tx`,
 /// steps on `step_tx` in parallel when given, else after the jobs on `job_tx`. Rows are encoded on
 /// blocking threads while the previous chunk is inserted.
@@ -514,10 +525,6 @@ async fn insert_plan(
     bulk_session(job_tx).await?;
     if let Some((event_sql, event_args)) = encode_events(params, context, plan, &tables.event, registration)? {
         sqlx::query_with(&event_sql, event_args).execute(&mut *job_tx).await.context("inserting events")?;
-    }
-    // The jobs' batch scripts, as slurmdbd stores them with `AccountingStoreFlags=job_script`.
-    for (sql, args) in super::scripts::encode_scripts(&tables.script, &super::scripts::distinct_scripts(&plan.jobs))? {
-        sqlx::query_with(&sql, args).execute(&mut *job_tx).await.context("inserting batch scripts")?;
     }
     let (job_sender, job_receiver) = mpsc::channel::<EncodedChunk>(3);
     let (step_sender, step_receiver) = mpsc::channel::<EncodedChunk>(3);
@@ -599,12 +606,18 @@ async fn secondary_indexes(pool: &MySqlPool, table: &str) -> Result<Vec<(String,
 const DELETE_BATCH: u64 = 100_000;
 
 impl SpanWriter {
-    /// With `clear`, deletes the cluster's job, step and event rows and its rollups, a batch at a time; the spans'
-    /// `job_db_inx` follow the table's last.
+    /// With `clear`, empties the cluster's job, step, event and script tables and its rollups (TRUNCATE, else a batch
+    /// at a time); the spans' `job_db_inx` follow the table's last.
     pub(super) async fn start(pool: &MySqlPool, cluster: &str, clear: bool) -> Result<Self> {
         let tables = Tables::of(cluster);
         let all = [&tables.step, &tables.job, &tables.event, &tables.script].into_iter().chain(&tables.rollups);
         for table in all.filter(|_| clear) {
+            // TRUNCATE empties a table at once where a million rows' DELETE takes over a minute; it needs
+            // DROP, which a seeder may not have.
+            match sqlx::raw_sql(&format!("TRUNCATE TABLE `{table}`")).execute(pool).await {
+                Ok(_) => continue,
+                Err(error) => tracing::debug!(table, %error, "history: clearing row by row"),
+            }
             loop {
                 let deleted = sqlx::query(&format!("DELETE FROM `{table}` LIMIT {DELETE_BATCH}"))
                     .execute(pool)
@@ -658,22 +671,29 @@ impl SpanWriter {
         Ok(())
     }
 
-    /// Inserts one span's rows after the previous span's and commits them; (jobs, steps, events) written.
-    pub(super) async fn write(
+    /// Starts writing one span's rows after the previous span's (its `job_db_inx` follow them, whether
+    /// or not that one is written yet) and commits them; the task answers (jobs, steps, events)
+    /// written. Its batch scripts are inserted first, committed at once: spans written side by side
+    /// would otherwise lock the same script rows in two transactions.
+    pub(super) async fn spawn_write(
         &mut self,
-        params: &HistoryParams,
-        context: &Arc<ClusterContext>,
-        plan: &Arc<Plan>,
+        params: HistoryParams,
+        context: Arc<ClusterContext>,
+        plan: Arc<Plan>,
         registration: bool,
-    ) -> Result<(u64, u64, u64)> {
-        let mut job_tx = self.pool.begin().await?;
-        let mut step_tx = self.pool.begin().await?;
-        let (jobs, steps) =
-            insert_plan(&mut job_tx, Some(&mut step_tx), &self.tables, params, context, plan, self.base, registration)
-                .await?;
-        job_tx.commit().await?;
-        step_tx.commit().await?;
-        self.base += jobs;
-        Ok((jobs, steps, plan.events.len() as u64 + u64::from(registration)))
+    ) -> Result<tokio::task::JoinHandle<Result<(u64, u64, u64)>>> {
+        insert_scripts(&mut *self.pool.acquire().await?, &self.tables, &plan).await?;
+        let (pool, tables, base) = (self.pool.clone(), self.tables.clone(), self.base);
+        self.base += plan.jobs.len() as u64;
+        Ok(tokio::spawn(async move {
+            let mut job_tx = pool.begin().await?;
+            let mut step_tx = pool.begin().await?;
+            let (jobs, steps) =
+                insert_plan(&mut job_tx, Some(&mut step_tx), &tables, &params, &context, &plan, base, registration)
+                    .await?;
+            job_tx.commit().await?;
+            step_tx.commit().await?;
+            Ok((jobs, steps, plan.events.len() as u64 + u64::from(registration)))
+        }))
     }
 }
