@@ -243,8 +243,7 @@ async fn write_spans(
             false => None,
         };
         if let Some((span_params, plan, simulate_secs)) = next {
-            let task =
-                writer.spawn_write(span_params.clone(), Arc::clone(context), Arc::clone(&plan), first).await?;
+            let task = writer.spawn_write(span_params.clone(), Arc::clone(context), Arc::clone(&plan), first).await?;
             first = false;
             writing.push_back((span_params, plan, simulate_secs, task));
             continue;
