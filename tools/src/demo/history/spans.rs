@@ -236,15 +236,15 @@ async fn write_spans(
     let mut stats = HistoryStats { cluster: params.cluster.clone(), ..HistoryStats::default() };
     let mut span_index = 0;
     let mut writing: std::collections::VecDeque<SpanWrite> = std::collections::VecDeque::new();
-    let mut first = true;
     loop {
         let next = match writing.len() < SPANS_IN_FLIGHT {
             true => receiver.recv().await,
             false => None,
         };
         if let Some((span_params, plan, simulate_secs)) = next {
+            // The first span also writes the cluster's registration row (its TRES) among its events.
+            let first = span_index == 0 && writing.is_empty();
             let task = writer.spawn_write(span_params.clone(), Arc::clone(context), Arc::clone(&plan), first).await?;
-            first = false;
             writing.push_back((span_params, plan, simulate_secs, task));
             continue;
         }

@@ -558,7 +558,7 @@ async fn insert_plan(
 }
 
 /// Writes a long history span by span: [`SpanWriter::start`] deletes the cluster's old rows, each
-/// [`SpanWriter::write`] inserts one span in two transactions (jobs and events, steps) and commits them,
+/// [`SpanWriter::spawn_write`] inserts one span in two transactions (jobs and events, steps) and commits them,
 /// and [`SpanWriter::finish`] builds the secondary indexes a cleared table's load went without.
 pub(super) struct SpanWriter {
     pool: MySqlPool,
