@@ -146,6 +146,22 @@ async fn wait_ended(app: &TestApp, job_id: u32) -> JobDetail {
     }
 }
 
+/// Every record slurmdbd holds of `job_id` (submit, start, end, state, uid, association, deleted,
+/// AllocTRES): what a failing assertion names.
+async fn records_of(job_id: u32) -> Vec<(u64, u64, u64, u32, u32, u32, i8, String)> {
+    let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd's database");
+    let rows = sqlx::query_as(
+        "SELECT CAST(time_submit AS UNSIGNED), CAST(time_start AS UNSIGNED), CAST(time_end AS UNSIGNED), state, \
+         id_user, id_assoc, deleted, tres_alloc FROM lab_job_table WHERE id_job = ?",
+    )
+    .bind(job_id)
+    .fetch_all(&pool)
+    .await
+    .expect("reading lab_job_table");
+    pool.close().await;
+    rows
+}
+
 /// The lab's users: alice (ml), bob and dave (physics), carol (ml-vision and physics; coordinator of
 /// ml, so of ml-vision too), root (staff).
 #[tokio::test(flavor = "multi_thread")]
@@ -265,7 +281,12 @@ async fn an_archived_reports_utilisation_makes_idle_gpu_hours() {
     let report = usage_as(&app, "dave", &window).await;
     let row = report.rows.iter().find(|row| row.name == "dave").expect("dave's row");
     let hours = detail.job.elapsed_raw as f64 / 3600.0;
-    assert!(row.gpu_hours >= hours - 1e-9, "{row:?}");
+    let records = records_of(job).await;
+    assert!(!records.is_empty(), "slurmdbd holds job {job}");
+    assert!(
+        row.gpu_hours >= hours - 1e-9,
+        "job {job} is missing from dave's row {row:?} of {window}; slurmdbd holds {records:?}"
+    );
     let idle = row.idle_gpu_hours.expect("measured");
     // Only this job is measured in the window: its GPU-hours × 75 %.
     assert!((idle - 0.75 * row.gpu_hours_measured).abs() < 1e-9, "{row:?}");
