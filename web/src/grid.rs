@@ -397,13 +397,19 @@ impl GridSnapshot {
     }
 
     /// Colours and legend for `by`: each user, account, partition and job keeps its own colour at
-    /// every moment ([`ColourSlots`]). By job, every running job is its own legend entry.
+    /// every moment ([`ColourSlots`]). By job, every running job is its own legend entry. A legend
+    /// entry counts the GPUs its jobs hold: a category of CPU-only jobs counts none (its jobs colour
+    /// only their nodes' stripes), and efficiency, a GPU measure, leaves CPU-only jobs out.
     pub fn categories(&self, by: ColourBy) -> Categories {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         if by != ColourBy::Job {
             for cells in &self.nodes {
                 for &(job, gpus) in &cells.jobs {
-                    *counts.entry(self.category(job, by).to_string()).or_default() += gpus.max(1) as usize;
+                    if gpus == 0 && by == ColourBy::Efficiency {
+                        continue;
+                    }
+                    *counts.entry(self.category(job, by).to_string()).or_default() +=
+                        usize::try_from(gpus).unwrap_or(usize::MAX);
                 }
             }
         }
@@ -531,6 +537,28 @@ mod tests {
         assert_eq!(grid.nodes[0].gpus, [Some(0), Some(0), Some(1), None]);
         assert_eq!(grid.nodes[1].gpus, [Some(0); 4], "n2 is job 1's");
         assert_eq!(grid.nodes.iter().map(|node| node.overflow).sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn the_legend_counts_gpus_held_and_cpu_only_jobs_hold_none() {
+        let racks = Topology::default().resolve("c", &hostlist::expand_lenient("n[1-2]"), 4);
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z").expect("time").timestamp();
+        // u1 holds 3 GPUs of n1; u2's CPU-only job shares n1; u3 holds 4 GPUs of n2.
+        let jobs = vec![
+            job(1, "n1", "2026-11-30T10:00:00Z", None, 3),
+            job(2, "n1", "2026-11-30T11:00:00Z", None, 0),
+            job(3, "n2", "2026-11-30T11:00:00Z", None, 4),
+        ];
+        let grid =
+            GridSnapshot::assemble("c", at, racks, &jobs, &NodeGpus::new(), &RecordedGpus::new(), &BusyCounts::new());
+        let counts = |by: ColourBy| -> Vec<(String, usize)> {
+            grid.categories(by).legend.into_iter().map(|entry| (entry.label, entry.count)).collect()
+        };
+        assert_eq!(counts(ColourBy::User), [("u3".to_string(), 4), ("u1".to_string(), 3), ("u2".to_string(), 0)]);
+        assert_eq!(counts(ColourBy::Account), [("ml".to_string(), 7)], "as many as the cells held");
+        let efficiency: usize = counts(ColourBy::Efficiency).iter().map(|(_, count)| count).sum();
+        assert_eq!(efficiency, grid.usage().0, "efficiency counts the GPUs the grid says are held");
+        assert!(counts(ColourBy::Efficiency).iter().all(|(_, count)| *count > 0), "no entry of CPU-only jobs");
     }
 
     #[test]

@@ -501,13 +501,7 @@ fn category_legend(grid: &GridSnapshot, colour: ColourBy, categories: &Categorie
             .iter()
             .enumerate()
             .map(|(index, job)| {
-                let text = format!(
-                    "{} {} · {} GPU{}",
-                    job.job_id,
-                    job.user,
-                    job.alloc_gpus,
-                    if job.alloc_gpus == 1 { "" } else { "s" }
-                );
+                let text = format!("{} {} · {}", job.job_id, job.user, gpus_held(job.alloc_gpus));
                 swatch(grid.colour(Some(index as u32), colour, categories), text, "job")
             })
             .collect_view()
@@ -516,7 +510,16 @@ fn category_legend(grid: &GridSnapshot, colour: ColourBy, categories: &Categorie
     categories
         .legend
         .iter()
-        .map(|entry| swatch(&entry.colour, format!("{} ({} GPUs)", entry.label, entry.count), "category"))
+        .map(|entry| swatch(&entry.colour, format!("{} ({})", entry.label, gpus_held(entry.count as u64)), "category"))
         .collect_view()
         .into_any()
+}
+
+/// "1 GPU", "8 GPUs", or "CPU only" for jobs that hold none.
+fn gpus_held(gpus: u64) -> String {
+    match gpus {
+        0 => "CPU only".to_string(),
+        1 => "1 GPU".to_string(),
+        n => format!("{n} GPUs"),
+    }
 }
