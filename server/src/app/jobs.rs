@@ -31,6 +31,39 @@ pub fn blame_named(word: &str) -> Option<wire::Blame> {
     BLAMES.into_iter().find(|blame| blame.as_str() == word)
 }
 
+/// How long a running job's means so far, once read, are shown to every request.
+pub const LIVE_MEANS_SHARED_S: u64 = 60;
+
+/// Running jobs' means so far, by (cluster, job id, submit time), kept for [`LIVE_MEANS_SHARED_S`]:
+/// the listing, the Gantt, the grid coloured by efficiency and showback each show them, and a mean
+/// over a run of minutes or days moves little in a minute, while reading them is a VictoriaMetrics
+/// query over every running job's GPUs. A job the source answered nothing for (its GPUs not told
+/// yet, no samples yet) is kept as such for the minute too; a failed read keeps nothing. A mean is
+/// the job's own, whoever reads it; the viewer's scope has chosen the jobs before the cache is asked.
+#[derive(Clone)]
+pub struct LiveMeansCache {
+    means: moka::sync::Cache<(String, u32, u64), Option<LiveMeans>>,
+}
+
+impl Default for LiveMeansCache {
+    fn default() -> Self {
+        let shared = std::time::Duration::from_secs(LIVE_MEANS_SHARED_S);
+        // Far more than the jobs a cluster runs at once.
+        Self { means: moka::sync::Cache::builder().max_capacity(100_000).time_to_live(shared).build() }
+    }
+}
+
+impl LiveMeansCache {
+    /// `Some` when the job was read within the minute, with its means if it had any.
+    fn get(&self, key: &(String, u32, u64)) -> Option<Option<LiveMeans>> {
+        self.means.get(key)
+    }
+
+    fn insert(&self, key: (String, u32, u64), means: Option<LiveMeans>) {
+        self.means.insert(key, means);
+    }
+}
+
 /// What one page of the job listing asks, parsed.
 #[derive(Debug, Clone)]
 pub struct JobsQuery {
@@ -177,8 +210,9 @@ impl App {
         }
     }
 
-    /// The means so far of the running GPU jobs among `records`, by job id, in one batched query; none
-    /// while the metrics source is down or slow (logged).
+    /// The means so far of the running GPU jobs among `records`, by job id: those another request
+    /// read within the last minute ([`LiveMeansCache`]), the others in one batched query; none while
+    /// the metrics source is down or slow (logged).
     pub(super) async fn live_means_of(
         &self,
         reader: &SlurmDbd,
@@ -192,6 +226,37 @@ impl App {
         if running.is_empty() || !self.reporter().has_metrics_source() {
             return BTreeMap::new();
         }
+        let cache = &self.inner.live_means;
+        let key = |record: &JobRecord| (reader.cluster().to_string(), record.identity.id_job, record.time_submit);
+        let mut means = BTreeMap::new();
+        let mut unread = Vec::new();
+        for record in running {
+            match cache.get(&key(record)) {
+                Some(known) => means.extend(known.map(|known| (record.identity.id_job, known))),
+                None => unread.push(record),
+            }
+        }
+        if unread.is_empty() {
+            return means;
+        }
+        let Some(read) = self.read_live_means(reader, &unread, catalog).await else { return means };
+        for record in unread {
+            let found = read.get(&record.identity.id_job).copied();
+            cache.insert(key(record), found);
+            means.extend(found.map(|found| (record.identity.id_job, found)));
+        }
+        means
+    }
+
+    /// The means so far of `running` read from the metrics source in one batched query, by job id (a
+    /// job whose GPUs cannot be told, or without samples yet, has none); `None` while the source is
+    /// down or slow (logged).
+    async fn read_live_means(
+        &self,
+        reader: &SlurmDbd,
+        running: &[&JobRecord],
+        catalog: &TresCatalog,
+    ) -> Option<BTreeMap<u32, LiveMeans>> {
         let mut recorded = self.recorded_gpus(reader, running.iter().copied()).await;
         let jobs: Vec<LiveJob> = running
             .iter()
@@ -205,10 +270,13 @@ impl App {
                 Some(LiveJob { job_id: record.identity.id_job, start: epoch(record.time_start)?, held })
             })
             .collect();
-        self.reporter().live_means(&jobs, Utc::now()).await.unwrap_or_else(|error| {
-            tracing::warn!(%error, "running jobs' live values unavailable; listing without them");
-            BTreeMap::new()
-        })
+        match self.reporter().live_means(&jobs, Utc::now()).await {
+            Ok(means) => Some(means),
+            Err(error) => {
+                tracing::warn!(%error, "running jobs' live values unavailable; listing without them");
+                None
+            }
+        }
     }
 
     /// One job as sacct shows it, with its steps and its GPUs per node.

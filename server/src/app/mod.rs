@@ -102,6 +102,8 @@ struct Inner {
     advice: advice::AdviceSettings,
     /// The grid's node health of the minute, shared among viewers.
     health: node_metrics::HealthCache,
+    /// Running jobs' means so far, shared for a minute.
+    live_means: jobs::LiveMeansCache,
 }
 
 impl App {
@@ -123,6 +125,7 @@ impl App {
         let usage = usage::UsageSettings::default();
         let advice = advice::AdviceSettings::default();
         let health = node_metrics::HealthCache::default();
+        let live_means = jobs::LiveMeansCache::default();
         let inner = Inner {
             clusters,
             default_cluster,
@@ -135,6 +138,7 @@ impl App {
             usage,
             advice,
             health,
+            live_means,
         };
         Some(Self { inner: Arc::new(inner), notify: Arc::default() })
     }

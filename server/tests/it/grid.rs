@@ -13,7 +13,7 @@ use slurmlens_web::grid::GridSnapshot;
 use slurmlens_web::palette::{ColourBy, OTHER};
 use slurmlens_wire::{ErrorEnvelope, EvidenceStrength, GpuReadings};
 
-use crate::support::{TestApp, database_shared, import_series, lab, spawn_app, test_config};
+use crate::support::{CountingProxy, TestApp, database_shared, import_series, lab, spawn_app, test_config};
 
 /// A staff server whose readings may be at most 15 minutes older than the moment shown.
 async fn grid_app() -> TestApp {
@@ -204,4 +204,41 @@ async fn only_the_efficiency_colour_reads_the_running_jobs_means() {
         assert_eq!(ids(&other), ids(&by_efficiency), "the same jobs, coloured {}", colour.as_str());
         assert!(other.jobs.iter().all(|job| job.efficiency == 0), "no means read for the {} colour", colour.as_str());
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_running_jobs_means_are_read_once_a_minute_for_every_grid() {
+    // A second grid coloured by efficiency within the minute costs VictoriaMetrics what a grid
+    // coloured by job does: the running jobs' means are shared, not read again.
+    let _db = database_shared().await;
+    let proxy = CountingProxy::start().await;
+    let mut config = test_config(AnonymousAccess::Staff);
+    config.victoriametrics = Some(VictoriaMetricsConfig {
+        url: proxy.url.clone(),
+        timeout_ms: 5000,
+        readings_max_age_s: 900,
+        bearer_token: None,
+    });
+    let app = spawn_app(config).await;
+    let at = Utc::now().timestamp() - 60;
+    let grid = |colour: ColourBy| {
+        let (app, proxy) = (&app, &proxy);
+        async move {
+            let before = proxy.count();
+            let path = format!("/web/v1/grid?cluster=sakura&at={at}&colour={}", colour.as_str());
+            let response = app.get(&path).await;
+            assert_eq!(response.status(), 200, "{path}");
+            let grid = response.json::<GridSnapshot>().await.expect("grid JSON");
+            (grid, proxy.count() - before)
+        }
+    };
+    let (first, read) = grid(ColourBy::Efficiency).await;
+    let (_, by_job) = grid(ColourBy::Job).await;
+    assert!(read > by_job, "the first grid by efficiency reads the means: {read} queries against {by_job}");
+    let (again, shared) = grid(ColourBy::Efficiency).await;
+    assert_eq!(shared, by_job, "the second grid by efficiency reads no means again");
+    let classes =
+        |grid: &GridSnapshot| grid.jobs.iter().map(|job| (job.job_id.clone(), job.efficiency)).collect::<Vec<_>>();
+    assert_eq!(classes(&again), classes(&first), "and colours each job as the first did");
+    assert!(first.jobs.iter().any(|job| job.efficiency > 0), "sakura's running jobs have means");
 }

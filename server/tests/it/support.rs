@@ -367,3 +367,75 @@ pub async fn serve_child(env: &[(&str, &str)], keep_log: bool) -> (tokio::proces
     .expect("slurmlens serve prints its address");
     (child, address)
 }
+
+/// A proxy in front of the lab's VictoriaMetrics that counts the requests this test's server sends.
+pub struct CountingProxy {
+    pub url: String,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CountingProxy {
+    pub async fn start() -> Self {
+        let target = lab().var("SLURMLENS_VM_URL").to_string();
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = requests.clone();
+        let client = reqwest::Client::new();
+        let forward = move |request: axum::extract::Request| {
+            let (client, target, counted) = (client.clone(), target.clone(), counted.clone());
+            async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default();
+                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+                let mut outbound = client.request(parts.method.clone(), format!("{target}{path}")).body(body);
+                if let Some(content_type) = parts.headers.get("content-type") {
+                    outbound = outbound.header("content-type", content_type.clone());
+                }
+                match outbound.send().await {
+                    Ok(answer) => {
+                        let status = answer.status();
+                        let content_type = answer.headers().get("content-type").cloned();
+                        let bytes = answer.bytes().await.unwrap_or_default();
+                        let mut response = axum::response::Response::new(axum::body::Body::from(bytes));
+                        *response.status_mut() = status;
+                        if let Some(content_type) = content_type {
+                            response.headers_mut().insert("content-type", content_type);
+                        }
+                        response
+                    }
+                    Err(_) => {
+                        let mut response = axum::response::Response::new(axum::body::Body::empty());
+                        *response.status_mut() = axum::http::StatusCode::BAD_GATEWAY;
+                        response
+                    }
+                }
+            }
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding the proxy");
+        let url = format!("http://{}", listener.local_addr().expect("proxy address"));
+        tokio::spawn(async move {
+            axum::serve(listener, axum::Router::new().fallback(forward)).await.expect("proxy runs");
+        });
+        Self { url, requests }
+    }
+
+    pub fn count(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until no request has arrived for `quiet` (at most two minutes); the count then.
+    pub async fn settled(&self, quiet: std::time::Duration) -> usize {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let mut last = (self.count(), std::time::Instant::now());
+        while std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            let now = self.count();
+            if now != last.0 {
+                last = (now, std::time::Instant::now());
+            } else if last.1.elapsed() >= quiet {
+                break;
+            }
+        }
+        self.count()
+    }
+}

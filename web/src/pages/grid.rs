@@ -398,11 +398,8 @@ fn node_title(grid: &GridSnapshot, node: usize, zone: Zone) -> String {
         return format!("{}: free (no job)", place.name);
     }
     let plural = |n: u64| if n == 1 { "" } else { "s" };
-    let mut held: Vec<String> = cells
-        .jobs
-        .iter()
-        .map(|&(job, gpus)| format!("{} ({gpus} GPU{})", grid.describe(job, zone), plural(gpus)))
-        .collect();
+    let mut held: Vec<String> =
+        cells.jobs.iter().map(|&(job, gpus)| format!("{} ({})", grid.describe(job, zone), gpus_held(gpus))).collect();
     if !cells.busy.is_empty() {
         let busy = cells.busy.len() as u64;
         held.push(format!("{busy} GPU{} {BUSY_TITLE}", plural(busy)));

@@ -3,8 +3,6 @@
 //! queries to VictoriaMetrics are counted by a small proxy in front of it, so other users of the lab
 //! do not disturb the counts.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -12,82 +10,10 @@ use serde_json::json;
 use slurmlens::config::{AnonymousAccess, Config, DatabaseConfig, IngestSecret, VictoriaMetricsConfig};
 use slurmlens_wire::{ErrorEnvelope, Job, JobDetail, JobReport, JobTraces, Page};
 
-use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, test_config};
+use crate::support::{CountingProxy, TestApp, database_shared, fresh_database, lab, spawn_app, test_config};
 
 const SAKURA_SECRET: &str = "sakura-ingest-test-secret-0123456789";
 const LAB_SECRET: &str = "lab-ingest-test-secret-0123456789";
-
-/// A proxy in front of the lab's VictoriaMetrics that counts the requests this test's server sends.
-struct CountingProxy {
-    url: String,
-    requests: Arc<AtomicUsize>,
-}
-
-impl CountingProxy {
-    async fn start() -> Self {
-        let target = lab().var("SLURMLENS_VM_URL").to_string();
-        let requests = Arc::new(AtomicUsize::new(0));
-        let counted = requests.clone();
-        let client = reqwest::Client::new();
-        let forward = move |request: axum::extract::Request| {
-            let (client, target, counted) = (client.clone(), target.clone(), counted.clone());
-            async move {
-                counted.fetch_add(1, Ordering::SeqCst);
-                let (parts, body) = request.into_parts();
-                let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default();
-                let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-                let mut outbound = client.request(parts.method.clone(), format!("{target}{path}")).body(body);
-                if let Some(content_type) = parts.headers.get("content-type") {
-                    outbound = outbound.header("content-type", content_type.clone());
-                }
-                match outbound.send().await {
-                    Ok(answer) => {
-                        let status = answer.status();
-                        let content_type = answer.headers().get("content-type").cloned();
-                        let bytes = answer.bytes().await.unwrap_or_default();
-                        let mut response = axum::response::Response::new(axum::body::Body::from(bytes));
-                        *response.status_mut() = status;
-                        if let Some(content_type) = content_type {
-                            response.headers_mut().insert("content-type", content_type);
-                        }
-                        response
-                    }
-                    Err(_) => {
-                        let mut response = axum::response::Response::new(axum::body::Body::empty());
-                        *response.status_mut() = axum::http::StatusCode::BAD_GATEWAY;
-                        response
-                    }
-                }
-            }
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding the proxy");
-        let url = format!("http://{}", listener.local_addr().expect("proxy address"));
-        tokio::spawn(async move {
-            axum::serve(listener, axum::Router::new().fallback(forward)).await.expect("proxy runs");
-        });
-        Self { url, requests }
-    }
-
-    fn count(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-
-    /// Waits until no request has arrived for `quiet` (at most two minutes); the count then.
-    async fn settled(&self, quiet: Duration) -> usize {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let mut last = (self.count(), Instant::now());
-        while Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let now = self.count();
-            if now != last.0 {
-                last = (now, Instant::now());
-            } else if last.1.elapsed() >= quiet {
-                break;
-            }
-        }
-        self.count()
-    }
-}
 
 /// Cluster `sakura` (the demo history with its telemetry), VictoriaMetrics at `vm_url`.
 fn sakura_config(vm_url: &str, database: Option<String>) -> Config {
