@@ -156,6 +156,13 @@ impl JobState {
         self.raw & Self::REQUEUE_FLAG != 0
     }
 
+    /// True when the row's run is over: its base state is finished, or a requeue superseded it (the
+    /// row keeps the run that ended, its base state reads PENDING, and the job runs again under a new
+    /// row).
+    pub fn run_is_over(self) -> bool {
+        self.base().is_finished() || self.is_requeued()
+    }
+
     /// The name sacct prints (`job_state_string`): a set flag wins over the base state.
     pub fn name(self) -> &'static str {
         Self::NAMED_FLAGS
@@ -255,6 +262,9 @@ mod tests {
         let superseded = JobState::from_raw(1024);
         assert!(superseded.matches(StateFilter::Requeued));
         assert!(!superseded.matches(StateFilter::Base(JobStateBase::Pending)));
+        assert!(superseded.run_is_over(), "the superseded run ended, though its base state reads PENDING");
+        assert!(!JobState::from_raw(0).run_is_over() && !JobState::from_raw(1).run_is_over());
+        assert!(JobState::from_raw(3).run_is_over());
     }
 
     #[test]

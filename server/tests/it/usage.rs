@@ -118,8 +118,10 @@ fn run_gpu_job(user: &str, seconds: u32) -> u32 {
     out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id")
 }
 
-/// The job's page once it has ended, and slurmdbd has its end too: showback reads slurmdbd only, and
-/// slurmctld's word that a job ended can come before slurmdbd's agent queue delivers it.
+/// The job's page once it has ended, and slurmdbd has its end and its GPU too: showback reads slurmdbd
+/// only, and slurmctld's word that a job ended can come before slurmdbd's agent queue delivers it.
+/// slurmdbd can also hold a short job's end before its AllocTRES names the GPU (seen here: a usage
+/// read right after the end counted the job with no GPU; the record named it a moment later).
 async fn wait_ended(app: &TestApp, job_id: u32) -> JobDetail {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let pool = sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd's database");
@@ -135,7 +137,7 @@ async fn wait_ended(app: &TestApp, job_id: u32) -> JobDetail {
             let response = app.get_as("root", &format!("/api/v1/jobs/{job_id}?cluster=lab")).await;
             if response.status() == 200 {
                 let detail: JobDetail = response.json().await.expect("a job");
-                if detail.job.end.is_some() {
+                if detail.job.end.is_some() && detail.job.alloc_gpus > 0 {
                     pool.close().await;
                     return detail;
                 }

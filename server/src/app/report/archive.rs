@@ -265,7 +265,7 @@ impl Walk<'_> {
         let delay = chrono::Duration::from_std(reporter.settings.archive_delay).unwrap_or_default();
         let due: Vec<&JobRecord> = jobs
             .iter()
-            .filter(|job| job.state.base().is_finished() && job.time_end > 0)
+            .filter(|job| job.state.run_is_over() && job.time_end > 0)
             .filter(|job| epoch(job.time_end).is_some_and(|end| end + delay <= self.now))
             .filter(|job| tres.gpus(&job.tres_alloc) > 0 || ended_badly(job.state.base(), job.time_start > 0))
             .collect();

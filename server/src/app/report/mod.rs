@@ -85,7 +85,7 @@ impl Reporter {
         let now = now_epoch();
         let cluster = reader.cluster();
         let job = wire_map::job(record, tres, cluster.as_str(), now);
-        let finished = record.state.base().is_finished() && record.time_end > 0;
+        let finished = record.state.run_is_over() && record.time_end > 0;
         if finished && let Some(store) = &self.store {
             match store.archived_report(cluster, record.identity.id_job, record.time_submit).await {
                 Ok(Some(json)) => {
@@ -155,7 +155,7 @@ impl Reporter {
         let now = Utc::now();
         let start = epoch(record.time_start);
         let end = window_end(record, now);
-        let finished = record.state.base().is_finished();
+        let finished = record.state.run_is_over();
         let source = if finished { wire::ReportSource::Final } else { wire::ReportSource::Live };
         let mut report = unassembled(job, source, now, start.map(|start| (start, end)));
         let ending = ending_of(record);
