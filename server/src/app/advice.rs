@@ -132,7 +132,10 @@ impl App {
         }
         let since = super::now_epoch().saturating_sub(look_back.as_secs());
         let limit = u32::try_from(MAX_RUNS).unwrap_or(u32::MAX);
-        let records = reader.recent_runs(&person.uids, query.job_name.as_str(), since, limit).await?;
+        let mut records = reader.recent_runs(&person.uids, query.job_name.as_str(), since, limit).await?;
+        // The uids are slurmdbd's way in to the person's runs; a run under one of them that another
+        // user's association holds is not theirs to be advised from.
+        records.retain(|record| record.user == person.user);
         if records.len() < advice::MIN_RUNS {
             return Ok(None);
         }

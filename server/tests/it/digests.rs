@@ -259,12 +259,15 @@ async fn one_replica_archives_at_a_time_and_the_other_takes_over_when_it_stops()
     let database = fresh_database("digests_lease").await;
     let config = digests_config(database.clone());
     let window = window(7, 3);
-    // Another replica is mid-round: it holds the archiver's lease of this database.
-    let other = sqlx::MySqlPool::connect(&database).await.expect("the other replica's connection");
-    let mut connection = other.acquire().await.expect("a connection");
+    // Another replica is mid-round: it holds the archiver's lease of this database. It is a plain
+    // connection, dropped below without a goodbye as a killed process's socket closes: a pool closed
+    // while its connection is on the way back can keep that connection open, and the lease with it
+    // (sqlx 0.8.6; `replicas.rs` met it first).
+    let mut connection =
+        <sqlx::MySqlConnection as sqlx::Connection>::connect(&database).await.expect("the other replica's connection");
     let held: Option<i64> =
         sqlx::query_scalar("SELECT GET_LOCK(SHA2(CONCAT('slurmlens-archiver.', DATABASE()), 256), 0)")
-            .fetch_one(&mut *connection)
+            .fetch_one(&mut connection)
             .await
             .expect("GET_LOCK");
     assert_eq!(held, Some(1), "the other replica holds the lease");
@@ -272,10 +275,30 @@ async fn one_replica_archives_at_a_time_and_the_other_takes_over_when_it_stops()
     assert_eq!(skipped, RoundSummary { skipped: true, ..RoundSummary::default() }, "this replica waits its turn");
     // The other replica stops (its connection goes): this one's next round archives.
     drop(connection);
-    other.close().await;
+    lease_freed(&database).await;
     let taken = round(&config, window, None).await;
     assert!(!taken.skipped && taken.due > 0 && taken.made() == taken.due, "{taken:?}");
     // A round that ended let go of the lease: the next one is not skipped (and has nothing left).
     let next = round(&config, window, None).await;
     assert_eq!(next, RoundSummary::default());
+}
+
+/// Waits (at most 30 s) until MariaDB has seen a dropped connection go and freed the archiver's lease
+/// it held.
+async fn lease_freed(database: &str) {
+    let pool = sqlx::MySqlPool::connect(database).await.expect("test database");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let free: Option<i64> =
+            sqlx::query_scalar("SELECT IS_FREE_LOCK(SHA2(CONCAT('slurmlens-archiver.', DATABASE()), 256))")
+                .fetch_one(&pool)
+                .await
+                .expect("IS_FREE_LOCK");
+        if free == Some(1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the lease of a closed connection is freed within 30 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    pool.close().await;
 }

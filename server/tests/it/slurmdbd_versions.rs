@@ -10,7 +10,7 @@ use slurmlens::domain::job::{JobFilter, TimeWindow};
 use slurmlens::domain::scope::ViewerScope;
 use slurmlens::sources::slurmdbd::{SlurmDbd, TableShape};
 
-use crate::support::{database_shared, finished_lab_job, lab, test_config};
+use crate::support::{admin, database_shared, finished_lab_job, test_config};
 
 /// What each release after 22.05 changed in the tables read, cumulatively applied in this order.
 const RELEASES: [(&str, &[&str]); 6] = [
@@ -69,17 +69,6 @@ const TABLES: [&str; 4] = ["job_table", "step_table", "event_table", "assoc_tabl
 
 /// A SLUID as 26.05 makes one: cluster id, milliseconds, sequence.
 const SLUID: u64 = (17 << 52) | (1_764_000_000_000 << 10) | 3;
-
-/// Runs `sql` as the lab's MariaDB administrator (slurmdbd's own tables are made by slurmdbd; these
-/// copies are the test's).
-fn admin(sql: &str) {
-    let output = std::process::Command::new("mariadb")
-        .arg(format!("--defaults-file={}", lab().var("LAB_MYCNF")))
-        .args(["slurm_acct_db", "-e", sql])
-        .output()
-        .expect("the mariadb client");
-    assert!(output.status.success(), "{sql}: {}", String::from_utf8_lossy(&output.stderr));
-}
 
 /// Cluster `cluster`: a copy of cluster `from`'s tables.
 fn copy_tables(from: &str, cluster: &str) {

@@ -439,3 +439,14 @@ impl CountingProxy {
         self.count()
     }
 }
+
+/// Runs `sql` on slurmdbd's database as the lab's MariaDB administrator (slurmdbd's own tables are made
+/// by slurmdbd; the copies tests make of them are the tests').
+pub fn admin(sql: &str) {
+    let output = std::process::Command::new("mariadb")
+        .arg(format!("--defaults-file={}", lab().var("LAB_MYCNF")))
+        .args(["slurm_acct_db", "-e", sql])
+        .output()
+        .expect("the mariadb client");
+    assert!(output.status.success(), "{sql}: {}", String::from_utf8_lossy(&output.stderr));
+}

@@ -54,6 +54,9 @@ pub(super) enum Route {
     Recent,
 }
 
+/// The newest jobs of each association whose uids a plain user's route reads by ([`SlurmDbd::user_uids`]).
+const UID_PROBE_JOBS: u32 = 16;
+
 /// How recent a window's start must be for [`Route::Recent`]: six hours of job ends on a 100-node
 /// cluster are about 2,000 rows, which one statement reads and sorts in milliseconds; the
 /// `archive_purge` route reads the eight days of submissions before any window.
@@ -95,22 +98,39 @@ impl SlurmDbd {
         })
     }
 
-    /// The uids under which `user`'s jobs are recorded, from the newest job of each of their
-    /// associations (one index probe each): `sacct -u` finds a user's jobs by uid too.
+    /// The uids under which `user`'s jobs are recorded: those of the newest [`UID_PROBE_JOBS`] jobs of
+    /// each of their associations (one short index range each): `sacct -u` finds a user's jobs by uid
+    /// too. The uids are only the index's way in: every statement also holds the rows to the user's
+    /// associations. Not the newest job alone: slurmdbd can hold a just-submitted job under its
+    /// submitter's uid for a moment (seen in the lab: a job root submitted with `--uid` read uid 0
+    /// until it started), and that one uid would have hidden every other job of the user's.
     pub(super) async fn user_uids(&self, user: &str) -> Result<Vec<u32>, SlurmDbdError> {
         if !super::latin1_can_hold(user) {
             return Ok(Vec::new());
         }
         let mut args = MySqlArguments::default();
-        let mut sql = format!(
-            "SELECT DISTINCT (SELECT CAST(j.id_user AS UNSIGNED) FROM {} j FORCE INDEX (association) \
-             WHERE j.id_assoc = a.id_assoc ORDER BY j.job_db_inx DESC LIMIT 1) FROM {} a WHERE ",
-            self.cluster.table("job_table"),
-            self.cluster.table("assoc_table"),
-        );
-        push_exact(&mut sql, &mut args, "a.user", user)?;
-        let uids: Vec<(Option<u64>,)> = sqlx::query_as_with(&sql, args).fetch_all(&self.pool).await?;
-        Ok(uids.into_iter().filter_map(|(uid,)| uid.and_then(|uid| u32::try_from(uid).ok())).collect())
+        let mut sql = format!("SELECT CAST(id_assoc AS UNSIGNED) FROM {} WHERE ", self.cluster.table("assoc_table"));
+        push_exact(&mut sql, &mut args, "user", user)?;
+        let associations: Vec<(u64,)> = sqlx::query_as_with(&sql, args).fetch_all(&self.pool).await?;
+        if associations.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Numbers only, written as literals.
+        let newest = associations
+            .iter()
+            .map(|(association,)| {
+                format!(
+                    "(SELECT CAST(id_user AS UNSIGNED) AS uid FROM {} FORCE INDEX (association) \
+                     WHERE id_assoc = {association} ORDER BY job_db_inx DESC LIMIT {UID_PROBE_JOBS})",
+                    self.cluster.table("job_table")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ");
+        let uids: Vec<(u64,)> = sqlx::query_as(&newest).fetch_all(&self.pool).await?;
+        let uids: std::collections::BTreeSet<u32> =
+            uids.into_iter().filter_map(|(uid,)| u32::try_from(uid).ok()).collect();
+        Ok(uids.into_iter().collect())
     }
 
     /// One batch of a listing: up to `batch` rows after `after`, in the listing's order.
