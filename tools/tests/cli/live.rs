@@ -45,7 +45,14 @@ fn config(vars: &BTreeMap<String, String>) -> Config {
 
 async fn start(config: &Config, seeder_url: &str, now: i64) -> Live {
     let vm_url = &config.victoriametrics.as_ref().expect("configured").url;
-    let vm = VictoriaMetrics::new(vm_url, std::time::Duration::from_secs(60)).expect("VictoriaMetrics client");
+    // The lab's current VictoriaMetrics gets the same samples, as `e2e/seed-sakura.sh` writes both: the
+    // tests' second pass reads it, and a job this test starts must have its series there too.
+    let mirror = lab_vars()
+        .get("LAB_VM_CURRENT_URL")
+        .map(|url| VictoriaMetrics::new(url, std::time::Duration::from_secs(60)).expect("VictoriaMetrics client"));
+    let vm = VictoriaMetrics::new(vm_url, std::time::Duration::from_secs(60))
+        .expect("VictoriaMetrics client")
+        .with_import_mirror(mirror);
     let pool = sqlx::MySqlPool::connect(seeder_url).await.expect("connecting as the seeder");
     let store = slurmlens::serve::app(config).expect("app").store().cloned();
     let topology = slurmlens::serve::topology(config).expect("topology");
