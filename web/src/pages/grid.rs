@@ -397,12 +397,11 @@ fn node_title(grid: &GridSnapshot, node: usize, zone: Zone) -> String {
     if cells.jobs.is_empty() && cells.busy.is_empty() {
         return format!("{}: free (no job)", place.name);
     }
-    let plural = |n: u64| if n == 1 { "" } else { "s" };
     let mut held: Vec<String> =
         cells.jobs.iter().map(|&(job, gpus)| format!("{} ({})", grid.describe(job, zone), gpus_held(gpus))).collect();
     if !cells.busy.is_empty() {
         let busy = cells.busy.len() as u64;
-        held.push(format!("{busy} GPU{} {BUSY_TITLE}", plural(busy)));
+        held.push(format!("{} {BUSY_TITLE}", gpus_held(busy)));
     }
     format!("{}: {}", place.name, held.join("; "))
 }
