@@ -290,7 +290,7 @@ impl GridSnapshot {
         // What each job holds on each of its nodes: its details' count, or its total split evenly.
         let held_on = |job: &WindowJob, host: &str, hosts: usize| {
             node_gpus
-                .get(&job.job_id)
+                .get(&*job.job_id)
                 .and_then(|per_node| per_node.get(host).copied().flatten())
                 .unwrap_or_else(|| per_node_gpus(job.gpus, hosts))
         };
@@ -324,7 +324,7 @@ impl GridSnapshot {
         for job in running {
             let job_index = grid_jobs.len() as u32;
             let hosts = &job.hosts;
-            for host in hosts {
+            for host in hosts.iter() {
                 let Some(&node) = node_index.get(host.as_str()) else {
                     continue;
                 };
@@ -342,16 +342,16 @@ impl GridSnapshot {
                 cells.overflow += left;
             }
             grid_jobs.push(GridJob {
-                job_id: job.job_id.clone(),
-                job_name: job.name.clone(),
-                user: job.user.clone(),
-                account: job.account.clone(),
-                partition: job.partition.clone(),
-                state: job.state.clone(),
+                job_id: job.job_id.to_string(),
+                job_name: job.name.to_string(),
+                user: job.user.to_string(),
+                account: job.account.to_string(),
+                partition: job.partition.to_string(),
+                state: job.state.to_string(),
                 start: job.start,
                 end: (job.end > 0).then_some(job.end),
                 alloc_gpus: job.gpus,
-                node_list: job.node_list.clone(),
+                node_list: job.node_list.to_string(),
                 efficiency: crate::palette::efficiency_class(job.mean_gpu_util, job.mean_tensor_active),
             });
         }

@@ -290,7 +290,9 @@ pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
         .route("/go", get(go_to_job))
         .route("/zone", get(choose_zone))
         .with_state(state)
-        .layer(tower_http::compression::CompressionLayer::new());
+        // gzip's fastest level: the Gantt's 30 days (3.9 MB of JSON) in 50 ms to 1.1 MB, where its
+        // default level took 340 ms for 0.93 MB, longer than the rest of the request on kept hours.
+        .layer(tower_http::compression::CompressionLayer::new().quality(tower_http::CompressionLevel::Fastest));
     if let Some(root) = options.site_root {
         router =
             router.nest_service("/pkg", tower_http::services::ServeDir::new(root.join("pkg")).precompressed_gzip());
@@ -441,7 +443,7 @@ fn multi_node_gpus(jobs: &[WindowJob]) -> NodeGpus {
     for job in jobs.iter().filter(|job| job.hosts.len() > 1) {
         let per_node = exact_gpus_per_node(job.gpus, job.hosts.len());
         node_gpus.insert(
-            job.job_id.clone(),
+            job.job_id.to_string(),
             job.hosts.iter().map(|host| (host.clone(), per_node)).collect::<BTreeMap<_, _>>(),
         );
     }

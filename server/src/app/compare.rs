@@ -126,7 +126,7 @@ impl App {
         records: &[JobRecord],
         catalog: &TresCatalog,
     ) -> Vec<wire::RunFigures> {
-        let jobs = self.listed_jobs(reader, records, catalog, &[]).await;
+        let jobs = self.listed_jobs(reader, records.to_vec(), catalog, &[]).await;
         let keys: Vec<(u32, u64)> = records.iter().map(|record| (record.identity.id_job, record.time_submit)).collect();
         let mut energy = BTreeMap::new();
         let mut nccl = BTreeMap::new();

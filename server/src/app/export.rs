@@ -53,7 +53,7 @@ impl App {
             async move {
                 // The source ends after its first error, so an error is always a chunk's last row.
                 let records = chunk.into_iter().collect::<Result<Vec<_>, _>>()?;
-                Ok(export.app.listed_jobs(&export.reader, &records, &export.catalog, &export.blame).await)
+                Ok(export.app.listed_jobs(&export.reader, records, &export.catalog, &export.blame).await)
             }
         }))
     }

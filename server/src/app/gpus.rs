@@ -63,9 +63,17 @@ impl App {
         reader: &SlurmDbd,
         jobs: impl IntoIterator<Item = &'a JobRecord>,
     ) -> BTreeMap<u32, Vec<GpuRef>> {
+        let runs = jobs.into_iter().filter_map(|job| Some((job.identity.id_job, job.run()?))).collect();
+        self.recorded_runs(reader, runs).await
+    }
+
+    /// The GPU indices recorded for each of `runs` (job id, run), as [`Self::recorded_gpus`].
+    pub(super) async fn recorded_runs(
+        &self,
+        reader: &SlurmDbd,
+        runs: Vec<(u32, RunWindow)>,
+    ) -> BTreeMap<u32, Vec<GpuRef>> {
         let mut recorded: BTreeMap<u32, Vec<GpuRef>> = BTreeMap::new();
-        let runs: Vec<(u32, RunWindow)> =
-            jobs.into_iter().filter_map(|job| Some((job.identity.id_job, job.run()?))).collect();
         if runs.is_empty() {
             return recorded;
         }

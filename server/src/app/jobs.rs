@@ -129,7 +129,7 @@ impl App {
         let catalog = reader.tres_catalog().await?;
         let (records, next) =
             self.window_page(reader, &scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;
-        let items = self.listed_jobs(reader, &records, &catalog, &query.blame).await;
+        let items = self.listed_jobs(reader, records, &catalog, &query.blame).await;
         Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) })
     }
 
@@ -149,17 +149,20 @@ impl App {
     pub(super) async fn listed_jobs(
         &self,
         reader: &SlurmDbd,
-        records: &[JobRecord],
+        records: Vec<JobRecord>,
         catalog: &TresCatalog,
         blame: &[wire::Blame],
     ) -> Vec<wire::Job> {
         let now = now_epoch();
         let cluster = reader.cluster().as_str();
+        let keys: Vec<(u32, u64)> = records.iter().map(|r| (r.identity.id_job, r.time_submit)).collect();
+        // Only open jobs have means so far; every other record is dropped as soon as it is mapped, so a
+        // page never holds all its records and all its items at once (50 listings at once did).
+        let open: Vec<JobRecord> = records.iter().filter(|record| record.time_end == 0).cloned().collect();
         let mut items: Vec<wire::Job> =
-            records.iter().map(|record| wire_map::job(record, catalog, cluster, now)).collect();
+            records.into_iter().map(|record| wire_map::job(&record, catalog, cluster, now)).collect();
         // Without our store the listing is Slurm's facts alone.
         if let Some(store) = self.store() {
-            let keys: Vec<(u32, u64)> = records.iter().map(|r| (r.identity.id_job, r.time_submit)).collect();
             match store.digests_among(reader.cluster(), &keys).await {
                 Ok(found) => {
                     for (item, key) in items.iter_mut().zip(&keys) {
@@ -178,10 +181,10 @@ impl App {
                 Err(error) => tracing::warn!(%error, "archived reports unavailable; listing without them"),
             }
         }
-        self.live_digests(reader, records, &mut items, catalog).await;
-        let mut tags = self.tags_of(reader, records).await;
-        for (item, record) in items.iter_mut().zip(records) {
-            if let Some(tags) = tags.remove(&(record.identity.id_job, record.time_submit)) {
+        self.live_digests(reader, &open, &mut items, catalog).await;
+        let mut tags = self.tags_of(reader, &keys).await;
+        for (item, key) in items.iter_mut().zip(&keys) {
+            if let Some(tags) = tags.remove(key) {
                 item.tags = tags.iter().map(ToString::to_string).collect();
             }
         }

@@ -7,6 +7,7 @@
 //! over VictoriaMetrics, the grid's readings, the log and profile sources) and decides who may see what.
 
 pub mod advice;
+mod chart_history;
 pub mod colours;
 pub mod compare;
 pub mod error;
@@ -104,6 +105,8 @@ struct Inner {
     health: node_metrics::HealthCache,
     /// Running jobs' means so far, shared for a minute.
     live_means: jobs::LiveMeansCache,
+    /// Finished jobs of staff's chart windows, kept by the hour of their ends.
+    chart_history: chart_history::ChartHistory,
 }
 
 impl App {
@@ -126,6 +129,7 @@ impl App {
         let advice = advice::AdviceSettings::default();
         let health = node_metrics::HealthCache::default();
         let live_means = jobs::LiveMeansCache::default();
+        let chart_history = chart_history::ChartHistory::new(limits.chart_history_jobs);
         let inner = Inner {
             clusters,
             default_cluster,
@@ -139,6 +143,7 @@ impl App {
             advice,
             health,
             live_means,
+            chart_history,
         };
         Some(Self { inner: Arc::new(inner), notify: Arc::default() })
     }

@@ -192,10 +192,9 @@ impl App {
     }
 
     /// The tags of each of `records` (none without the store, or while it fails: logged).
-    pub(super) async fn tags_of(&self, reader: &SlurmDbd, records: &[JobRecord]) -> BTreeMap<(u32, u64), Vec<Tag>> {
+    pub(super) async fn tags_of(&self, reader: &SlurmDbd, keys: &[(u32, u64)]) -> BTreeMap<(u32, u64), Vec<Tag>> {
         let Some(store) = self.store() else { return BTreeMap::new() };
-        let keys: Vec<(u32, u64)> = records.iter().map(key).collect();
-        store.tags_among(reader.cluster(), &keys).await.unwrap_or_else(|error| {
+        store.tags_among(reader.cluster(), keys).await.unwrap_or_else(|error| {
             tracing::warn!(%error, "job tags unavailable; listing without them");
             BTreeMap::new()
         })

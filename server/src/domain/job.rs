@@ -56,6 +56,11 @@ impl JobRecord {
         self.alloc_nodes == 0 || self.nodes.is_empty()
     }
 
+    /// Whether a chart draws it: it started and held nodes.
+    pub fn drawn(&self) -> bool {
+        self.time_start > 0 && !self.never_ran()
+    }
+
     /// Whether the job held its allocation at `at` (epoch seconds): started by then, not yet ended.
     pub fn running_at(&self, at: u64) -> bool {
         self.time_start > 0 && self.time_start <= at && (self.time_end == 0 || self.time_end > at)
@@ -64,9 +69,36 @@ impl JobRecord {
     /// The run this record describes, as our side tables keyed by job id alone are read; `None`
     /// before it starts (nothing recorded can be its own yet).
     pub fn run(&self) -> Option<RunWindow> {
-        let start = super::time::epoch(self.time_start)?;
-        let end = super::time::epoch(self.time_end).map(|end| end.max(start));
-        Some(RunWindow { start, end })
+        RunWindow::of(self.time_start, self.time_end)
+    }
+}
+
+/// A finished job as the charts draw it, and nothing more: what the charts' history keeps of the
+/// jobs that ended in an hour (`app/chart_history.rs`), read without the columns only a listing shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndedJob {
+    /// `job_db_inx`.
+    pub db_index: u64,
+    pub identity: JobIdentity,
+    pub job_name: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    pub state: JobState,
+    pub time_submit: u64,
+    pub time_start: u64,
+    pub time_end: u64,
+    /// As slurmdbd stores it (`gpu[001-004]`), and parsed.
+    pub node_list: String,
+    pub nodes: Hostlist,
+    pub alloc_nodes: u32,
+    pub tres_alloc: TresMap,
+}
+
+impl EndedJob {
+    /// Whether a chart draws it, as [`JobRecord::drawn`].
+    pub fn drawn(&self) -> bool {
+        self.time_start > 0 && self.alloc_nodes > 0 && !self.nodes.is_empty()
     }
 }
 
@@ -85,6 +117,13 @@ pub struct RunWindow {
 }
 
 impl RunWindow {
+    /// The run from `start` to `end` (epoch seconds; `end` 0 while it runs); `None` before it starts.
+    pub fn of(start: u64, end: u64) -> Option<Self> {
+        let start = super::time::epoch(start)?;
+        let end = super::time::epoch(end).map(|end| end.max(start));
+        Some(Self { start, end })
+    }
+
     /// The earliest moment a record of this run may carry.
     pub fn from(&self) -> DateTime<Utc> {
         self.start - chrono::Duration::seconds(RUN_MARGIN_S)
@@ -161,6 +200,23 @@ pub struct JobFilter {
     pub tag: Option<super::tag::Tag>,
     /// Only these job records (job id, submit time): a bounded set the application read from our store.
     pub among: Option<Vec<(u32, u64)>>,
+}
+
+impl JobFilter {
+    /// Whether it lets every job through.
+    pub fn is_empty(&self) -> bool {
+        let JobFilter { users, accounts, partitions, states, node, min_gpus, max_gpus, search, tag, among } = self;
+        users.is_empty()
+            && accounts.is_empty()
+            && partitions.is_empty()
+            && states.is_empty()
+            && node.is_none()
+            && min_gpus.is_none()
+            && max_gpus.is_none()
+            && search.is_none()
+            && tag.is_none()
+            && among.is_none()
+    }
 }
 
 /// What a listing's search (`q=`) looks for.

@@ -93,6 +93,26 @@ impl Store {
         Ok(gone)
     }
 
+    /// Deletes what this store derived from `job_ids`' telemetry on `cluster` (GPU records, archived
+    /// reports and their tries): for a demo seeding that replaces an earlier one. The earlier records
+    /// may name other GPUs (a record's GPU is part of its key, so an upsert would keep both), and a
+    /// report archived from the earlier series would be served for good. Never called by the server.
+    pub async fn forget_jobs_telemetry(&self, cluster: &ClusterName, job_ids: &[u32]) -> Result<u64, StoreError> {
+        let mut gone = 0;
+        for table in ["gpu_allocations", "job_reports", "report_attempts"] {
+            for chunk in job_ids.chunks(1000) {
+                let placeholders = vec!["?"; chunk.len()].join(",");
+                let sql = format!("DELETE FROM {table} WHERE cluster = ? AND job_id IN ({placeholders})");
+                let mut query = sqlx::query(&sql).bind(cluster.as_str());
+                for job_id in chunk {
+                    query = query.bind(job_id);
+                }
+                gone += query.execute(&self.pool).await?.rows_affected();
+            }
+        }
+        Ok(gone)
+    }
+
     /// Records GPU allocations; replaying the same record changes nothing but `last_seen`/`ended_at`.
     /// Retries a deadlock twice: two deliveries of one job's records (a node's spool and its live post,
     /// or two OTLP exports) lock the same rows.

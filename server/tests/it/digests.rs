@@ -30,15 +30,25 @@ fn settings() -> ArchiverSettings {
     ArchiverSettings { backfill: Duration::days(31), concurrency: 2, pause: std::time::Duration::ZERO }
 }
 
-/// `minutes` minutes of sakura's history ending `hours_ago` hours ago.
-fn window(hours_ago: i64, minutes: i64) -> TimeWindow {
-    let end = Utc::now() - Duration::hours(hours_ago);
-    TimeWindow::new(end - Duration::minutes(minutes), end).expect("a non-empty window")
+/// A window of sakura's history and the moment the test reads it at: what "finished" means for the
+/// test's count and for its rounds alike, so a job ending while the test runs joins neither.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    window: TimeWindow,
+    as_of: DateTime<Utc>,
 }
 
-async fn round(config: &Config, window: TimeWindow, max_reports: Option<usize>) -> RoundSummary {
+/// `minutes` minutes of sakura's history ending `hours_ago` hours ago, read as of now.
+fn window(hours_ago: i64, minutes: i64) -> Span {
+    let as_of = Utc::now();
+    let end = as_of - Duration::hours(hours_ago);
+    Span { window: TimeWindow::new(end - Duration::minutes(minutes), end).expect("a non-empty window"), as_of }
+}
+
+async fn round(config: &Config, span: Span, max_reports: Option<usize>) -> RoundSummary {
     let app = slurmlens::serve::app(config).expect("app");
-    archive_round(&app, &settings(), Round { window, max_reports }).await.expect("an archiver round")
+    let round = Round { window: span.window, max_reports, as_of: span.as_of };
+    archive_round(&app, &settings(), round).await.expect("an archiver round")
 }
 
 fn span(window: TimeWindow) -> String {
@@ -58,10 +68,10 @@ fn state_word(job: &Job) -> &str {
     job.state.split_whitespace().next().unwrap_or("")
 }
 
-/// Ended, as the archiver reads it: not pending, running or suspended, and ended before the report's
-/// `archive_delay` (120 s).
-fn finished(job: &Job) -> bool {
-    job.end.is_some_and(|end| end + Duration::seconds(120) <= Utc::now())
+/// Ended, as the archiver reads it at `as_of`: not pending, running or suspended, and ended before
+/// the report's `archive_delay` (120 s).
+fn finished(job: &Job, as_of: DateTime<Utc>) -> bool {
+    job.end.is_some_and(|end| end + Duration::seconds(120) <= as_of)
         && !matches!(state_word(job), "PENDING" | "RUNNING" | "SUSPENDED")
 }
 
@@ -75,8 +85,8 @@ fn ended_badly(job: &Job) -> bool {
 }
 
 /// Whose report the archiver makes: finished GPU jobs, and every job that ended badly.
-fn due(job: &Job) -> bool {
-    finished(job) && (job.alloc_gpus > 0 || ended_badly(job))
+fn due(job: &Job, as_of: DateTime<Utc>) -> bool {
+    finished(job, as_of) && (job.alloc_gpus > 0 || ended_badly(job))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -84,19 +94,19 @@ async fn one_round_gives_finished_jobs_older_than_six_hours_their_digest_failed_
     let _db = database_shared().await;
     let config = digests_config(fresh_database("digests_backfill").await);
     let app = spawn_app(config.clone()).await;
-    let window = window(7, 5);
-    let before = listed(&app, window, "").await;
-    assert!(before.iter().filter(|job| finished(job)).all(|job| job.digest.is_none()), "no report made yet");
-    let bad: Vec<&Job> = before.iter().filter(|job| due(job) && ended_badly(job)).collect();
-    let rest: Vec<&Job> = before.iter().filter(|job| due(job) && !ended_badly(job)).collect();
+    let at = window(7, 5);
+    let before = listed(&app, at.window, "").await;
+    assert!(before.iter().filter(|job| finished(job, at.as_of)).all(|job| job.digest.is_none()), "no report made yet");
+    let bad: Vec<&Job> = before.iter().filter(|job| due(job, at.as_of) && ended_badly(job)).collect();
+    let rest: Vec<&Job> = before.iter().filter(|job| due(job, at.as_of) && !ended_badly(job)).collect();
     assert!(!bad.is_empty() && !rest.is_empty(), "sakura's history has both kinds 7 h ago");
 
     // A round allowed exactly as many reports as jobs ended badly makes theirs and no other.
-    let first = round(&config, window, Some(bad.len())).await;
+    let first = round(&config, at, Some(bad.len())).await;
     assert_eq!(first.due, bad.len() + rest.len(), "{first:?}");
     assert_eq!((first.made(), first.ended_badly, first.unavailable), (bad.len(), bad.len(), 0), "{first:?}");
-    let after_first = listed(&app, window, "").await;
-    for job in after_first.iter().filter(|job| finished(job)) {
+    let after_first = listed(&app, at.window, "").await;
+    for job in after_first.iter().filter(|job| finished(job, at.as_of)) {
         let is_bad = bad.iter().any(|b| b.job_id == job.job_id);
         assert_eq!(job.digest.is_some(), is_bad, "job {} ({}): digest {:?}", job.job_id, job.state, job.digest);
         if is_bad && !job.state.starts_with("CANCELLED") {
@@ -104,14 +114,14 @@ async fn one_round_gives_finished_jobs_older_than_six_hours_their_digest_failed_
         }
     }
     // The `blame=` filter sees every job whose digest carries one.
-    let blamed = listed(&app, window, "&blame=infrastructure,application,unknown").await;
+    let blamed = listed(&app, at.window, "&blame=infrastructure,application,unknown").await;
     assert_eq!(blamed.len(), after_first.iter().filter(|job| job.blame.is_some()).count());
 
     // The next round makes the rest, without anyone opening a job.
-    let second = round(&config, window, None).await;
+    let second = round(&config, at, None).await;
     assert_eq!((second.due, second.made(), second.ended_badly), (rest.len(), rest.len(), 0), "{second:?}");
-    let after = listed(&app, window, "").await;
-    for job in after.iter().filter(|job| due(job)) {
+    let after = listed(&app, at.window, "").await;
+    for job in after.iter().filter(|job| due(job, at.as_of)) {
         assert!(job.digest.is_some(), "job {} ({}) has a digest", job.job_id, job.state);
     }
     let measured: Vec<&Job> =
@@ -127,16 +137,16 @@ async fn a_job_without_metrics_is_recorded_as_no_data_and_not_tried_again() {
     let config = digests_config(fresh_database("digests_no_data").await);
     let app = spawn_app(config.clone()).await;
     // Three days ago: before the 48 h of telemetry the lab holds.
-    let window = window(72, 3);
-    let first = round(&config, window, None).await;
+    let at = window(72, 3);
+    let first = round(&config, at, None).await;
     assert!(first.no_data > 0, "{first:?}");
     assert_eq!((first.made(), first.unavailable), (first.due, 0), "{first:?}");
-    let jobs = listed(&app, window, "").await;
+    let jobs = listed(&app, at.window, "").await;
     let no_data: Vec<&Job> = jobs.iter().filter(|job| job.digest == Some(DigestState::NoData)).collect();
     assert_eq!(no_data.len(), first.no_data);
     assert!(no_data.iter().all(|job| job.mean_gpu_util.is_none() && job.mean_tensor_active.is_none()));
     // Settled: the next round finds nothing due and makes nothing.
-    let second = round(&config, window, None).await;
+    let second = round(&config, at, None).await;
     assert_eq!(second, RoundSummary::default());
     // Opening such a job serves the archived report, which says why it is empty.
     let job = no_data.first().expect("a no-data job");
@@ -153,13 +163,13 @@ async fn blank_cells_sort_last_in_the_job_list_either_way() {
     let app = spawn_app(config.clone()).await;
     // Some reports made (the failed jobs' first, then half the others), the others not yet: both
     // values and blanks to sort.
-    let window = window(8, 2);
-    let jobs = listed(&app, window, "").await;
-    let bad = jobs.iter().filter(|job| due(job) && ended_badly(job)).count();
-    let rest = jobs.iter().filter(|job| due(job) && !ended_badly(job)).count();
-    round(&config, window, Some(bad + (rest / 2).max(1))).await;
+    let at = window(8, 2);
+    let jobs = listed(&app, at.window, "").await;
+    let bad = jobs.iter().filter(|job| due(job, at.as_of) && ended_badly(job)).count();
+    let rest = jobs.iter().filter(|job| due(job, at.as_of) && !ended_badly(job)).count();
+    round(&config, at, Some(bad + (rest / 2).max(1))).await;
     for desc in ["0", "1"] {
-        let path = format!("/web/v1/jobs.json?{}&sort=mean_gpu_util&desc={desc}", span(window));
+        let path = format!("/web/v1/jobs.json?{}&sort=mean_gpu_util&desc={desc}", span(at.window));
         let response = app.get(&path).await;
         assert_eq!(response.status(), 200, "{path}");
         let rows: Vec<Job> = response.json().await.expect("rows JSON");
@@ -267,7 +277,7 @@ async fn one_replica_archives_at_a_time_and_the_other_takes_over_when_it_stops()
     let _db = database_shared().await;
     let database = fresh_database("digests_lease").await;
     let config = digests_config(database.clone());
-    let window = window(7, 3);
+    let at = window(7, 3);
     // Another replica is mid-round: it holds the archiver's lease of this database. It is a plain
     // connection, dropped below without a goodbye as a killed process's socket closes: a pool closed
     // while its connection is on the way back can keep that connection open, and the lease with it
@@ -280,15 +290,15 @@ async fn one_replica_archives_at_a_time_and_the_other_takes_over_when_it_stops()
             .await
             .expect("GET_LOCK");
     assert_eq!(held, Some(1), "the other replica holds the lease");
-    let skipped = round(&config, window, None).await;
+    let skipped = round(&config, at, None).await;
     assert_eq!(skipped, RoundSummary { skipped: true, ..RoundSummary::default() }, "this replica waits its turn");
     // The other replica stops (its connection goes): this one's next round archives.
     drop(connection);
     lease_freed(&database).await;
-    let taken = round(&config, window, None).await;
+    let taken = round(&config, at, None).await;
     assert!(!taken.skipped && taken.due > 0 && taken.made() == taken.due, "{taken:?}");
     // A round that ended let go of the lease: the next one is not skipped (and has nothing left).
-    let next = round(&config, window, None).await;
+    let next = round(&config, at, None).await;
     assert_eq!(next, RoundSummary::default());
 }
 

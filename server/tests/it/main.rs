@@ -4,6 +4,7 @@
 mod access;
 mod advice;
 mod api_errors;
+mod chart_history;
 mod compare;
 mod digests;
 mod export;

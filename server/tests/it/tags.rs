@@ -158,7 +158,7 @@ async fn owners_tag_their_jobs_staff_any_and_the_filter_lists_exactly_the_tagged
     let time = |s: i64| DateTime::<Utc>::from_timestamp(s, 0).expect("a time");
     let chart_window = TimeWindow::new(time(start_s), time(end_s)).expect("a window");
     let chart = application.chart_window(&staff, Some("lab"), chart_window, &filter, 100_000).await.expect("chart");
-    let charted: BTreeSet<String> = chart.jobs.iter().map(|job| job.job_id.clone()).collect();
+    let charted: BTreeSet<String> = chart.jobs.iter().map(|job| job.job_id.to_string()).collect();
     let placed = |job: &&Job| job.start.is_some() && job.alloc_nodes > 0 && job.node_list != "None assigned";
     let started: BTreeSet<String> = tagged.iter().filter(placed).map(|j| j.job_id.clone()).collect();
     let facts: Vec<(&str, Option<DateTime<Utc>>, u32, &str)> =

@@ -1,7 +1,9 @@
 //! `slurmlens-dev bench gantt`: the Gantt's data for windows of 1, 7 and 30 days and the grid at a
 //! moment, as the pages fetch them (`/web/v1/gantt`, `/web/v1/grid`), each against references measured
-//! in the same run: the bare listing of the same window (`/api/v1/jobs`, every page) and slurmdbd's
-//! window read alone (`jobs_in_window`, no mapping). Prints server times, payload bytes (raw and
+//! in the same run: the bare listing of the same window (`/api/v1/jobs`, every page), slurmdbd's
+//! window read alone (`jobs_in_window`, no mapping), and the same server keeping no charts' history
+//! (`[limits] chart_history_jobs = 0`); the first view of each window (the hours no earlier one
+//! kept) apart from the median of the views after it. Prints server times, payload bytes (raw and
 //! gzipped, as the router's compression sends them) and ratios; asserts nothing.
 
 use std::time::{Duration, Instant};
@@ -103,6 +105,10 @@ pub async fn run(config: &Config, args: &GanttBenchArgs) -> anyhow::Result<()> {
         config.clusters.push(cluster);
     }
     let state = super::prepared_state(&config).await?;
+    // The reference for the charts' history: the same server keeping none, reading every window whole.
+    let mut keeping_none = config.clone();
+    keeping_none.limits.chart_history_jobs = 0;
+    let app_reading = router(super::prepared_state(&keeping_none).await?);
     let reader = state
         .app()
         .readers()
@@ -123,12 +129,19 @@ pub async fn run(config: &Config, args: &GanttBenchArgs) -> anyhow::Result<()> {
         let start = end - days * 86_400;
         let window_query = format!("cluster={}&start={start}&end={end}", args.cluster);
         let gantt_uri = format!("/web/v1/gantt?{window_query}");
+        // The first view reads the hours no earlier window kept (the 1-day window first: every hour).
+        let first = fetch(&app, &gantt_uri, false).await?;
         let (gantt_ms, gantt) = timed(args.repeat, || async {
             let fetched = fetch(&app, &gantt_uri, false).await?;
             Ok((fetched.took, fetched))
         })
         .await?;
         let gzip = fetch(&app, &gantt_uri, true).await?;
+        let (read_whole_ms, _) = timed(args.repeat, || async {
+            let fetched = fetch(&app_reading, &gantt_uri, false).await?;
+            Ok((fetched.took, ()))
+        })
+        .await?;
         // Jobs drawn one by one (`job_ids`, columnar) or, before the columnar form, one array each.
         let answer = serde_json::from_slice::<serde_json::Value>(&gantt.body)?;
         let count = |field: &str| answer.get(field).and_then(|values| values.as_array().map(Vec::len));
@@ -144,6 +157,19 @@ pub async fn run(config: &Config, args: &GanttBenchArgs) -> anyhow::Result<()> {
             ms(listing_ms),
             ms(gantt_ms) / ms(listing_ms).max(0.001)
         );
+        for (label, took) in [("  first view, hours read", first.took), ("  keeping no history", read_whole_ms)] {
+            println!(
+                "{:<34} {:>9} {:>9.1} {:>11} {:>10} {:>11.1} {:>12.2}",
+                label,
+                "",
+                ms(took),
+                "",
+                "",
+                ms(listing_ms),
+                ms(took) / ms(listing_ms).max(0.001)
+            );
+        }
+        println!("  kept / keeping none: {:.2}", ms(gantt_ms) / ms(read_whole_ms).max(0.001));
         // Where the time goes: slurmdbd's read of the window alone (SQL and decoding, no mapping).
         let window = TimeWindow::new(
             DateTime::from_timestamp(start, 0).context("start")?,

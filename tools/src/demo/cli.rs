@@ -224,14 +224,15 @@ pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> 
             let url = seeder_url.context("SLURMLENS_SEEDER_URL must name a user that may write slurmdbd's tables")?;
             let pool =
                 MySqlPoolOptions::new().max_connections(4).connect(url).await.context("connecting as the seeder")?;
+            let loader = super::history::Loader::new(url)?;
             let params = seed.shape.params(&seed.cluster, Utc::now());
             if seed.before_existing {
                 // Nothing replaced: the store's rows still name the same jobs.
-                let stats = super::history::generate_before_existing(&pool, &params).await?;
+                let stats = super::history::generate_before_existing(&pool, &loader, &params).await?;
                 println!("{stats}");
                 return Ok(());
             }
-            let stats = super::history::generate(&pool, &params).await?;
+            let stats = super::history::generate(&pool, &loader, &params).await?;
             println!("{stats}");
             // The job ids now name other jobs: what our store knew of the old ones would be read as theirs.
             // (Our schema may not exist yet on a fresh lab: migrations are forward-only and idempotent.)

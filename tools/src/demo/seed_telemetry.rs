@@ -193,6 +193,10 @@ pub async fn seed_cluster(
     }
     stats.jobs = jobs.len();
     if let Some(store) = store {
+        // A seeding replaces what the last one left of these jobs: GPU records on other slots (the
+        // window, and so the slots taken before it, moved) and reports archived from its series.
+        let seeded: Vec<u32> = jobs.iter().map(|job| job.identity.id_job).collect();
+        store.forget_jobs_telemetry(reader.cluster(), &seeded).await?;
         for allocations in records.values() {
             store.upsert_gpu_allocations(reader.cluster(), allocations).await?;
             stats.gpu_records += allocations.len();

@@ -26,6 +26,17 @@ pub fn lab_vars() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// `slurmlens-dev` run with `args` against the lab (its env.sh, `SLURMLENS_CLUSTERS=sakura`): what it
+/// printed, after checking that it succeeded.
+pub fn dev_against_lab(args: &[&str]) -> String {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_slurmlens-dev"));
+    command.envs(lab_vars()).env("SLURMLENS_CLUSTERS", "sakura").args(args);
+    let output = command.output().expect("the slurmlens-dev binary runs");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{args:?} failed:\n{printed}\n{}", String::from_utf8_lossy(&output.stderr));
+    printed
+}
+
 fn config(vars: &BTreeMap<String, String>) -> Config {
     let var = |name: &str| vars.get(name).cloned().unwrap_or_else(|| panic!("{name} missing from the lab's env.sh"));
     let mut config = Config {

@@ -5,6 +5,8 @@
 
 use std::process::Command;
 
+mod gantt;
+mod history;
 mod live;
 mod scale;
 

@@ -1,24 +1,12 @@
 //! `bench scale` against the lab: sakura measured against itself, once, so that CI sees the command run
 //! through every measure (the router's API and page data, the SQL floor, sacct). Times are never checked.
 
-use std::process::Command;
-
-use super::live::lab_vars;
+use super::live::dev_against_lab;
 
 #[test]
 fn bench_scale_prints_every_measure_for_both_clusters() {
-    let vars = lab_vars();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_slurmlens-dev"));
-    for (name, value) in &vars {
-        command.env(name, value);
-    }
-    let output = command
-        .env("SLURMLENS_CLUSTERS", "sakura")
-        .args(["bench", "scale", "--small", "sakura", "--big", "sakura", "--days", "1", "--repeat", "1"])
-        .output()
-        .expect("the slurmlens-dev binary runs");
-    let printed = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "bench scale failed:\n{printed}\n{}", String::from_utf8_lossy(&output.stderr));
+    let printed =
+        dev_against_lab(&["bench", "scale", "--small", "sakura", "--big", "sakura", "--days", "1", "--repeat", "1"]);
     for row in [
         "first page, staff",
         "first page, user ",

@@ -8,7 +8,8 @@ mod draw;
 mod layout;
 mod pack;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use slurmlens_slurm::hostlist;
@@ -81,23 +82,23 @@ pub struct PackedBar {
 /// exit codes, no report beyond the two means its efficiency class is read from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowJob {
-    pub job_id: String,
+    pub job_id: Arc<str>,
     pub job_id_raw: u32,
-    pub name: String,
-    pub user: String,
-    pub account: String,
-    pub partition: String,
+    pub name: Arc<str>,
+    pub user: Arc<str>,
+    pub account: Arc<str>,
+    pub partition: Arc<str>,
     /// As sacct prints it (`CANCELLED by 1001`).
-    pub state: String,
+    pub state: Arc<str>,
     /// Epoch seconds; 0: never started.
     pub start: i64,
     /// Epoch seconds; 0 while running.
     pub end: i64,
     pub gpus: u64,
     /// As slurmdbd stores it (`gpu[001-004]`).
-    pub node_list: String,
+    pub node_list: Arc<str>,
     /// Node names, expanded.
-    pub hosts: Vec<String>,
+    pub hosts: Arc<[String]>,
     pub mean_gpu_util: Option<f64>,
     pub mean_tensor_active: Option<f64>,
 }
@@ -105,18 +106,18 @@ pub struct WindowJob {
 impl From<&wire::Job> for WindowJob {
     fn from(job: &wire::Job) -> Self {
         Self {
-            job_id: job.job_id.clone(),
+            job_id: job.job_id.as_str().into(),
             job_id_raw: job.job_id_raw,
-            name: job.job_name.clone(),
-            user: job.user.clone(),
-            account: job.account.clone(),
-            partition: job.partition.clone(),
-            state: job.state.clone(),
+            name: job.job_name.as_str().into(),
+            user: job.user.as_str().into(),
+            account: job.account.as_str().into(),
+            partition: job.partition.as_str().into(),
+            state: job.state.as_str().into(),
             start: job.start.map_or(0, |t| t.timestamp()),
             end: job.end.map_or(0, |t| t.timestamp()),
             gpus: job.alloc_gpus,
-            node_list: job.node_list.clone(),
-            hosts: hostlist::expand_lenient(&job.node_list),
+            node_list: job.node_list.as_str().into(),
+            hosts: hostlist::expand_lenient(&job.node_list).into(),
             mean_gpu_util: job.mean_gpu_util,
             mean_tensor_active: job.mean_tensor_active,
         }
@@ -145,7 +146,7 @@ pub struct GanttJob {
 #[derive(Default)]
 struct Interner {
     values: Vec<String>,
-    index: BTreeMap<String, u32>,
+    index: HashMap<String, u32>,
 }
 
 impl Interner {
@@ -162,7 +163,8 @@ impl Interner {
 
 /// The node names a job list touches, for laying out nodes the node list does not name.
 pub fn job_nodes(jobs: &[WindowJob]) -> BTreeSet<String> {
-    jobs.iter().flat_map(|job| job.hosts.iter().cloned()).collect()
+    let names: HashSet<&str> = jobs.iter().flat_map(|job| job.hosts.iter().map(String::as_str)).collect();
+    names.into_iter().map(str::to_string).collect()
 }
 
 /// GPUs a job holds on each of its nodes, rounded up (slurmdbd keeps only the total).
@@ -180,7 +182,7 @@ impl GanttData {
         jobs: &[WindowJob],
         truncated: bool,
     ) -> Self {
-        let node_index = racks.index();
+        let node_index: HashMap<&str, u32> = racks.index().into_iter().collect();
         let (mut users, mut accounts, mut partitions, mut states, mut names) =
             (Interner::default(), Interner::default(), Interner::default(), Interner::default(), Interner::default());
         let mut compact = Vec::with_capacity(jobs.len());
@@ -193,7 +195,7 @@ impl GanttData {
                 continue;
             }
             compact.push(GanttJob {
-                job_id: job.job_id.clone(),
+                job_id: job.job_id.to_string(),
                 name: names.get(&job.name),
                 user: users.get(&job.user),
                 account: accounts.get(&job.account),

@@ -50,6 +50,10 @@ pub struct ArchiverSettings {
 pub struct Round {
     pub window: TimeWindow,
     pub max_reports: Option<usize>,
+    /// The moment the round reads "finished" against: a job is due once it ended `archive_delay`
+    /// before it. The archiver passes the round's start; a caller that counted the due jobs itself
+    /// passes the moment it counted at, so a job ending meanwhile does not join the round.
+    pub as_of: DateTime<Utc>,
 }
 
 /// What one round did.
@@ -102,7 +106,7 @@ impl Archiver {
             _ => now - self.settings.backfill,
         };
         let window = TimeWindow::new(since, now).map_err(|e| ReportError::Window(e.to_string()))?;
-        let summary = archive_round(app, &self.settings, Round { window, max_reports: None }).await?;
+        let summary = archive_round(app, &self.settings, Round { window, max_reports: None, as_of: now }).await?;
         if summary.skipped {
             // Another replica archives: when this one takes over, it starts with a full round.
             return Ok(summary);
@@ -122,7 +126,7 @@ impl Archiver {
 pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round) -> Result<RoundSummary, ReportError> {
     let mut walk = Walk {
         settings,
-        now: Utc::now(),
+        now: round.as_of,
         budget: round.max_reports.unwrap_or(usize::MAX),
         summary: RoundSummary::default(),
         unanswered: Vec::new(),

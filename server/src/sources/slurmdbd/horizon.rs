@@ -84,6 +84,21 @@ impl LongSpans {
         OlderPart { floor, catalogued, recent_ends_from }
     }
 
+    /// The catalogued jobs submitted before `submitted_before` that ended in `[from, to)`.
+    pub fn ended_between(&self, from: u64, to: u64, submitted_before: u64) -> Vec<u64> {
+        self.jobs
+            .iter()
+            .filter(|job| job.time_submit < submitted_before && job.time_end >= from && job.time_end < to)
+            .map(|job| job.db_index)
+            .collect()
+    }
+
+    /// Whether every long-spanned job that ended before `to` is known, ends recorded late aside: the
+    /// catalogue looked at the ends up to [`LATE_END_S`] past it.
+    pub fn complete_for(&self, to: u64) -> bool {
+        self.complete_below >= to.saturating_add(LATE_END_S)
+    }
+
     /// How many jobs the catalogue holds.
     fn len(&self) -> usize {
         self.jobs.len()

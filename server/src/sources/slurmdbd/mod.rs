@@ -11,6 +11,7 @@ mod horizon;
 mod previous;
 mod rows;
 mod script;
+mod sealed;
 mod shape;
 mod timed;
 mod usage;

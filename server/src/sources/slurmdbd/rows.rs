@@ -7,7 +7,7 @@ use super::SlurmDbdError;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::hostlist::Hostlist;
 use crate::domain::ids::{JobIdentity, NO_VAL};
-use crate::domain::job::{JobRecord, StepRecord};
+use crate::domain::job::{EndedJob, JobRecord, StepRecord};
 use crate::domain::state::JobState;
 use crate::domain::time::TimeLimit;
 use crate::domain::tres::{MemRequest, TresMap};
@@ -54,6 +54,28 @@ fn i64_at(row: &MySqlRow, index: usize) -> Result<i64, SlurmDbdError> {
     row.try_get::<i64, _>(index).map_err(|e| schema("column", e))
 }
 
+/// A job row's identity, columns 1–7 of both `job_columns` and `sealed::ENDED_COLUMNS`.
+fn identity_at(row: &MySqlRow) -> Result<JobIdentity, SlurmDbdError> {
+    Ok(JobIdentity {
+        id_job: u32_at(row, 1)?,
+        id_array_job: u32_at(row, 2)?,
+        id_array_task: u32_at(row, 3)?,
+        array_task_str: opt_text_at(row, 4)?,
+        array_max_tasks: u32_at(row, 5)?,
+        het_job_id: u32_at(row, 6)?,
+        het_job_offset: u32_at(row, 7)?,
+    })
+}
+
+/// A job row's user (columns 9 and 10 of both shapes): sacct names the user from the job's
+/// association; a job without one shows its uid.
+fn user_at(row: &MySqlRow) -> Result<String, SlurmDbdError> {
+    match opt_text_at(row, 9)?.filter(|name| !name.is_empty()) {
+        Some(name) => Ok(name),
+        None => Ok(u32_at(row, 10)?.to_string()),
+    }
+}
+
 /// Decodes one row selected with `job_columns`.
 pub(super) fn decode_job(row: &MySqlRow) -> Result<JobRecord, SlurmDbdError> {
     let id_job = u32_at(row, 1)?;
@@ -62,19 +84,10 @@ pub(super) fn decode_job(row: &MySqlRow) -> Result<JobRecord, SlurmDbdError> {
     let tres_alloc = TresMap::parse(&text_at(row, 29)?).map_err(|e| schema(&format!("job {id_job} tres_alloc"), e))?;
     let tres_req = TresMap::parse(&text_at(row, 30)?).map_err(|e| schema(&format!("job {id_job} tres_req"), e))?;
     let uid = u32_at(row, 10)?;
-    // sacct names the user from the job's association; a job without one shows its uid.
-    let user = opt_text_at(row, 9)?.filter(|name| !name.is_empty()).unwrap_or_else(|| uid.to_string());
+    let user = user_at(row)?;
     Ok(JobRecord {
         db_index: u64_at(row, 0)?,
-        identity: JobIdentity {
-            id_job,
-            id_array_job: u32_at(row, 2)?,
-            id_array_task: u32_at(row, 3)?,
-            array_task_str: opt_text_at(row, 4)?,
-            array_max_tasks: u32_at(row, 5)?,
-            het_job_id: u32_at(row, 6)?,
-            het_job_offset: u32_at(row, 7)?,
-        },
+        identity: identity_at(row)?,
         job_name: text_at(row, 8)?,
         user,
         uid,
@@ -104,6 +117,31 @@ pub(super) fn decode_job(row: &MySqlRow) -> Result<JobRecord, SlurmDbdError> {
         submit_line: text_at(row, 33)?,
         sluid: slurmlens_slurm::sluid::Sluid::from_stored(u64_at(row, 34)?),
         restarts: opt_u32_at(row, 35)?,
+    })
+}
+
+/// Decodes one row selected with `sealed::ENDED_COLUMNS`.
+pub(super) fn decode_ended(row: &MySqlRow) -> Result<EndedJob, SlurmDbdError> {
+    let id_job = u32_at(row, 1)?;
+    let node_list = text_at(row, 15)?;
+    let nodes = Hostlist::parse(&node_list).map_err(|e| schema(&format!("job {id_job} nodelist"), e))?;
+    let tres_alloc = TresMap::parse(&text_at(row, 17)?).map_err(|e| schema(&format!("job {id_job} tres_alloc"), e))?;
+    let user = user_at(row)?;
+    Ok(EndedJob {
+        db_index: u64_at(row, 0)?,
+        identity: identity_at(row)?,
+        job_name: text_at(row, 8)?,
+        user,
+        account: text_at(row, 11)?,
+        partition: text_at(row, 12)?,
+        state: JobState::from_raw(u32_at(row, 13)?),
+        time_submit: u64_at(row, 14)?,
+        time_start: u64_at(row, 18)?,
+        time_end: u64_at(row, 19)?,
+        node_list,
+        nodes,
+        alloc_nodes: u32_at(row, 16)?,
+        tres_alloc,
     })
 }
 

@@ -300,7 +300,7 @@ impl SlurmDbd {
     }
 
     /// The job table, read through `index` (a hint, or nothing), joined to the names a listing shows.
-    fn joined(&self, index: &str) -> String {
+    pub(super) fn joined(&self, index: &str) -> String {
         format!(
             "{} j{index} LEFT JOIN {} a ON a.id_assoc = j.id_assoc LEFT JOIN qos_table q ON q.id = j.id_qos",
             self.cluster.table("job_table"),

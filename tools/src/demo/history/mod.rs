@@ -41,6 +41,7 @@ mod continuation;
 mod encoding;
 mod events;
 pub mod live;
+mod load;
 mod planted;
 mod random;
 mod rows;
@@ -65,6 +66,7 @@ use chrono::{DateTime, Utc};
 use sqlx::MySqlPool;
 
 use context::load_context;
+pub use load::Loader;
 use schedule::build_plan;
 use write::write_plan;
 
@@ -157,19 +159,19 @@ impl fmt::Display for HistoryStats {
 ///
 /// A history longer than [`spans::SPAN_DAYS`] days is simulated and written span by span (see `spans.rs`):
 /// each span is committed on its own, so readers see it grow from its oldest month.
-pub async fn generate(pool: &MySqlPool, params: &HistoryParams) -> Result<HistoryStats> {
+pub async fn generate(pool: &MySqlPool, loader: &Loader, params: &HistoryParams) -> Result<HistoryStats> {
     let started = Instant::now();
     validate(params)?;
     let context = load_context(pool, &params.cluster).await?;
     if params.days > spans::SPAN_DAYS {
-        return spans::generate_spans(pool, params, context, spans::SpansStart::FRESH).await;
+        return spans::generate_spans(pool, loader, params, context, spans::SpansStart::FRESH).await;
     }
     let simulation_started = Instant::now();
     let plan = Arc::new(build_plan(params, &context)?);
     let simulate_secs = simulation_started.elapsed().as_secs_f64();
     tracing::info!(secs = simulate_secs, jobs = plan.jobs.len(), "history: simulated");
     let context = Arc::new(context);
-    let (jobs, steps, events) = write_plan(pool, params, &context, &plan).await?;
+    let (jobs, steps, events) = write_plan(loader, params, &context, &plan).await?;
     let mut stats = plan.stats(params);
     stats.jobs = jobs;
     stats.steps = steps;
@@ -184,7 +186,11 @@ pub async fn generate(pool: &MySqlPool, params: &HistoryParams) -> Result<Histor
 /// nothing is deleted. Grows a long history without taking its recent part away while it is written;
 /// runs that cross the seam may share GPUs with the existing history's first jobs (the two were
 /// simulated apart).
-pub async fn generate_before_existing(pool: &MySqlPool, params: &HistoryParams) -> Result<HistoryStats> {
+pub async fn generate_before_existing(
+    pool: &MySqlPool,
+    loader: &Loader,
+    params: &HistoryParams,
+) -> Result<HistoryStats> {
     validate(params)?;
     let context = load_context(pool, &params.cluster).await?;
     let bounds: (Option<i64>, Option<u32>) = sqlx::query_as(&format!(
@@ -199,7 +205,7 @@ pub async fn generate_before_existing(pool: &MySqlPool, params: &HistoryParams) 
     let end = DateTime::from_timestamp(oldest - oldest.rem_euclid(3600), 0).unwrap_or(params.end);
     let params = HistoryParams { end, ..params.clone() };
     let start = spans::SpansStart { first_id: last_id + 1, ends_now: false, clear: false };
-    spans::generate_spans(pool, &params, context, start).await
+    spans::generate_spans(pool, loader, &params, context, start).await
 }
 
 /// What [`rehearse`] found: the plan's summary and the digest of the rows it would write.

@@ -13,7 +13,7 @@ use sqlx::mysql::MySqlArguments;
 
 use super::rows::JobRow;
 use super::workload::Mode;
-use super::write::{insert_sql, push_value};
+use super::write::{RowSink, insert_sql};
 
 /// Script rows per statement.
 const SCRIPTS_PER_STATEMENT: usize = 200;
@@ -69,6 +69,10 @@ pub(super) fn distinct_scripts(jobs: &[JobRow]) -> BTreeMap<u64, (String, String
 }
 
 /// The statements that insert `scripts` into `table` (a script already there, from an earlier span, is kept).
+/// The script table's columns and a row's placeholders.
+pub(super) const SCRIPT_COLS: &str = "hash_inx, script_hash, batch_script";
+pub(super) const SCRIPT_TUPLE: &str = "(?,?,?)";
+
 pub(super) fn encode_scripts(
     table: &str,
     scripts: &BTreeMap<u64, (String, String)>,
@@ -76,18 +80,25 @@ pub(super) fn encode_scripts(
     let rows: Vec<_> = scripts.iter().collect();
     rows.chunks(SCRIPTS_PER_STATEMENT)
         .map(|chunk| {
-            let sql = insert_sql(table, "hash_inx, script_hash, batch_script", "(?,?,?)", chunk.len()).replacen(
+            let sql = insert_sql(table, SCRIPT_COLS, SCRIPT_TUPLE, chunk.len()).replacen(
                 "INSERT INTO",
                 "INSERT IGNORE INTO",
                 1,
             );
             let mut args = MySqlArguments::default();
             for (inx, (hash, text)) in chunk {
-                push_value(&mut args, **inx)?;
-                push_value(&mut args, hash.as_str())?;
-                push_value(&mut args, text.as_str())?;
+                script_row(&mut args, **inx, hash, text)?;
             }
             Ok((sql, args))
         })
         .collect()
+}
+
+/// One script's values, as [`SCRIPT_TUPLE`]'s placeholders take them.
+pub(super) fn script_row<S: RowSink>(sink: &mut S, inx: u64, hash: &str, text: &str) -> Result<()> {
+    sink.value(inx)?;
+    sink.value(hash)?;
+    sink.value(text)?;
+    sink.end_row();
+    Ok(())
 }

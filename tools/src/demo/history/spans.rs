@@ -189,6 +189,7 @@ pub(super) fn add_span(total: &mut HistoryStats, span: HistoryStats) {
 /// written (and committed) while the next one is simulated on a blocking thread.
 pub(super) async fn generate_spans(
     pool: &MySqlPool,
+    loader: &super::Loader,
     params: &HistoryParams,
     context: ClusterContext,
     start: SpansStart,
@@ -205,7 +206,7 @@ pub(super) async fn generate_spans(
             })
         })
     };
-    let mut writer = SpanWriter::start(pool, &params.cluster, start.clear).await?;
+    let mut writer = SpanWriter::start(pool, loader, &params.cluster, start.clear).await?;
     let written = write_spans(&mut writer, &mut receiver, params, &context, started).await;
     // The indexes come back whether or not every span was written.
     let indexed = writer.finish().await;

@@ -12,7 +12,9 @@ use tokio::sync::mpsc;
 
 use super::context::ClusterContext;
 use super::encoding::{hostlist, node_inx, tres_string};
+use super::load::{BulkTx, Loader, TsvRows, TsvValue};
 use super::rows::{JobRow, Plan, step_exit};
+use super::scripts::{SCRIPT_COLS, SCRIPT_TUPLE};
 use super::steps::{StepRow, steps_for};
 use super::workload::{JobOutcome, Mode};
 use super::{HistoryParams, NO_VAL, NO_VAL64, NODE_CPUS, NODE_MEM};
@@ -36,8 +38,6 @@ tres_usage_out_min_taskid, tres_usage_out_min_nodeid, tres_usage_out_tot";
 
 pub(super) const STEP_TUPLE: &str =
     "(?,0,?,?,4294967294,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,0,NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-
-pub(super) const CHUNK: usize = 1000;
 
 pub(super) fn insert_sql(table: &str, cols: &str, tuple: &str, rows: usize) -> String {
     let mut sql = String::with_capacity(64 + cols.len() + rows * (tuple.len() + 1));
@@ -129,11 +129,25 @@ pub(super) fn job_values(context: &ClusterContext, plan: &Plan, job: &JobRow, in
     }
 }
 
-pub(super) fn push_value<'q, T>(args: &mut MySqlArguments, value: T) -> Result<()>
-where
-    T: 'q + sqlx::Encode<'q, MySql> + sqlx::Type<MySql>,
-{
-    args.add(value).map_err(|error| anyhow::anyhow!("encoding a value: {error}"))
+/// Where a generated row's values go, in its column list's order: a prepared statement's arguments
+/// (the live demo's upserts, and the rows' digest) or `LOAD DATA` text ([`TsvRows`]). One list of
+/// fields per table serves both.
+pub(super) trait RowSink {
+    fn value<'q, T>(&mut self, value: T) -> Result<()>
+    where
+        T: 'q + sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + TsvValue;
+
+    /// Ends a row (a statement's arguments run on).
+    fn end_row(&mut self) {}
+}
+
+impl RowSink for MySqlArguments {
+    fn value<'q, T>(&mut self, value: T) -> Result<()>
+    where
+        T: 'q + sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + TsvValue,
+    {
+        self.add(value).map_err(|error| anyhow::anyhow!("encoding a value: {error}"))
+    }
 }
 
 pub(super) fn encode_jobs(
@@ -145,89 +159,117 @@ pub(super) fn encode_jobs(
 ) -> Result<MySqlArguments> {
     let mut args = MySqlArguments::default();
     for (offset, job) in chunk.iter().enumerate() {
-        let values = job_values(context, plan, job, base + (first + offset) as u64);
-        let user = &context.users[job.user_index];
-        push_value(&mut args, values.inx)?;
-        push_value(&mut args, values.mod_time)?;
-        push_value(&mut args, user.acct.as_str())?;
-        push_value(&mut args, job.array_task_str.as_deref())?;
-        push_value(&mut args, job.array_max_tasks)?;
-        push_value(&mut args, job.array_task_pending)?;
-        push_value(&mut args, job.cpus_req)?;
-        push_value(&mut args, values.derived_ec)?;
-        push_value(&mut args, values.exit_code)?;
-        push_value(&mut args, job.flags)?;
-        push_value(&mut args, job.template.name.as_str())?;
-        push_value(&mut args, user.id_assoc)?;
-        push_value(&mut args, job.id_array_job)?;
-        push_value(&mut args, job.id_array_task)?;
-        push_value(&mut args, job.id_job)?;
-        push_value(&mut args, job.qos)?;
-        push_value(&mut args, user.uid)?;
-        push_value(&mut args, user.gid)?;
-        push_value(&mut args, job.het_job_id)?;
-        push_value(&mut args, job.het_job_offset)?;
-        push_value(&mut args, values.kill_requid)?;
-        push_value(&mut args, job.mem_req)?;
-        push_value(&mut args, values.nodelist.as_str())?;
-        push_value(&mut args, if values.node_inx.is_some() { job.nodes.len() as u32 } else { 0 })?;
-        push_value(&mut args, values.node_inx.as_deref())?;
-        push_value(&mut args, if job.debug { "debug" } else { "gpu" })?;
-        push_value(&mut args, job.priority)?;
-        push_value(&mut args, super::scripts::script_hash_inx(job))?;
-        push_value(&mut args, values.state)?;
-        push_value(&mut args, job.timelimit)?;
-        push_value(&mut args, job.t_submit)?;
-        push_value(&mut args, job.t_eligible)?;
-        push_value(&mut args, values.time_start)?;
-        push_value(&mut args, values.time_end)?;
-        push_value(&mut args, &*job.work_dir)?;
-        push_value(&mut args, &*job.submit_line)?;
-        push_value(&mut args, values.tres_alloc.as_str())?;
-        push_value(&mut args, values.tres_req.as_str())?;
+        job_row(&mut args, context, plan, job, base + (first + offset) as u64)?;
     }
     Ok(args)
+}
+
+/// One job's values, as [`JOB_TUPLE`]'s placeholders take them.
+pub(super) fn job_row<S: RowSink>(
+    sink: &mut S,
+    context: &ClusterContext,
+    plan: &Plan,
+    job: &JobRow,
+    inx: u64,
+) -> Result<()> {
+    let values = job_values(context, plan, job, inx);
+    let user = &context.users[job.user_index];
+    sink.value(values.inx)?;
+    sink.value(values.mod_time)?;
+    sink.value(user.acct.as_str())?;
+    sink.value(job.array_task_str.as_deref())?;
+    sink.value(job.array_max_tasks)?;
+    sink.value(job.array_task_pending)?;
+    sink.value(job.cpus_req)?;
+    sink.value(values.derived_ec)?;
+    sink.value(values.exit_code)?;
+    sink.value(job.flags)?;
+    sink.value(job.template.name.as_str())?;
+    sink.value(user.id_assoc)?;
+    sink.value(job.id_array_job)?;
+    sink.value(job.id_array_task)?;
+    sink.value(job.id_job)?;
+    sink.value(job.qos)?;
+    sink.value(user.uid)?;
+    sink.value(user.gid)?;
+    sink.value(job.het_job_id)?;
+    sink.value(job.het_job_offset)?;
+    sink.value(values.kill_requid)?;
+    sink.value(job.mem_req)?;
+    sink.value(values.nodelist.as_str())?;
+    sink.value(if values.node_inx.is_some() { job.nodes.len() as u32 } else { 0 })?;
+    sink.value(values.node_inx.as_deref())?;
+    sink.value(if job.debug { "debug" } else { "gpu" })?;
+    sink.value(job.priority)?;
+    sink.value(super::scripts::script_hash_inx(job))?;
+    sink.value(values.state)?;
+    sink.value(job.timelimit)?;
+    sink.value(job.t_submit)?;
+    sink.value(job.t_eligible)?;
+    sink.value(values.time_start)?;
+    sink.value(values.time_end)?;
+    sink.value(&*job.work_dir)?;
+    sink.value(&*job.submit_line)?;
+    sink.value(values.tres_alloc.as_str())?;
+    sink.value(values.tres_req.as_str())?;
+    sink.end_row();
+    Ok(())
 }
 
 pub(super) fn encode_steps(rows: &[StepRow]) -> Result<MySqlArguments> {
     let mut args = MySqlArguments::default();
     for step in rows {
-        push_value(&mut args, step.job_db_inx)?;
-        push_value(&mut args, step.exit_code)?;
-        push_value(&mut args, step.id_step)?;
-        push_value(&mut args, step.kill_requid)?;
-        push_value(&mut args, step.nodelist.as_str())?;
-        push_value(&mut args, step.nodes_alloc)?;
-        push_value(&mut args, step.node_inx.as_str())?;
-        push_value(&mut args, step.state)?;
-        push_value(&mut args, step.step_name.as_str())?;
-        push_value(&mut args, step.task_cnt)?;
-        push_value(&mut args, step.task_dist)?;
-        push_value(&mut args, step.time_start)?;
-        push_value(&mut args, step.time_end)?;
-        push_value(&mut args, step.user_sec)?;
-        push_value(&mut args, step.user_usec)?;
-        push_value(&mut args, step.sys_sec)?;
-        push_value(&mut args, step.sys_usec)?;
-        push_value(&mut args, step.act_cpufreq)?;
-        push_value(&mut args, step.req_cpufreq_min)?;
-        push_value(&mut args, step.req_cpufreq)?;
-        push_value(&mut args, step.req_cpufreq_gov)?;
-        push_value(&mut args, step.submit_line.as_deref())?;
-        push_value(&mut args, step.tres_alloc.as_str())?;
-        for col in &step.usage {
-            push_value(&mut args, col.as_str())?;
-        }
+        step_row(&mut args, step)?;
     }
     Ok(args)
 }
 
-pub(super) type EncodedChunk = Result<(usize, MySqlArguments)>;
+/// One step's values, as [`STEP_TUPLE`]'s placeholders take them.
+pub(super) fn step_row<S: RowSink>(sink: &mut S, step: &StepRow) -> Result<()> {
+    sink.value(step.job_db_inx)?;
+    sink.value(step.exit_code)?;
+    sink.value(step.id_step)?;
+    sink.value(step.kill_requid)?;
+    sink.value(step.nodelist.as_str())?;
+    sink.value(step.nodes_alloc)?;
+    sink.value(step.node_inx.as_str())?;
+    sink.value(step.state)?;
+    sink.value(step.step_name.as_str())?;
+    sink.value(step.task_cnt)?;
+    sink.value(step.task_dist)?;
+    sink.value(step.time_start)?;
+    sink.value(step.time_end)?;
+    sink.value(step.user_sec)?;
+    sink.value(step.user_usec)?;
+    sink.value(step.sys_sec)?;
+    sink.value(step.sys_usec)?;
+    sink.value(step.act_cpufreq)?;
+    sink.value(step.req_cpufreq_min)?;
+    sink.value(step.req_cpufreq)?;
+    sink.value(step.req_cpufreq_gov)?;
+    sink.value(step.submit_line.as_deref())?;
+    sink.value(step.tres_alloc.as_str())?;
+    for col in &step.usage {
+        sink.value(col.as_str())?;
+    }
+    sink.end_row();
+    Ok(())
+}
+
+/// Rows of `LOAD DATA` text per chunk sent while the next is encoded.
+const LOAD_CHUNK: usize = 1000;
 
 /// Runs on a blocking thread: encodes the job rows chunk by chunk.
-pub(super) fn produce_jobs(context: &ClusterContext, plan: &Plan, base: u64, out: &mpsc::Sender<EncodedChunk>) {
-    for (chunk_index, chunk) in plan.jobs.chunks(CHUNK).enumerate() {
-        let encoded = encode_jobs(context, plan, base, chunk_index * CHUNK, chunk).map(|args| (chunk.len(), args));
+pub(super) fn produce_jobs(context: &ClusterContext, plan: &Plan, base: u64, out: &mpsc::Sender<Result<TsvRows>>) {
+    for (chunk_index, chunk) in plan.jobs.chunks(LOAD_CHUNK).enumerate() {
+        let mut rows = TsvRows::default();
+        let encoded = chunk
+            .iter()
+            .enumerate()
+            .try_for_each(|(offset, job)| {
+                job_row(&mut rows, context, plan, job, base + (chunk_index * LOAD_CHUNK + offset) as u64)
+            })
+            .map(|()| rows);
         if out.blocking_send(encoded).is_err() {
             return;
         }
@@ -240,57 +282,27 @@ pub(super) fn produce_steps(
     context: &ClusterContext,
     plan: &Plan,
     base: u64,
-    out: &mpsc::Sender<EncodedChunk>,
+    out: &mpsc::Sender<Result<TsvRows>>,
 ) {
-    let mut buffer: Vec<StepRow> = Vec::with_capacity(CHUNK + 16);
+    let mut buffer: Vec<StepRow> = Vec::with_capacity(LOAD_CHUNK + 16);
     let job_count = plan.jobs.len();
     for (index, job) in plan.jobs.iter().enumerate() {
         steps_for(params, context, plan, job, base + index as u64, &mut buffer);
-        while buffer.len() >= CHUNK || (index + 1 == job_count && !buffer.is_empty()) {
-            let take = buffer.len().min(CHUNK);
-            let encoded = encode_steps(&buffer[..take]).map(|args| (take, args));
-            buffer.drain(..take);
-            if out.blocking_send(encoded).is_err() {
-                return;
-            }
+        if buffer.len() < LOAD_CHUNK && index + 1 < job_count {
+            continue;
+        }
+        let mut rows = TsvRows::default();
+        let encoded = buffer.iter().try_for_each(|step| step_row(&mut rows, step)).map(|()| rows);
+        buffer.clear();
+        if out.blocking_send(encoded).is_err() {
+            return;
         }
     }
 }
 
-/// Inserts encoded chunks from `rx` into `table` on one connection.
-pub(super) async fn insert_stream(
-    conn: &mut MySqlConnection,
-    table: &str,
-    cols: &str,
-    tuple: &str,
-    mut chunks: mpsc::Receiver<EncodedChunk>,
-) -> Result<u64> {
-    let full = insert_sql(table, cols, tuple, CHUNK);
-    let mut inserted = 0u64;
-    while let Some(encoded) = chunks.recv().await {
-        let (rows, args) = encoded?;
-        let part;
-        let sql = if rows == CHUNK {
-            full.as_str()
-        } else {
-            part = insert_sql(table, cols, tuple, rows);
-            part.as_str()
-        };
-        sqlx::query_with(sql, args).execute(&mut *conn).await.with_context(|| format!("inserting into {table}"))?;
-        inserted += rows as u64;
-    }
-    Ok(inserted)
-}
-
-pub(super) async fn delete_all(conn: &mut MySqlConnection, tables: &[&str]) -> Result<()> {
-    for table in tables {
-        sqlx::query(&format!("DELETE FROM `{table}`"))
-            .execute(&mut *conn)
-            .await
-            .with_context(|| format!("clearing {table}"))?;
-    }
-    Ok(())
-}
+/// The event table's columns and a row's placeholders.
+const EVENT_COLS: &str = "time_start, time_end, node_name, cluster_nodes, reason, reason_uid, state, tres";
+const EVENT_TUPLE: &str = "(?,?,?,?,?,?,?,?)";
 
 /// The statement that inserts the cluster's event rows and its values: the registration row (the cluster's
 /// TRES) and one row per node event.
@@ -303,8 +315,21 @@ pub(super) fn encode_events(
     event_table: &str,
     registration: bool,
 ) -> Result<Option<(String, MySqlArguments)>> {
+    let mut args = MySqlArguments::default();
+    let rows = event_rows(&mut args, params, context, plan, registration)?;
+    Ok((rows > 0).then(|| (insert_sql(event_table, EVENT_COLS, EVENT_TUPLE, rows), args)))
+}
+
+/// The event rows into `sink` (see [`encode_events`]); answers how many.
+fn event_rows<S: RowSink>(
+    sink: &mut S,
+    params: &HistoryParams,
+    context: &ClusterContext,
+    plan: &Plan,
+    registration: bool,
+) -> Result<usize> {
     if !registration && plan.events.is_empty() {
-        return Ok(None);
+        return Ok(0);
     }
     let tres = &context.tres;
     let nodes = u64::from(params.n_nodes);
@@ -327,38 +352,30 @@ pub(super) fn encode_events(
         (tres.billing, u64::from(NODE_CPUS)),
         (tres.gpu, node_gpus),
     ]);
-    let mut sql = format!(
-        "INSERT INTO `{event_table}` (time_start, time_end, node_name, cluster_nodes, reason, reason_uid, state, tres) VALUES "
-    );
-    for index in 0..plan.events.len() + usize::from(registration) {
-        if index > 0 {
-            sql.push(',');
-        }
-        sql.push_str("(?,?,?,?,?,?,?,?)");
-    }
-    let mut args = MySqlArguments::default();
     if registration {
-        push_value(&mut args, plan.start)?;
-        push_value(&mut args, 0i64)?;
-        push_value(&mut args, "")?;
-        push_value(&mut args, hostlist(&all_nodes, plan.width))?;
-        push_value(&mut args, "Cluster Registered TRES")?;
-        push_value(&mut args, NO_VAL)?;
-        push_value(&mut args, 0u32)?;
-        push_value(&mut args, registered_tres.as_str())?;
+        sink.value(plan.start)?;
+        sink.value(0i64)?;
+        sink.value("")?;
+        sink.value(hostlist(&all_nodes, plan.width))?;
+        sink.value("Cluster Registered TRES")?;
+        sink.value(NO_VAL)?;
+        sink.value(0u32)?;
+        sink.value(registered_tres.as_str())?;
+        sink.end_row();
     }
     for event in &plan.events {
-        push_value(&mut args, event.time_start)?;
+        sink.value(event.time_start)?;
         // slurmdbd writes 0 for an event still open.
-        push_value(&mut args, if event.time_end == i64::MAX { 0 } else { event.time_end })?;
-        push_value(&mut args, hostlist(&[event.node as u16], plan.width))?;
-        push_value(&mut args, "")?;
-        push_value(&mut args, event.reason)?;
-        push_value(&mut args, event.uid)?;
-        push_value(&mut args, event.state)?;
-        push_value(&mut args, node_tres.as_str())?;
+        sink.value(if event.time_end == i64::MAX { 0 } else { event.time_end })?;
+        sink.value(hostlist(&[event.node as u16], plan.width))?;
+        sink.value("")?;
+        sink.value(event.reason)?;
+        sink.value(event.uid)?;
+        sink.value(event.state)?;
+        sink.value(node_tres.as_str())?;
+        sink.end_row();
     }
-    Ok(Some((sql, args)))
+    Ok(plan.events.len() + usize::from(registration))
 }
 
 /// SHA-256 (hex) of everything [`write_plan`] sends for a plan: the statements, the encoded values of every
@@ -407,50 +424,31 @@ impl fmt::Write for HashWriter<'_> {
     }
 }
 
-/// Deletes the cluster's old rows and inserts the plan. With a pool of two or more
-/// connections, jobs (+ events) and steps go through two transactions in parallel
-/// (committed together at the end), else through one.
+/// Replaces the cluster's history with the plan in one transaction, so readers see the old history
+/// until the new one is committed: the old rows deleted, then the batch scripts, events, jobs and
+/// steps loaded.
 pub(super) async fn write_plan(
-    pool: &MySqlPool,
+    loader: &Loader,
     params: &HistoryParams,
     context: &Arc<ClusterContext>,
     plan: &Arc<Plan>,
 ) -> Result<(u64, u64, u64)> {
     let tables = Tables::of(&params.cluster);
     let timer = Instant::now();
-    let parallel = pool.options().get_max_connections() >= 2;
-    let mut job_tx = pool.begin().await?;
-    let mut step_tx = if parallel { Some(pool.begin().await?) } else { None };
-    match step_tx.as_mut() {
-        Some(step_tx) => {
-            let step_tables = [tables.step.as_str()];
-            let job_tables: Vec<&str> = [tables.job.as_str(), tables.event.as_str(), tables.script.as_str()]
-                .into_iter()
-                .chain(tables.rollups.iter().map(String::as_str))
-                .collect();
-            let (first, second) = tokio::join!(delete_all(step_tx, &step_tables), delete_all(&mut job_tx, &job_tables));
-            first?;
-            second?;
-        }
-        None => {
-            let all: Vec<&str> = [&tables.step, &tables.job, &tables.event, &tables.script]
-                .into_iter()
-                .chain(&tables.rollups)
-                .map(String::as_str)
-                .collect();
-            delete_all(&mut job_tx, &all).await?;
-        }
+    let mut tx = loader.begin().await?;
+    for table in [&tables.step, &tables.job, &tables.event, &tables.script].into_iter().chain(&tables.rollups) {
+        tx.execute(&format!("DELETE FROM `{table}`")).await.with_context(|| format!("clearing {table}"))?;
     }
-    let base = tables.next_inx(&mut job_tx).await?;
+    let base = tx.next_inx(&tables.job).await?;
     tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: old rows deleted");
-    insert_scripts(&mut job_tx, &tables, plan).await?;
-    let (jobs, steps) =
-        insert_plan(&mut job_tx, step_tx.as_deref_mut(), &tables, params, context, plan, base, true).await?;
-    tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: rows inserted");
-    job_tx.commit().await?;
-    if let Some(step_tx) = step_tx {
-        step_tx.commit().await?;
+    let mut scripts = TsvRows::default();
+    for (inx, (hash, text)) in &super::scripts::distinct_scripts(&plan.jobs) {
+        super::scripts::script_row(&mut scripts, *inx, hash, text)?;
     }
+    tx.load_rows(&tables.script, SCRIPT_COLS, SCRIPT_TUPLE, scripts).await?;
+    let (jobs, steps) = load_plan(&mut tx, None, &tables, params, context, plan, base, true).await?;
+    tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: rows loaded");
+    tx.commit().await?;
     tracing::debug!(secs = timer.elapsed().as_secs_f64(), "history: committed");
     Ok((jobs, steps, plan.events.len() as u64 + 1))
 }
@@ -489,16 +487,6 @@ impl Tables {
     }
 }
 
-/// A bulk load's session settings, for this connection only: the rows are unique by construction
-/// (unique keys need no lookup per row) and slurmdbd's tables declare no foreign keys to check.
-async fn bulk_session(conn: &mut MySqlConnection) -> Result<()> {
-    sqlx::query("SET SESSION unique_checks = 0, foreign_key_checks = 0")
-        .execute(&mut *conn)
-        .await
-        .context("setting the bulk load's session")?;
-    Ok(())
-}
-
 /// Inserts the batch scripts of a plan's jobs that the table does not hold yet, as slurmdbd stores them
 /// with `AccountingStoreFlags=job_script`.
 async fn insert_scripts(conn: &mut MySqlConnection, tables: &Tables, plan: &Plan) -> Result<()> {
@@ -508,13 +496,13 @@ async fn insert_scripts(conn: &mut MySqlConnection, tables: &Tables, plan: &Plan
     Ok(())
 }
 
-/// Inserts a plan's events, jobs and steps (`job_db_inx` from `base`): jobs and events on `job_tx`,
-/// steps on `step_tx` in parallel when given, else after the jobs on `job_tx`. Rows are encoded on
-/// blocking threads while the previous chunk is inserted.
-#[expect(clippy::too_many_arguments, reason = "the two connections, the tables and the plan with its place")]
-async fn insert_plan(
-    job_tx: &mut MySqlConnection,
-    step_tx: Option<&mut MySqlConnection>,
+/// Loads a plan's events, jobs and steps (`job_db_inx` from `base`): events and jobs on `jobs_tx`, steps
+/// on `steps_tx` at the same time when given, else after the jobs on `jobs_tx`. Rows are encoded on
+/// blocking threads while the previous chunk is sent.
+#[expect(clippy::too_many_arguments, reason = "the two transactions, the tables and the plan with its place")]
+async fn load_plan(
+    jobs_tx: &mut BulkTx,
+    steps_tx: Option<&mut BulkTx>,
     tables: &Tables,
     params: &HistoryParams,
     context: &Arc<ClusterContext>,
@@ -522,12 +510,12 @@ async fn insert_plan(
     base: u64,
     registration: bool,
 ) -> Result<(u64, u64)> {
-    bulk_session(job_tx).await?;
-    if let Some((event_sql, event_args)) = encode_events(params, context, plan, &tables.event, registration)? {
-        sqlx::query_with(&event_sql, event_args).execute(&mut *job_tx).await.context("inserting events")?;
+    let mut events = TsvRows::default();
+    if event_rows(&mut events, params, context, plan, registration)? > 0 {
+        jobs_tx.load_rows(&tables.event, EVENT_COLS, EVENT_TUPLE, events).await?;
     }
-    let (job_sender, job_receiver) = mpsc::channel::<EncodedChunk>(3);
-    let (step_sender, step_receiver) = mpsc::channel::<EncodedChunk>(3);
+    let (job_sender, job_receiver) = mpsc::channel::<Result<TsvRows>>(3);
+    let (step_sender, step_receiver) = mpsc::channel::<Result<TsvRows>>(3);
     let job_producer = {
         let (context, plan) = (Arc::clone(context), Arc::clone(plan));
         tokio::task::spawn_blocking(move || produce_jobs(&context, &plan, base, &job_sender))
@@ -536,18 +524,17 @@ async fn insert_plan(
         let (params, context, plan) = (params.clone(), Arc::clone(context), Arc::clone(plan));
         tokio::task::spawn_blocking(move || produce_steps(&params, &context, &plan, base, &step_sender))
     };
-    let (jobs, steps) = match step_tx {
-        Some(step_tx) => {
-            bulk_session(step_tx).await?;
+    let (jobs, steps) = match steps_tx {
+        Some(steps_tx) => {
             let (first, second) = tokio::join!(
-                insert_stream(job_tx, &tables.job, JOB_COLS, JOB_TUPLE, job_receiver),
-                insert_stream(step_tx, &tables.step, STEP_COLS, STEP_TUPLE, step_receiver)
+                jobs_tx.load(&tables.job, JOB_COLS, JOB_TUPLE, job_receiver),
+                steps_tx.load(&tables.step, STEP_COLS, STEP_TUPLE, step_receiver)
             );
             (first?, second?)
         }
         None => {
-            let first = insert_stream(job_tx, &tables.job, JOB_COLS, JOB_TUPLE, job_receiver).await?;
-            let second = insert_stream(job_tx, &tables.step, STEP_COLS, STEP_TUPLE, step_receiver).await?;
+            let first = jobs_tx.load(&tables.job, JOB_COLS, JOB_TUPLE, job_receiver).await?;
+            let second = jobs_tx.load(&tables.step, STEP_COLS, STEP_TUPLE, step_receiver).await?;
             (first, second)
         }
     };
@@ -562,6 +549,7 @@ async fn insert_plan(
 /// and [`SpanWriter::finish`] builds the secondary indexes a cleared table's load went without.
 pub(super) struct SpanWriter {
     pool: MySqlPool,
+    loader: Loader,
     tables: Tables,
     base: u64,
     /// Per table, the secondary indexes dropped for the load, as `ALTER TABLE` adds them back.
@@ -608,7 +596,7 @@ const DELETE_BATCH: u64 = 100_000;
 impl SpanWriter {
     /// With `clear`, empties the cluster's job, step, event and script tables and its rollups (TRUNCATE, else a batch
     /// at a time); the spans' `job_db_inx` follow the table's last.
-    pub(super) async fn start(pool: &MySqlPool, cluster: &str, clear: bool) -> Result<Self> {
+    pub(super) async fn start(pool: &MySqlPool, loader: &Loader, cluster: &str, clear: bool) -> Result<Self> {
         let tables = Tables::of(cluster);
         let all = [&tables.step, &tables.job, &tables.event, &tables.script].into_iter().chain(&tables.rollups);
         for table in all.filter(|_| clear) {
@@ -649,26 +637,31 @@ impl SpanWriter {
                 Err(error) => tracing::warn!(table, %error, "history: loading with the table's indexes"),
             }
         }
-        Ok(SpanWriter { pool: pool.clone(), tables, base, deferred })
+        Ok(SpanWriter { pool: pool.clone(), loader: loader.clone(), tables, base, deferred })
     }
 
-    /// Builds the indexes [`SpanWriter::start`] dropped, one `ALTER TABLE` per table (also after a
-    /// failed load, so that slurmdbd's tables keep their indexes).
+    /// Builds the indexes [`SpanWriter::start`] dropped, one `ALTER TABLE` per table, the tables at the
+    /// same time (MariaDB builds one table's indexes on one core), also after a failed load, so that
+    /// slurmdbd's tables keep their indexes.
     pub(super) async fn finish(&mut self) -> Result<()> {
-        for (table, clauses) in std::mem::take(&mut self.deferred) {
-            let started = Instant::now();
-            sqlx::raw_sql(&format!("ALTER TABLE `{table}` {}", clauses.join(", ")))
-                .execute(&self.pool)
-                .await
-                .with_context(|| format!("building the indexes of {table} again"))?;
-            tracing::info!(
-                table,
-                indexes = clauses.len(),
-                secs = started.elapsed().as_secs_f64(),
-                "history: indexes built"
-            );
-        }
-        Ok(())
+        let builds = std::mem::take(&mut self.deferred).into_iter().map(|(table, clauses)| {
+            let pool = self.pool.clone();
+            async move {
+                let started = Instant::now();
+                sqlx::raw_sql(&format!("ALTER TABLE `{table}` {}", clauses.join(", ")))
+                    .execute(&pool)
+                    .await
+                    .with_context(|| format!("building the indexes of {table} again"))?;
+                tracing::info!(
+                    table,
+                    indexes = clauses.len(),
+                    secs = started.elapsed().as_secs_f64(),
+                    "history: indexes built"
+                );
+                anyhow::Ok(())
+            }
+        });
+        futures::future::join_all(builds).await.into_iter().collect()
     }
 
     /// Starts writing one span's rows after the previous span's (its `job_db_inx` follow them, whether
@@ -683,16 +676,16 @@ impl SpanWriter {
         registration: bool,
     ) -> Result<tokio::task::JoinHandle<Result<(u64, u64, u64)>>> {
         insert_scripts(&mut *self.pool.acquire().await?, &self.tables, &plan).await?;
-        let (pool, tables, base) = (self.pool.clone(), self.tables.clone(), self.base);
+        let (loader, tables, base) = (self.loader.clone(), self.tables.clone(), self.base);
         self.base += plan.jobs.len() as u64;
         Ok(tokio::spawn(async move {
-            let mut job_tx = pool.begin().await?;
-            let mut step_tx = pool.begin().await?;
+            let mut jobs_tx = loader.begin().await?;
+            let mut steps_tx = loader.begin().await?;
             let (jobs, steps) =
-                insert_plan(&mut job_tx, Some(&mut step_tx), &tables, &params, &context, &plan, base, registration)
+                load_plan(&mut jobs_tx, Some(&mut steps_tx), &tables, &params, &context, &plan, base, registration)
                     .await?;
-            job_tx.commit().await?;
-            step_tx.commit().await?;
+            jobs_tx.commit().await?;
+            steps_tx.commit().await?;
             Ok((jobs, steps, plan.events.len() as u64 + u64::from(registration)))
         }))
     }
