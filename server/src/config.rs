@@ -282,6 +282,11 @@ pub struct LimitsConfig {
     /// a month of a busy 100-node cluster is 200,000), so a wide window is read from slurmdbd once
     /// and not at every view; 0 keeps none.
     pub chart_history_jobs: u32,
+    /// Days of finished jobs a server reads into that history at start, and keeps there (every few
+    /// minutes it reads the hours that ended or were let go since), so staff's first wide Gantt after
+    /// a start is drawn from memory too; 0 reads only what windows ask for. Keep the jobs of these
+    /// days below `chart_history_jobs`.
+    pub chart_history_days: u32,
 }
 
 impl Default for LimitsConfig {
@@ -292,6 +297,7 @@ impl Default for LimitsConfig {
             heavy_total: const { NonZeroU32::new(32).unwrap() },
             shared: false,
             chart_history_jobs: 300_000,
+            chart_history_days: 30,
         }
     }
 }

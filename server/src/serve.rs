@@ -222,6 +222,10 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
             }
         });
     }
+    let warm_days = config.limits.chart_history_days;
+    if warm_days > 0 && config.limits.chart_history_jobs > 0 {
+        tokio::spawn(warm_chart_history_loop(state.app().clone(), warm_days));
+    }
     if let Some(metrics_address) = config.telemetry.listen {
         let metrics_listener =
             TcpListener::bind(metrics_address).await.with_context(|| format!("binding {metrics_address}"))?;
@@ -238,6 +242,21 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
     tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
     println!("slurmlens serving at http://{address}/ (public URL {})", config.public_url);
     serve_router(listener, router(state), ConnectionLimits::from_config(config), shutdown_signal()).await
+}
+
+/// How often the charts' history is topped up with the hours that sealed or were let go since.
+const CHART_HISTORY_EVERY: Duration = Duration::from_secs(300);
+
+/// Keeps the last `days` of finished jobs in the charts' history (`[limits] chart_history_days`).
+async fn warm_chart_history_loop(app: crate::app::App, days: u32) {
+    loop {
+        let started = std::time::Instant::now();
+        let hours = app.warm_chart_history(days).await;
+        if hours > 0 {
+            tracing::info!(days, hours, elapsed_ms = started.elapsed().as_millis() as u64, "charts' history read");
+        }
+        tokio::time::sleep(CHART_HISTORY_EVERY).await;
+    }
 }
 
 /// The listener's bounds against slow and numerous clients (`[http]`).

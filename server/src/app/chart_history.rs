@@ -188,32 +188,14 @@ impl ChartHistory {
             Some((rows, true)) => rows,
             _ => return Ok(None),
         };
-        let cluster = reader.cluster();
         let wanted: Vec<u64> = (first..last).step_by(HOUR_S as usize).collect();
         let current = |hour: u64| {
-            let kept = hours.get(&(cluster.clone(), hour))?;
+            let kept = hours.get(&(reader.cluster().clone(), hour))?;
             let recent = hour + RECENT_S > now;
             (!recent || kept.read_at.elapsed() < KEEP_RECENT).then_some(kept)
         };
         let missing: Vec<u64> = wanted.iter().copied().filter(|&hour| current(hour).is_none()).collect();
-        let reads = runs(&missing).into_iter().map(|(from, to)| async move {
-            let records = reader.ended_between(from, to).await?;
-            Ok::<_, SlurmDbdError>((from, to, records))
-        });
-        let mut filled: Vec<(u64, Arc<Hour>)> = Vec::with_capacity(missing.len());
-        let mut reads = futures::stream::iter(reads).buffer_unordered(READS_AT_ONCE);
-        while let Some((from, to, records)) = reads.try_next().await? {
-            let mut by_hour: HashMap<u64, Vec<EndedJob>> = HashMap::new();
-            for record in records.into_iter().filter(EndedJob::drawn) {
-                by_hour.entry(record.time_end / HOUR_S * HOUR_S).or_default().push(record);
-            }
-            for hour in (from..to).step_by(HOUR_S as usize) {
-                let kept = Arc::new(Hour::of(by_hour.remove(&hour).unwrap_or_default(), catalog));
-                hours.insert((cluster.clone(), hour), kept.clone());
-                filled.push((hour, kept));
-            }
-        }
-        let filled: HashMap<u64, Arc<Hour>> = filled.into_iter().collect();
+        let filled = fill(hours, reader, catalog, &missing).await?;
         let mut kept_hours = Vec::with_capacity(wanted.len());
         for hour in wanted {
             // Just read, or kept (an hour evicted since the check is read again, alone).
@@ -234,6 +216,56 @@ impl ChartHistory {
         let fresh = reader.unsealed((start, end), seal, &long).await?.into_iter().filter(JobRecord::drawn).collect();
         Ok(Some(SplitWindow { sealed, fresh }))
     }
+
+    /// Reads into memory the sealed hours of `reader`'s cluster from the one `from` (epoch seconds)
+    /// falls in up to the seal that nothing holds yet (one already kept stays as it is, even a recent
+    /// one a window would read anew), so that staff's first wide window after a start, or after its
+    /// hours were read anew, costs what a later one costs. Answers how many hours it read (none when
+    /// no history is kept).
+    pub(super) async fn warm(
+        &self,
+        reader: &SlurmDbd,
+        catalog: &TresCatalog,
+        from: u64,
+    ) -> Result<usize, SlurmDbdError> {
+        let Some(hours) = &self.hours else { return Ok(0) };
+        let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(0);
+        let seal = now.saturating_sub(LATE_END_S) / HOUR_S * HOUR_S;
+        let missing: Vec<u64> = (from / HOUR_S * HOUR_S..seal)
+            .step_by(HOUR_S as usize)
+            .filter(|&hour| !hours.contains_key(&(reader.cluster().clone(), hour)))
+            .collect();
+        Ok(fill(hours, reader, catalog, &missing).await?.len())
+    }
+}
+
+/// Reads `missing` hours of `reader`'s cluster from slurmdbd (a day per statement, two at a time) and
+/// keeps them; answers them by hour.
+async fn fill(
+    hours: &moka::sync::Cache<(ClusterName, u64), Arc<Hour>>,
+    reader: &SlurmDbd,
+    catalog: &TresCatalog,
+    missing: &[u64],
+) -> Result<HashMap<u64, Arc<Hour>>, SlurmDbdError> {
+    let cluster = reader.cluster();
+    let reads = runs(missing).into_iter().map(|(from, to)| async move {
+        let records = reader.ended_between(from, to).await?;
+        Ok::<_, SlurmDbdError>((from, to, records))
+    });
+    let mut filled = HashMap::with_capacity(missing.len());
+    let mut reads = futures::stream::iter(reads).buffer_unordered(READS_AT_ONCE);
+    while let Some((from, to, records)) = reads.try_next().await? {
+        let mut by_hour: HashMap<u64, Vec<EndedJob>> = HashMap::new();
+        for record in records.into_iter().filter(EndedJob::drawn) {
+            by_hour.entry(record.time_end / HOUR_S * HOUR_S).or_default().push(record);
+        }
+        for hour in (from..to).step_by(HOUR_S as usize) {
+            let kept = Arc::new(Hour::of(by_hour.remove(&hour).unwrap_or_default(), catalog));
+            hours.insert((cluster.clone(), hour), kept.clone());
+            filled.insert(hour, kept);
+        }
+    }
+    Ok(filled)
 }
 
 /// Consecutive hours as `[from, to)` ranges of at most [`HOURS_PER_READ`] hours.

@@ -124,6 +124,26 @@ impl App {
         Ok(ChartWindow { jobs: self.chart_jobs(reader, records, &catalog).await, truncated })
     }
 
+    /// Reads the last `days` of every cluster's finished jobs into the charts' history where it lacks
+    /// them (`serve` calls it at start and every few minutes), so that staff's first Gantt of a wide
+    /// window is drawn from memory like every later one. Answers how many hours it read; a cluster
+    /// whose read fails is logged and left to its windows.
+    pub async fn warm_chart_history(&self, days: u32) -> usize {
+        let from = u64::try_from((Utc::now() - chrono::Duration::days(i64::from(days))).timestamp()).unwrap_or(0);
+        let mut read = 0;
+        for reader in self.readers() {
+            let warmed = match reader.tres_catalog().await {
+                Ok(catalog) => self.inner.chart_history.warm(reader, &catalog, from).await,
+                Err(error) => Err(error),
+            };
+            match warmed {
+                Ok(hours) => read += hours,
+                Err(error) => tracing::warn!(cluster = %reader.cluster(), %error, "reading the charts' history failed"),
+            }
+        }
+        read
+    }
+
     /// A window the charts' history answered, in the listing's order (newest submission first), at
     /// most `cap` jobs (the newest submissions), with their efficiency means if `means` asks for them.
     async fn kept_window(

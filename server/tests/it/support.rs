@@ -178,10 +178,15 @@ pub fn test_config(anonymous: AnonymousAccess) -> Config {
 }
 
 pub async fn spawn_app(config: Config) -> TestApp {
-    let listener = slurmlens::serve::bind(&config).await.expect("binding port 0");
-    let address = listener.local_addr().expect("bound address");
     let state = slurmlens::serve::http_state(&config).expect("app state");
-    let limits = slurmlens::serve::ConnectionLimits::from_config(&config);
+    spawn_state(&config, state).await
+}
+
+/// Serves `state`, made from `config` (and prepared as a test needs), as [`spawn_app`] does.
+pub async fn spawn_state(config: &Config, state: slurmlens::http::HttpState) -> TestApp {
+    let listener = slurmlens::serve::bind(config).await.expect("binding port 0");
+    let address = listener.local_addr().expect("bound address");
+    let limits = slurmlens::serve::ConnectionLimits::from_config(config);
     // Served exactly as `slurmlens serve` serves: the same listener, its timeouts and its cap.
     tokio::spawn(async move {
         let router = slurmlens::http::router(state);
