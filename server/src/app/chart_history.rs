@@ -42,14 +42,16 @@ const KEEP_RECENT: Duration = Duration::from_secs(600);
 /// What "the last day" is for [`KEEP_RECENT`], in seconds.
 const RECENT_S: u64 = 86_400;
 
-/// One sealed job: its numbers, and its strings as indices into its hour's tables.
+/// One sealed job: its numbers, and its strings as indices into its hour's tables (64 bytes). Times
+/// are epoch seconds in 32 bits (enough until 2106).
 struct SealedJob {
     db_index: u64,
-    time_submit: u64,
-    time_start: u64,
-    time_end: u64,
-    gpus: u64,
+    time_submit: u32,
+    time_start: u32,
+    time_end: u32,
+    gpus: u32,
     job_id_raw: u32,
+    /// [`PLAIN_ID`] when sacct prints the job id as `job_id_raw` alone (most jobs: no string kept).
     job_id: u32,
     name: u32,
     user: u32,
@@ -59,6 +61,14 @@ struct SealedJob {
     node_list: u32,
     /// Index into the hour's expanded node lists.
     hosts: u32,
+}
+
+/// A job id printed as its number alone.
+const PLAIN_ID: u32 = u32::MAX;
+
+/// Epoch seconds as kept (32 bits); a time past 2106 reads as the latest second 32 bits hold.
+fn seconds32(time: u64) -> u32 {
+    u32::try_from(time).unwrap_or(u32::MAX)
 }
 
 /// The started jobs that ended in one hour, their strings and node lists kept once per hour and
@@ -91,12 +101,15 @@ impl Hour {
             });
             let job = SealedJob {
                 db_index: record.db_index,
-                time_submit: record.time_submit,
-                time_start: record.time_start,
-                time_end: record.time_end,
-                gpus: catalog.gpus(&record.tres_alloc),
+                time_submit: seconds32(record.time_submit),
+                time_start: seconds32(record.time_start),
+                time_end: seconds32(record.time_end),
+                gpus: u32::try_from(catalog.gpus(&record.tres_alloc)).unwrap_or(u32::MAX),
                 job_id_raw: record.identity.id_job,
-                job_id: intern(record.identity.to_string(), &mut hour.strings),
+                job_id: match record.identity.to_string() {
+                    printed if printed == record.identity.id_job.to_string() => PLAIN_ID,
+                    printed => intern(printed, &mut hour.strings),
+                },
                 name: intern(record.job_name, &mut hour.strings),
                 user: intern(record.user, &mut hour.strings),
                 account: intern(record.account, &mut hour.strings),
@@ -119,18 +132,21 @@ impl Hour {
 
     fn chart_job(&self, job: &SealedJob) -> KeptJob {
         KeptJob {
-            order: (job.time_submit, job.time_end, job.db_index),
+            order: (u64::from(job.time_submit), u64::from(job.time_end), job.db_index),
             job: ChartJob {
-                job_id: self.text(job.job_id),
+                job_id: match job.job_id {
+                    PLAIN_ID => job.job_id_raw.to_string().into(),
+                    index => self.text(index),
+                },
                 job_id_raw: job.job_id_raw,
                 name: self.text(job.name),
                 user: self.text(job.user),
                 account: self.text(job.account),
                 partition: self.text(job.partition),
                 state: self.text(job.state),
-                start: job.time_start,
-                end: job.time_end,
-                gpus: job.gpus,
+                start: u64::from(job.time_start),
+                end: u64::from(job.time_end),
+                gpus: u64::from(job.gpus),
                 node_list: self.text(job.node_list),
                 hosts: self.hosts.get(job.hosts as usize).cloned().unwrap_or_else(|| Arc::from([])),
                 mean_gpu_util: None,
@@ -207,7 +223,7 @@ impl ChartHistory {
                 }
             });
         }
-        let in_window = |job: &&SealedJob| job.time_end >= start && job.time_submit < end;
+        let in_window = |job: &&SealedJob| u64::from(job.time_end) >= start && u64::from(job.time_submit) < end;
         let count = kept_hours.iter().map(|kept| kept.jobs.iter().filter(in_window).count()).sum();
         let mut sealed = Vec::with_capacity(count);
         for kept in &kept_hours {
@@ -283,6 +299,11 @@ fn runs(hours: &[u64]) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sealed_job_takes_64_bytes() {
+        assert_eq!(std::mem::size_of::<SealedJob>(), 64);
+    }
 
     #[test]
     fn missing_hours_are_read_in_runs_of_at_most_a_day() {
