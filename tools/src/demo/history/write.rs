@@ -556,6 +556,33 @@ pub(super) struct SpanWriter {
     deferred: Vec<(String, Vec<String>)>,
 }
 
+/// The secondary indexes `table` (`<cluster>_<kind>`) must have, each as an `ADD [UNIQUE] INDEX` clause
+/// that builds it as slurmdbd made it, and whether the table has it now. slurmdbd gives every cluster's
+/// table of a kind the same indexes, so those of the other cluster's table of that kind with the most
+/// indexes count as well: a table a killed seeding left without some of them gets them back.
+async fn indexes_due(pool: &MySqlPool, table: &str, kind: &str) -> Result<Vec<(String, String, bool)>> {
+    let own = secondary_indexes(pool, table).await?;
+    let sibling: Option<String> = sqlx::query_scalar(
+        "SELECT TABLE_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME LIKE CONCAT('%\\_', ?) AND TABLE_NAME <> ? AND INDEX_NAME <> 'PRIMARY' \
+         GROUP BY TABLE_NAME ORDER BY COUNT(DISTINCT INDEX_NAME) DESC, TABLE_NAME LIMIT 1",
+    )
+    .bind(kind)
+    .bind(table)
+    .fetch_optional(pool)
+    .await
+    .with_context(|| format!("finding another cluster's {kind}"))?;
+    let mut due: Vec<(String, String, bool)> = own.into_iter().map(|(name, clause)| (name, clause, true)).collect();
+    if let Some(sibling) = sibling {
+        for (name, clause) in secondary_indexes(pool, &sibling).await? {
+            if !due.iter().any(|(have, _, _)| *have == name) {
+                due.push((name, clause, false));
+            }
+        }
+    }
+    Ok(due)
+}
+
 /// The secondary indexes of `table` (all but the primary key), each as an `ADD [UNIQUE] INDEX` clause
 /// that rebuilds it as it was: name, uniqueness, columns in order, prefix lengths.
 async fn secondary_indexes(pool: &MySqlPool, table: &str) -> Result<Vec<(String, String)>> {
@@ -623,16 +650,22 @@ impl SpanWriter {
         // (a sorted build): maintaining slurmdbd's 16 job-table indexes row by row cost most of a
         // long history's load.
         let mut deferred = Vec::new();
-        for table in [&tables.job, &tables.step].into_iter().filter(|_| clear) {
-            let indexes = secondary_indexes(pool, table).await?;
+        for (table, kind) in [(&tables.job, "job_table"), (&tables.step, "step_table")].into_iter().filter(|_| clear) {
+            let indexes = indexes_due(pool, table, kind).await?;
             if indexes.is_empty() {
                 continue;
             }
-            let drops: Vec<String> = indexes.iter().map(|(name, _)| format!("DROP INDEX `{name}`")).collect();
+            let drops: Vec<String> =
+                indexes.iter().filter(|(_, _, has)| *has).map(|(name, _, _)| format!("DROP INDEX `{name}`")).collect();
             // DDL through the text protocol. One statement: the indexes all go, or none.
-            let dropped = sqlx::raw_sql(&format!("ALTER TABLE `{table}` {}", drops.join(", "))).execute(pool).await;
+            let dropped = match drops.is_empty() {
+                true => Ok(()),
+                false => {
+                    sqlx::raw_sql(&format!("ALTER TABLE `{table}` {}", drops.join(", "))).execute(pool).await.map(drop)
+                }
+            };
             match dropped {
-                Ok(_) => deferred.push((table.clone(), indexes.into_iter().map(|(_, clause)| clause).collect())),
+                Ok(()) => deferred.push((table.clone(), indexes.into_iter().map(|(_, clause, _)| clause).collect())),
                 // A seeder granted no ALTER and INDEX loads through the indexes, only slower.
                 Err(error) => tracing::warn!(table, %error, "history: loading with the table's indexes"),
             }
