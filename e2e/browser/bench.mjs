@@ -131,8 +131,8 @@ report.gantt = gantt;
 
 // --- Gantt windows of 1, 7 and 30 days, each in a fresh page (short jobs packed server-side) -----
 report.windows = [];
-// Each window twice: its first view (the server reads the hours of finished jobs it has not kept),
-// then again in a fresh page (the server's kept hours; a window one second later, so the browser's
+// Each window twice: its first view (the server reads the hours of finished jobs it has not kept: none
+// of the last `chart_history_days` after its start-up read, which run.sh waits for), then again in a fresh page (the server's kept hours; a window one second later, so the browser's
 // cache of the first view's data is not what answers).
 for (const [span, view] of [1, 7, 30].flatMap((span) => [[span, 'first view'], [span, 'again']])) {
   const page = await context.newPage();
