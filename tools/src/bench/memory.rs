@@ -38,6 +38,10 @@ pub struct MemoryBenchArgs {
     /// Pages each listing client reads (0: all, the window drained).
     #[arg(long, default_value_t = 0)]
     pub pages: usize,
+    /// The server's `[limits] chart_history_days`: the days of finished jobs it reads into memory at
+    /// start, which the bench waits for before its reference reading (0: none).
+    #[arg(long, default_value_t = 30)]
+    pub chart_history_days: u32,
 }
 
 /// How long after the load the memory is read once more.
@@ -76,12 +80,13 @@ pub async fn run(config: &Config, args: &MemoryBenchArgs) -> anyhow::Result<()> 
         args.bins.clone()
     };
     println!(
-        "{} listing clients (last {} days of {}, pages of 1000, {}) and {} report clients at once",
+        "{} listing clients (last {} days of {}, pages of 1000, {}) and {} report clients at once; the charts' last {} days read at start",
         args.listings,
         args.days,
         args.cluster,
         if args.pages == 0 { "drained".to_string() } else { format!("{} pages each", args.pages) },
-        args.reports
+        args.reports,
+        args.chart_history_days
     );
     for bin in &bins {
         let mut command = tokio::process::Command::new(bin);
@@ -102,9 +107,10 @@ pub async fn run(config: &Config, args: &MemoryBenchArgs) -> anyhow::Result<()> 
             .env("SLURMLENS_SLURMDBD__ACQUIRE_TIMEOUT_MS", "600000")
             .env("SLURMLENS_SLURMDBD__STATEMENT_TIMEOUT_S", "600")
             .env("SLURMLENS_REPORT__ARCHIVE_INTERVAL_S", "0")
-            .env("SLURMLENS_LOG", "warn")
+            .env("SLURMLENS_LIMITS__CHART_HISTORY_DAYS", args.chart_history_days.to_string())
+            .env("SLURMLENS_LOG", "warn,slurmlens::serve=info")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         let mut child = command.spawn().with_context(|| format!("starting {}", bin.display()))?;
         let pid = child.id().context("the server's pid")?;
@@ -120,6 +126,26 @@ pub async fn run(config: &Config, args: &MemoryBenchArgs) -> anyhow::Result<()> 
         .await
         .context("the server did not start within 120 s")??
         .context("the server printed no address")?;
+        // The log is drained to its end (a full pipe would stall the server); the start-up read of
+        // the charts' history is waited for.
+        let mut log = BufReader::new(child.stderr.take().context("piped stderr")?).lines();
+        let (history_read, history_seen) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let mut history_read = Some(history_read);
+            while let Ok(Some(line)) = log.next_line().await {
+                if line.contains("charts' history read")
+                    && let Some(read) = history_read.take()
+                {
+                    let _ = read.send(());
+                }
+            }
+        });
+        if args.chart_history_days > 0 {
+            tokio::time::timeout(Duration::from_secs(600), history_seen)
+                .await
+                .context("the server did not read its charts' history within 600 s")?
+                .context("the server stopped before reading its charts' history")?;
+        }
         let base = format!("http://{address}");
         let client = reqwest::Client::builder().timeout(Duration::from_secs(1800)).build()?;
         let jobs = large_jobs(&client, &base, &args.cluster, args.reports).await?;
