@@ -1,7 +1,7 @@
 //! Job tags (`job_tags`) and when the rules last read a job (`job_tag_rules_seen`). A job record is
 //! (cluster, job id, submit time), as the archived reports name it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
@@ -172,7 +172,10 @@ impl Store {
         Ok(())
     }
 
-    /// The tags of each of these job records (records without any are absent), by name.
+    /// The tags of each of these job records (records without any are absent), by name. The records'
+    /// job ids are looked up in the primary key (`job_id IN (…)`, short ranges) and their submit
+    /// times matched here: MariaDB plans an `OR` of 500 (job id, submit time) pairs far slower than
+    /// it reads their rows (45 ms a statement, most of a window's export).
     pub async fn tags_among(
         &self,
         cluster: &ClusterName,
@@ -180,17 +183,21 @@ impl Store {
     ) -> Result<BTreeMap<(u32, u64), Vec<Tag>>, StoreError> {
         let mut found: BTreeMap<(u32, u64), Vec<Tag>> = BTreeMap::new();
         for chunk in records.chunks(AMONG_CHUNK) {
-            let any = vec!["(job_id = ? AND time_submit = ?)"; chunk.len()].join(" OR ");
+            let wanted: BTreeSet<(u32, u64)> = chunk.iter().copied().collect();
+            let job_ids: BTreeSet<u32> = chunk.iter().map(|&(job_id, _)| job_id).collect();
+            let placeholders = vec!["?"; job_ids.len()].join(", ");
             let sql = format!(
-                "SELECT job_id, time_submit, tag, set_by, set_at FROM job_tags WHERE cluster = ? AND ({any}) \
-                 ORDER BY job_id, time_submit, tag"
+                "SELECT job_id, time_submit, tag, set_by, set_at FROM job_tags \
+                 WHERE cluster = ? AND job_id IN ({placeholders}) ORDER BY job_id, time_submit, tag"
             );
             let mut query = sqlx::query_as::<_, TagRow>(&sql).bind(cluster.as_str());
-            for (job_id, time_submit) in chunk {
-                query = query.bind(job_id).bind(time_submit);
+            for job_id in &job_ids {
+                query = query.bind(job_id);
             }
             for (job_id, time_submit, tag, set_by, set_at) in query.fetch_all(&self.pool).await? {
-                if let Some(tag) = stored(tag, &set_by, set_at) {
+                if wanted.contains(&(job_id, time_submit))
+                    && let Some(tag) = stored(tag, &set_by, set_at)
+                {
                     found.entry((job_id, time_submit)).or_default().push(tag.tag);
                 }
             }
