@@ -56,7 +56,9 @@ async fn a_long_history_is_loaded_span_by_span_with_every_row_and_index() {
     assert!(registered.status.success(), "{}", String::from_utf8_lossy(&registered.stderr));
     let pool = MySqlPool::connect(&vars["SLURMLENS_SEEDER_URL"]).await.expect("the seeder's connection");
     let (jobs_table, steps_table) = ("spanprobe_job_table", "spanprobe_step_table");
-    let (job_indexes, step_indexes) = (indexes(&pool, jobs_table).await, indexes(&pool, steps_table).await);
+    // The indexes slurmdbd gave the lab's own cluster, which no seeding touches: a run of this test
+    // killed mid-way may have left spanprobe's tables without theirs.
+    let (job_indexes, step_indexes) = (indexes(&pool, "lab_job_table").await, indexes(&pool, "lab_step_table").await);
     assert!(job_indexes.len() > 10, "slurmdbd's job table has its indexes: {job_indexes:?}");
     // 45 days: two spans, written side by side.
     for seed in ["1", "2"] {
@@ -82,7 +84,8 @@ async fn a_long_history_is_loaded_span_by_span_with_every_row_and_index() {
         assert_eq!(indexes(&pool, steps_table).await, step_indexes, "seed {seed}: the step table's indexes are back");
         // As a seeding killed between dropping the indexes and building them leaves the tables: the
         // next seeding builds them all the same (another cluster's tables say which).
-        for (table, kept) in [(jobs_table, "rollup"), (steps_table, "")] {
+        let last = seed == "2";
+        for (table, kept) in [(jobs_table, "rollup"), (steps_table, "")].into_iter().filter(|_| !last) {
             let names: Vec<String> = sqlx::query_scalar(
                 "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
                  AND TABLE_NAME = ? AND INDEX_NAME NOT IN ('PRIMARY', ?)",
