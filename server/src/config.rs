@@ -278,7 +278,7 @@ pub struct LimitsConfig {
     /// The two bounds above hold across the replicas on one `[database]` (slots as MariaDB named
     /// locks, `http/limits.rs`), not per process: set it when several replicas share a load balancer.
     pub shared: bool,
-    /// Finished jobs the Gantt and the grid keep in memory for staff's windows (about 230 bytes each;
+    /// Finished jobs the Gantt and the grid keep in memory for staff's windows (about 200–230 bytes each in all;
     /// a month of a busy 100-node cluster is 200,000), so a wide window is read from slurmdbd once
     /// and not at every view; 0 keeps none.
     pub chart_history_jobs: u32,

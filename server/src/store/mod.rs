@@ -2,6 +2,7 @@
 //! reports and their digests in [`reports`], trace summaries in [`traces`], tokens in [`tokens`]. The
 //! only module that writes to a database at serve time.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -244,26 +245,38 @@ impl Store {
     }
 
     /// The GPU indices recorded for any of these runs (job id and run, as [`Self::gpu_allocations`]
-    /// bounds them): (job id, node, index), each once.
+    /// bounds them): (job id, node, index), each once, in that order. The job ids are looked up in the
+    /// primary key (`job_id IN (…)`) and each record's times matched to its job's runs here, as
+    /// [`Self::tags_among`] does: MariaDB plans an `OR` of hundreds of per-job tests slowly.
     pub async fn gpu_indices_among(
         &self,
         cluster: &ClusterName,
         runs: &[(u32, RunWindow)],
     ) -> Result<Vec<(u32, String, u16)>, StoreError> {
-        let mut found = Vec::new();
+        let mut found = BTreeSet::new();
         for chunk in runs.chunks(500) {
-            let each = "(job_id = ? AND last_seen >= ? AND (? IS NULL OR first_seen <= ?))";
-            let any = vec![each; chunk.len()].join(" OR ");
-            let sql = format!(
-                "SELECT DISTINCT job_id, node, gpu_index FROM gpu_allocations \
-                 WHERE cluster = ? AND ({any}) ORDER BY job_id, node, gpu_index"
-            );
-            let mut query = sqlx::query_as::<_, (u32, String, u16)>(&sql).bind(cluster.as_str());
+            let mut runs_of: BTreeMap<u32, Vec<&RunWindow>> = BTreeMap::new();
             for (job_id, run) in chunk {
-                query = query.bind(job_id).bind(run.from()).bind(run.until()).bind(run.until());
+                runs_of.entry(*job_id).or_default().push(run);
             }
-            found.extend(query.fetch_all(&self.pool).await?);
+            let placeholders = vec!["?"; runs_of.len()].join(", ");
+            let sql = format!(
+                "SELECT job_id, node, gpu_index, first_seen, last_seen FROM gpu_allocations \
+                 WHERE cluster = ? AND job_id IN ({placeholders})"
+            );
+            let mut query =
+                sqlx::query_as::<_, (u32, String, u16, DateTime<Utc>, DateTime<Utc>)>(&sql).bind(cluster.as_str());
+            for job_id in runs_of.keys() {
+                query = query.bind(job_id);
+            }
+            for (job_id, node, index, first_seen, last_seen) in query.fetch_all(&self.pool).await? {
+                let ours =
+                    runs_of.get(&job_id).is_some_and(|runs| runs.iter().any(|run| run.overlaps(first_seen, last_seen)));
+                if ours {
+                    found.insert((job_id, node, index));
+                }
+            }
         }
-        Ok(found)
+        Ok(found.into_iter().collect())
     }
 }

@@ -79,10 +79,9 @@ fn user_at(row: &MySqlRow) -> Result<String, SlurmDbdError> {
 /// Decodes one row selected with `job_columns`.
 pub(super) fn decode_job(row: &MySqlRow) -> Result<JobRecord, SlurmDbdError> {
     let id_job = u32_at(row, 1)?;
-    let node_list = text_at(row, 25)?;
-    let nodes = Hostlist::parse(&node_list).map_err(|e| schema(&format!("job {id_job} nodelist"), e))?;
-    let tres_alloc = TresMap::parse(&text_at(row, 29)?).map_err(|e| schema(&format!("job {id_job} tres_alloc"), e))?;
-    let tres_req = TresMap::parse(&text_at(row, 30)?).map_err(|e| schema(&format!("job {id_job} tres_req"), e))?;
+    let (node_list, nodes) = nodes_at(row, 25, id_job)?;
+    let tres_alloc = tres_at(row, 29, id_job, "tres_alloc")?;
+    let tres_req = tres_at(row, 30, id_job, "tres_req")?;
     let uid = u32_at(row, 10)?;
     let user = user_at(row)?;
     Ok(JobRecord {
@@ -120,12 +119,23 @@ pub(super) fn decode_job(row: &MySqlRow) -> Result<JobRecord, SlurmDbdError> {
     })
 }
 
+/// Job `id_job`'s node list at `index`, as stored and parsed.
+fn nodes_at(row: &MySqlRow, index: usize, id_job: u32) -> Result<(String, Hostlist), SlurmDbdError> {
+    let node_list = text_at(row, index)?;
+    let nodes = Hostlist::parse(&node_list).map_err(|e| schema(&format!("job {id_job} nodelist"), e))?;
+    Ok((node_list, nodes))
+}
+
+/// Job `id_job`'s TRES string `column` at `index`, parsed.
+fn tres_at(row: &MySqlRow, index: usize, id_job: u32, column: &str) -> Result<TresMap, SlurmDbdError> {
+    TresMap::parse(&text_at(row, index)?).map_err(|e| schema(&format!("job {id_job} {column}"), e))
+}
+
 /// Decodes one row selected with `sealed::ENDED_COLUMNS`.
 pub(super) fn decode_ended(row: &MySqlRow) -> Result<EndedJob, SlurmDbdError> {
     let id_job = u32_at(row, 1)?;
-    let node_list = text_at(row, 15)?;
-    let nodes = Hostlist::parse(&node_list).map_err(|e| schema(&format!("job {id_job} nodelist"), e))?;
-    let tres_alloc = TresMap::parse(&text_at(row, 17)?).map_err(|e| schema(&format!("job {id_job} tres_alloc"), e))?;
+    let (node_list, nodes) = nodes_at(row, 15, id_job)?;
+    let tres_alloc = tres_at(row, 17, id_job, "tres_alloc")?;
     let user = user_at(row)?;
     Ok(EndedJob {
         db_index: u64_at(row, 0)?,
