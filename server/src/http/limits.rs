@@ -2,7 +2,8 @@
 //! render them): at most `[limits] heavy_per_identity` at once per signed-in identity, and at most
 //! `heavy_total` at once in all. One more is answered at once, 429 (that identity) or 503 (everyone),
 //! with Retry-After: nothing waits in a queue, so a burst cannot hold slurmdbd's connections. A heavy
-//! request holds its place until its body is sent (a streamed export runs as long as its body).
+//! request holds its place while its body is sent (a streamed export runs as long as its body) and
+//! gives it back just before the last frame, so a client that has read its answer may ask again.
 //!
 //! With `[limits] shared`, the bounds hold across the replicas on one database: a request that the
 //! process's own bounds let in also takes a slot in MariaDB ([`SlotPool`]), held for the request and
@@ -26,7 +27,7 @@ use super::error::ApiError;
 use crate::app::Viewer;
 use crate::config::LimitsConfig;
 use crate::store::Store;
-use crate::store::lease::{SlotPool, SlotsFull};
+use crate::store::lease::{SlotPool, Slots, SlotsFull};
 
 /// Seconds a refused client is asked to wait: heavy requests last seconds, not minutes.
 const RETRY_AFTER_S: u32 = 2;
@@ -138,11 +139,38 @@ impl HeavyLimiter {
     }
 }
 
-/// A response body that holds its request's [`Slot`] (and its shared slots) until it is sent or dropped.
+/// A response body that holds its request's [`Slot`] (and its shared slots) until its last frame.
+/// They are freed *before* that frame goes out: a client that has read its whole answer and asks
+/// again at once finds its place free, on this replica and on the others. A body dropped unsent
+/// frees them on drop.
 struct Holding {
     body: Body,
-    _slot: Slot,
-    _shared: Option<crate::store::lease::Slots>,
+    held: Option<(Slot, Option<Slots>)>,
+    /// The shared slots' release, under way, and the last frame it holds back (none: the end).
+    releasing: Option<(futures::future::BoxFuture<'static, ()>, Option<http_body::Frame<Bytes>>)>,
+}
+
+impl Holding {
+    fn new(body: Body, slot: Slot, shared: Option<Slots>) -> Self {
+        Self { body, held: Some((slot, shared)), releasing: None }
+    }
+
+    /// Frees the process's slot now and starts releasing the shared ones, holding `last` back.
+    fn start_release(&mut self, last: Option<http_body::Frame<Bytes>>) {
+        let shared = self.held.take().and_then(|(slot, shared)| {
+            drop(slot);
+            shared
+        });
+        let release: futures::future::BoxFuture<'static, ()> = match shared {
+            Some(slots) => Box::pin(async move {
+                if let Err(error) = slots.release().await {
+                    tracing::warn!(%error, "releasing a heavy request's shared slots");
+                }
+            }),
+            None => Box::pin(std::future::ready(())),
+        };
+        self.releasing = Some((release, last));
+    }
 }
 
 impl HttpBody for Holding {
@@ -153,11 +181,28 @@ impl HttpBody for Holding {
         self: Pin<&mut Self>,
         context: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(context)
+        let this = self.get_mut();
+        if this.releasing.is_none() && this.held.is_some() {
+            match Pin::new(&mut this.body).poll_frame(context) {
+                Poll::Ready(Some(Ok(frame))) if this.body.is_end_stream() => this.start_release(Some(frame)),
+                Poll::Ready(None) => this.start_release(None),
+                other => return other,
+            }
+        }
+        match &mut this.releasing {
+            Some((release, _)) => {
+                std::task::ready!(futures::FutureExt::poll_unpin(release, context));
+                let last = this.releasing.take().and_then(|(_, last)| last);
+                Poll::Ready(last.map(Ok))
+            }
+            // Released and the last frame sent.
+            None => Poll::Ready(None),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        // Not before the slots are released: the release runs inside `poll_frame`.
+        self.held.is_none() && self.releasing.is_none()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
@@ -174,7 +219,7 @@ impl HeavyLimiter {
 
     /// The request's slots across replicas, when they are shared; `None` when they are not, or when
     /// MariaDB did not answer (then the process's bounds alone hold, and the log says so).
-    async fn enter_shared(&self, identity: Option<&str>) -> Result<Option<crate::store::lease::Slots>, Refusal> {
+    async fn enter_shared(&self, identity: Option<&str>) -> Result<Option<Slots>, Refusal> {
         let Some(pool) = &self.shared else { return Ok(None) };
         let group = identity.map(identity_group);
         match pool.take_slots(group.as_deref(), self.per_identity, TOTAL_GROUP, self.total_slots).await {
@@ -204,7 +249,7 @@ pub(crate) async fn limit_heavy(State(state): State<HttpState>, request: Request
     let refusal = match limiter.enter(identity.clone()) {
         Ok(slot) => match limiter.enter_shared(identity.as_deref()).await {
             Ok(shared) => {
-                return next.run(request).await.map(|body| Body::new(Holding { body, _slot: slot, _shared: shared }));
+                return next.run(request).await.map(|body| Body::new(Holding::new(body, slot, shared)));
             }
             Err(refusal) => refusal,
         },
@@ -254,6 +299,21 @@ mod tests {
             assert!(!is_heavy(&Method::GET, path), "{path}");
         }
         assert!(!is_heavy(&Method::POST, "/api/v1/jobs"));
+    }
+
+    #[test]
+    fn a_slot_is_freed_before_its_answers_last_frame_goes_out() {
+        let limits = LimitsConfig { heavy_per_identity: 1.try_into().expect("non-zero"), ..LimitsConfig::default() };
+        let limiter = Arc::new(HeavyLimiter::new(&limits, None));
+        let slot = limiter.enter(Some("alice".into())).ok().expect("a free slot");
+        let mut body = Holding::new(Body::from("the whole answer"), slot, None);
+        assert!(!body.is_end_stream());
+        let mut next = || futures::executor::block_on(std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)));
+        let last = next().expect("a frame").expect("not an error");
+        assert_eq!(last.into_data().expect("data"), "the whole answer");
+        // The client may hold the whole answer now and ask again: alice's one slot is free already.
+        assert!(limiter.enter(Some("alice".into())).is_ok());
+        assert!(next().is_none());
     }
 
     #[test]

@@ -85,10 +85,14 @@ pub struct Slots {
 }
 
 impl Slots {
-    /// Releases the slots now and gives the connection back to the pool.
+    /// Releases the slots now and gives the connection back to the pool (or, when MariaDB did not
+    /// answer, closes it: its locks go with it).
     pub async fn release(mut self) -> Result<(), StoreError> {
-        if let Some(mut connection) = self.connection.take() {
-            sqlx::query("SELECT RELEASE_ALL_LOCKS()").execute(&mut *connection).await?;
+        if let Some(mut connection) = self.connection.take()
+            && let Err(error) = sqlx::query("SELECT RELEASE_ALL_LOCKS()").execute(&mut *connection).await
+        {
+            drop(connection.detach());
+            return Err(error.into());
         }
         Ok(())
     }

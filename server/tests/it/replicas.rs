@@ -134,7 +134,12 @@ async fn heavy_request_bounds_hold_across_replicas_and_a_dead_replicas_slots_com
     // Two slow reports of `root` on replica A (two point counts: two computations, not one flight).
     let slow = |points: u32| {
         let (client, url) = (a.client.clone(), format!("{}/api/v1/jobs/{job_id}/report?points={points}", a.base_url));
-        tokio::spawn(async move { client.get(url).header("X-Remote-User", "root").send().await.map(|r| r.status()) })
+        tokio::spawn(async move {
+            // The whole answer read: its slots are free once its last byte has come.
+            let response = client.get(url).header("X-Remote-User", "root").send().await?;
+            let status = response.status();
+            response.bytes().await.map(|_| status)
+        })
     };
     let (first, second) = (slow(100), slow(120));
     // A's reports reach the metrics source, where they wait.
@@ -160,6 +165,17 @@ async fn heavy_request_bounds_hold_across_replicas_and_a_dead_replicas_slots_com
         assert_eq!(status, 200, "a report degrades when its metrics source fails");
     }
     assert_eq!(b.get_as("root", &listing).await.status(), 200);
+    // Two clients of one person asking one after the other, each as soon as its answer is read, are
+    // never refused: a request's slots are freed before its last byte is sent, here and across replicas.
+    let one_after_another = || async {
+        for _ in 0..10 {
+            let response = b.get_as("carol", &listing).await;
+            let status = response.status();
+            let body = response.text().await.expect("the listing's body");
+            assert_eq!(status, 200, "carol's previous requests had ended: {body:.300}");
+        }
+    };
+    tokio::join!(one_after_another(), one_after_another());
 
     // A replica that dies holding slots: its process ends, the kernel closes its socket, and MariaDB
     // frees the locks with the connection's thread. (Not a pool's connection: a pool closing while the
