@@ -15,6 +15,8 @@ use crate::sources::slurmdbd::SlurmDbd;
 /// Jobs per chunk: one query of our store for their archived digests (and one for running GPU jobs'
 /// means so far) per chunk, never per job.
 pub const EXPORT_CHUNK: usize = 1000;
+/// Chunks being completed at once: this one and the next.
+const CHUNKS_AHEAD: usize = 2;
 
 /// What each chunk needs, shared by the chunks of one export.
 struct Export {
@@ -48,13 +50,18 @@ impl App {
         };
         let export =
             Arc::new(Export { app: self.clone(), reader: reader.clone(), catalog, blame: query.blame.clone() });
-        Ok(records.chunks(EXPORT_CHUNK).then(move |chunk| {
-            let export = Arc::clone(&export);
-            async move {
-                // The source ends after its first error, so an error is always a chunk's last row.
-                let records = chunk.into_iter().collect::<Result<Vec<_>, _>>()?;
-                Ok(export.app.listed_jobs(&export.reader, records, &export.catalog, &export.blame).await)
-            }
-        }))
+        Ok(records
+            .chunks(EXPORT_CHUNK)
+            .map(move |chunk| {
+                let export = Arc::clone(&export);
+                async move {
+                    // The source ends after its first error, so an error is always a chunk's last row.
+                    let records = chunk.into_iter().collect::<Result<Vec<_>, _>>()?;
+                    Ok(export.app.listed_jobs(&export.reader, records, &export.catalog, &export.blame).await)
+                }
+            })
+            // While one chunk's digests and tags are read from our store, the next chunk's rows are
+            // gathered: the store's round trips overlap slurmdbd's rows, in order.
+            .buffered(CHUNKS_AHEAD))
     }
 }

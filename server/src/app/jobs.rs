@@ -161,9 +161,17 @@ impl App {
         let open: Vec<JobRecord> = records.iter().filter(|record| record.time_end == 0).cloned().collect();
         let mut items: Vec<wire::Job> =
             records.into_iter().map(|record| wire_map::job(&record, catalog, cluster, now)).collect();
+        // The archived digests and the tags are two independent reads of our store: side by side.
+        let digests = async {
+            match self.store() {
+                Some(store) => Some(store.digests_among(reader.cluster(), &keys).await),
+                None => None,
+            }
+        };
+        let (digests, mut tags) = tokio::join!(digests, self.tags_of(reader, &keys));
         // Without our store the listing is Slurm's facts alone.
-        if let Some(store) = self.store() {
-            match store.digests_among(reader.cluster(), &keys).await {
+        if let Some(digests) = digests {
+            match digests {
                 Ok(found) => {
                     for (item, key) in items.iter_mut().zip(&keys) {
                         if let Some(digest) = found.get(key) {
@@ -182,7 +190,6 @@ impl App {
             }
         }
         self.live_digests(reader, &open, &mut items, catalog).await;
-        let mut tags = self.tags_of(reader, &keys).await;
         for (item, key) in items.iter_mut().zip(&keys) {
             if let Some(tags) = tags.remove(key) {
                 item.tags = tags.iter().map(ToString::to_string).collect();
