@@ -146,11 +146,20 @@ for (const [span, view] of [1, 7, 30].flatMap((span) => [[span, 'first view'], [
   for (const key of ['ArrowRight', 'ArrowLeft', 'ArrowRight', 'ArrowLeft']) frames.push(await inputToFrame(page, key));
   const data = await page.evaluate(() => performance.getEntriesByType('resource')
     .filter((e) => new URL(e.name).pathname === '/web/v1/gantt')
-    .map((e) => ({ ms: +e.duration.toFixed(1), transfer: e.transferSize, decoded: e.decodedBodySize }))[0] || {});
+    .map((e) => ({ ms: +e.duration.toFixed(1), transfer: e.transferSize, decoded: e.decodedBodySize,
+      // When the data was asked for and when its last byte came, ms from navigation start: what the
+      // page does after `arrived` until `interactive` is its own decoding, layout and drawing.
+      asked: +e.startTime.toFixed(1), arrived: +e.responseEnd.toFixed(1) }))[0] || {});
+  const hydrated_at = await page.evaluate(() => +window.__slurmlensHydrateStart.toFixed(1));
+  // The page's own steps (User Timing marks the bundle sets), ms from navigation start.
+  const steps = await page.evaluate(() => Object.fromEntries(performance.getEntriesByType('mark')
+    .filter((m) => m.name.startsWith('slurmlens:')).map((m) => [m.name.slice(10), +m.startTime.toFixed(1)])));
   report.windows.push({
     days: span,
     view,
     ...(await paints(page)),
+    hydrated: hydrated_at,
+    steps,
     interactive: Number(state.firstDrawMs),
     wall_ms: Date.now() - t0,
     jobs_drawn: Number(state.jobs),
@@ -218,6 +227,8 @@ line('page weight', `${total(gantt.weight)} kB transferred: ${weights(gantt.weig
 for (const w of report.windows) {
   console.log(`Gantt, ${w.days} d, ${w.view}: ${w.jobs_drawn} jobs drawn, ${w.packed_jobs} more in ${w.packed_bars} packed bars; data ${w.data.ms} ms, ${kB(w.data.transfer)} kB (${kB(w.data.decoded)} kB decoded)`);
   line('  first paint, interactive', `${w['first-paint']} ms, ${w.interactive} ms (chart drawn with its data); draw ${w.draw_ms} ms; pan input → next frame mean ${w.input_to_frame.mean} ms, max ${w.input_to_frame.max} ms`);
+  const at = (step) => w.steps[step] ?? '-';
+  line('  steps (ms from navigation)', `data asked ${w.data.asked}, in ${w.data.arrived}; hydrated ${at('hydrated')}; body in the bundle ${at('body /web/v1/gantt')}, parsed ${at('parsed /web/v1/gantt')}, indexed ${at('gantt indexed')}, first draw ${at('gantt first draw')}`);
 }
 console.log(`Grid: 800 GPUs (${grid.runs[0].gpu_cells} cells)`);
 for (const [i, r] of grid.runs.entries()) {

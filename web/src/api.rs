@@ -434,13 +434,17 @@ pub fn fetch_json<T: DeserializeOwned + 'static>(
 ) -> impl Future<Output = Result<T, DataError>> + Send + use<T> {
     send_wrapper::SendWrapper::new(async move {
         let (status, text) = fetch_text(&url).await?;
+        let path = url.split('?').next().unwrap_or_default();
+        crate::mark(&format!("slurmlens:body {path}"));
         if status >= 400 {
             let message = serde_json::from_str::<wire::ErrorEnvelope>(&text)
                 .map(|envelope| envelope.error.message)
                 .unwrap_or_else(|_| format!("{url} answered {status}"));
             return Err(DataError { status, message });
         }
-        serde_json::from_str(&text).map_err(|e| DataError { status: 502, message: format!("{url}: {e}") })
+        let parsed = serde_json::from_str(&text).map_err(|e| DataError { status: 502, message: format!("{url}: {e}") });
+        crate::mark(&format!("slurmlens:parsed {path}"));
+        parsed
     })
 }
 

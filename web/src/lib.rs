@@ -46,4 +46,16 @@ pub fn hydrate() {
         }
     }
     leptos::mount::hydrate_body(app::App);
+    mark("slurmlens:hydrated");
+}
+
+/// A User Timing mark (`performance.mark`) in the browser, so a benchmark can tell the page's steps
+/// apart (hydration, a fetch's body in, its JSON parsed, a chart's first draw); nothing elsewhere.
+pub fn mark(name: &str) {
+    #[cfg(target_arch = "wasm32")]
+    if let Some(performance) = web_sys::window().and_then(|window| window.performance()) {
+        let _ = performance.mark(name);
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = name;
 }

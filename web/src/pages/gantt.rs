@@ -196,6 +196,7 @@ pub fn GanttPage() -> impl IntoView {
             match result {
                 Ok(data) => {
                     let index = GanttIndex::new(&data, data.now);
+                    crate::mark("slurmlens:gantt indexed");
                     clock.set(now());
                     loaded.set(Some(Arc::new(Loaded { data, index, key })));
                 }
@@ -308,6 +309,9 @@ pub fn GanttPage() -> impl IntoView {
             return;
         }
         let started = web_sys::window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
+        if !ready.get_untracked() {
+            crate::mark("slurmlens:gantt first draw");
+        }
         let rows = Arc::new(layout(&current.data.racks, &expansion_now, METRICS));
         layout_cache.set_value(Some(rows.clone()));
         let colours = colour_table.get();
