@@ -260,6 +260,15 @@ async fn long_job_figures_from_recording_rules_equal_the_raw_window_and_fall_bac
     assert!(note.contains("lagging since"), "{note}");
     assert!(!lagging.gpus.is_empty() && lagging.gpus[0].summary.iter().any(|s| s.metric == "gpu_util"));
 
+    // One metric's peak rule lost for every GPU (a site's rules file without it): raw, never a peak
+    // of the raw edges alone, and never a blank one.
+    delete_recorded(r#"__name__="slurmlens:DCGM_FI_DEV_GPU_TEMP:max5m",Hostname=~"ljob0[12]""#).await;
+    let no_peak = report(&rules_config, &job).await;
+    assert_eq!(no_peak.metrics.reads, MetricsReads::Raw, "{:?}", no_peak.metrics);
+    let note = no_peak.metrics.reads_note.clone().unwrap_or_default();
+    assert!(note.contains("lack parts of temperature"), "{note}");
+    assert_eq!(figures(&no_peak), theirs, "read raw, the report is the raw one");
+
     // One GPU's recorded series lost (a replay's dropped batch): raw, not that GPU's edges alone.
     delete_recorded(r#"Hostname="ljob02",gpu="3""#).await;
     let partial = report(&rules_config, &job).await;

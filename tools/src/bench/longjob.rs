@@ -8,7 +8,7 @@ use anyhow::Context;
 use chrono::Utc;
 
 use slurmlens::config::Config;
-use slurmlens_wire::JobReport;
+use slurmlens_wire::{JobReport, MetricsState};
 
 use crate::demo::longjob::{LongJobArgs, NODE_PREFIX, record};
 
@@ -112,10 +112,17 @@ pub async fn run(config: &Config, args: &LongReportArgs) -> anyhow::Result<()> {
         reports.push(report);
     }
     println!("long-report computed: raw / rules = {:.1}×", ms(medians[1]) / ms(medians[0]).max(1e-9));
-    println!(
-        "long-report figures: largest relative difference of a GPU mean or peak, rules vs raw: {:.2e}",
-        largest_difference(&reports[0], &reports[1])
-    );
+    // Two reports are compared only when both have figures: an unavailable side has none to differ.
+    match reports.iter().find(|report| report.metrics.status != MetricsState::Ok) {
+        Some(report) => println!(
+            "long-report figures: not compared (a report read {} has metrics {})",
+            report.metrics.reads, report.metrics.status
+        ),
+        None => println!(
+            "long-report figures: largest relative difference of a GPU mean or peak, rules vs raw: {:.2e}",
+            largest_difference(&reports[0], &reports[1])
+        ),
+    }
 
     // Archived: made once (and stored), then served from our store.
     if config.database.is_some() {

@@ -42,7 +42,9 @@ impl Reporter {
                 let entry = entry?;
                 Some(Summary {
                     mean: *entry.means.get(key)?,
-                    max: entry.maxes.get(key).copied().unwrap_or(f64::NAN),
+                    // A peak is never made up: without one (gather reads raw when the rules lack
+                    // it) the metric is left out rather than sent as `null`, which no reader takes.
+                    max: *entry.maxes.get(key).filter(|max| max.is_finite())?,
                     samples: entry.counts.get(key).or_else(|| entry.counts.values().next()).copied().unwrap_or(0.0)
                         as u64,
                 })

@@ -111,5 +111,6 @@ pub(super) fn gathered() -> Gathered {
         window_s: 3600,
         reads: slurmlens_wire::MetricsReads::Raw,
         reads_note: None,
+        rules_incomplete: Vec::new(),
     }
 }

@@ -100,6 +100,10 @@ impl Reporter {
         Ok(())
     }
 
+    /// The job's readings over `span`: through the recording rules where they cover the job, else
+    /// raw. Rules that lack a part of some GPU's buckets (a site's max rule missing, a lost series)
+    /// are not used: the report is read raw again and says why, so no figure is made up from the raw
+    /// edges alone or left blank.
     pub(super) async fn gather(
         &self,
         vm: &VictoriaMetrics,
@@ -109,14 +113,39 @@ impl Reporter {
         span: Span,
         faults: &FaultScope,
     ) -> Result<Gathered, VmError> {
+        let nodes: Vec<String> = record.nodes.hosts().to_vec();
+        let indices = recorded_indices(recorded);
+        let reads = self.rule_reads(vm, &nodes, &indices, span.start, span.end).await?;
+        let through_rules = matches!(reads, Reads::Rules(_));
+        let gathered = self.gather_reading(vm, record, alloc_gpus, recorded, span, faults, reads).await?;
+        if !through_rules || gathered.rules_incomplete.is_empty() {
+            return Ok(gathered);
+        }
+        let note = format!(
+            "read raw: the recording rules lack parts of {} for the job's GPUs",
+            gathered.rules_incomplete.join(", ")
+        );
+        tracing::warn!(job = record.identity.id_job, %note, "recording rules incomplete");
+        self.gather_reading(vm, record, alloc_gpus, recorded, span, faults, Reads::Raw(Some(note))).await
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "gather's own arguments and the reads it chose")]
+    async fn gather_reading(
+        &self,
+        vm: &VictoriaMetrics,
+        record: &JobRecord,
+        alloc_gpus: u64,
+        recorded: &[(GpuRef, Option<String>)],
+        span: Span,
+        faults: &FaultScope,
+        reads: Reads,
+    ) -> Result<Gathered, VmError> {
         let Span { start, end, points } = span;
         let catalog = &self.settings.catalog;
         let nodes: Vec<String> = record.nodes.hosts().to_vec();
         // GPU records name the job's indices up front; without them every GPU of the nodes is fetched
         // and attribution (which needs the series lookup) picks among them, so nothing waits on it.
-        let indices: Vec<u16> =
-            recorded.iter().map(|(gpu, _)| gpu.index).collect::<BTreeSet<_>>().into_iter().collect();
-        let reads = self.rule_reads(vm, &nodes, &indices, start, end).await?;
+        let indices = recorded_indices(recorded);
         let mut step_s = self.step_s(start, end, points);
         if matches!(reads, Reads::Rules(_)) {
             // Timelines read from the rules step over whole buckets (a few more points than asked:
@@ -233,7 +262,7 @@ impl Reporter {
                             _ => None,
                         };
                     }
-                    Wanted::WindowPart(key, scale) => parts.add(gpu, key, *scale, &series),
+                    Wanted::WindowPart(key, scale, interior) => parts.add(gpu, key, *scale, *interior, &series),
                     Wanted::IdleShare => entry.idle_share = last,
                     Wanted::FbFree => entry.fb_free = last,
                     Wanted::EnergyAtEnd => entry.energy_mj = last,
@@ -251,6 +280,7 @@ impl Reporter {
                 }
             }
         }
+        let rules_incomplete = parts.incomplete();
         parts.combine(&mut data);
         for (gpu, uuid) in &uuids {
             if let Some(entry) = data.get_mut(gpu) {
@@ -286,8 +316,14 @@ impl Reporter {
             window_s,
             reads,
             reads_note,
+            rules_incomplete,
         })
     }
+}
+
+/// The GPU indices the job's records name, each once, in order.
+fn recorded_indices(recorded: &[(GpuRef, Option<String>)]) -> Vec<u16> {
+    recorded.iter().map(|(gpu, _)| gpu.index).collect::<BTreeSet<_>>().into_iter().collect()
 }
 
 /// A series value of one GPU: summaries over the window and a timeline.
@@ -375,6 +411,9 @@ pub(super) struct Gathered {
     /// Where the GPU figures over the window came from, and why raw where the rules were not used.
     pub(super) reads: wire::MetricsReads,
     pub(super) reads_note: Option<String>,
+    /// Read through the rules: the GPU metrics whose recorded buckets lacked a part (sum, count, peak
+    /// or idle count) for some GPU, which the window's figures cannot do without.
+    pub(super) rules_incomplete: Vec<String>,
 }
 
 /// (source, key) → (timeline, mean over the window) of the job's Lustre I/O.

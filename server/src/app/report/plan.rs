@@ -278,8 +278,8 @@ pub(super) enum Wanted {
     /// A GPU metric's mean, peak and sample count over the whole window (key, scale).
     Window(String, f64),
     /// A part of the window (recorded buckets or a raw edge) of a GPU metric read through the
-    /// recording rules, per series with its `rollup` (key, scale).
-    WindowPart(String, f64),
+    /// recording rules, per series with its `rollup` (key, scale, whether it is the recorded interior).
+    WindowPart(String, f64, bool),
     IdleShare,
     FbFree,
     /// The energy counter at the window's end and at its start.

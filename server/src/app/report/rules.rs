@@ -3,7 +3,7 @@
 //! the whole 5-minute buckets from them and the two partial edges raw, and the exact combination of
 //! those parts per GPU. Where the rules are missing or lag, the report reads raw and says why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
@@ -198,13 +198,13 @@ impl Reporter {
                 })
             })
             .collect();
-        let part = |query: String, at: i64| Planned {
-            what: Wanted::WindowPart(spec.key.clone(), spec.scale),
+        let part = |query: String, at: i64, interior: bool| Planned {
+            what: Wanted::WindowPart(spec.key.clone(), spec.scale, interior),
             eval: Eval::At(epoch_at(at)),
             query,
             reads: selectors.to_vec(),
         };
-        planned.push(part(interior.join(" or "), at));
+        planned.push(part(interior.join(" or "), at, true));
         for (at, back) in [split.head(), split.tail()].into_iter().flatten() {
             let raw: Vec<String> = selectors
                 .iter()
@@ -220,7 +220,7 @@ impl Reporter {
                     }
                 })
                 .collect();
-            planned.push(part(raw.join(" or "), at));
+            planned.push(part(raw.join(" or "), at, false));
         }
         planned
     }
@@ -234,12 +234,17 @@ type Copies = BTreeMap<Vec<(String, String)>, Parts>;
 #[derive(Default)]
 pub(super) struct PartsRead {
     by_gpu: BTreeMap<(GpuRef, String), (f64, Copies)>,
+    /// The rollups the recorded interior gave, per GPU and metric.
+    interior: BTreeMap<(GpuRef, String), BTreeSet<String>>,
 }
 
 impl PartsRead {
-    /// Adds one answered series of a [`Wanted::WindowPart`] query.
-    pub(super) fn add(&mut self, gpu: GpuRef, key: &str, scale: f64, series: &Series) {
+    /// Adds one answered series of a [`Wanted::WindowPart`] query (`interior`: of the recorded buckets).
+    pub(super) fn add(&mut self, gpu: GpuRef, key: &str, scale: f64, interior: bool, series: &Series) {
         let (Some(rollup), Some(&(_, value))) = (series.labels.get("rollup"), series.points.last()) else { return };
+        if interior {
+            self.interior.entry((gpu.clone(), key.to_string())).or_default().insert(rollup.clone());
+        }
         let labels: Vec<(String, String)> = series
             .labels
             .iter()
@@ -248,6 +253,25 @@ impl PartsRead {
             .collect();
         let entry = self.by_gpu.entry((gpu, key.to_string())).or_insert_with(|| (scale, BTreeMap::new()));
         entry.1.entry(labels).or_default().add(rollup, value);
+    }
+
+    /// The metrics (keys) some GPU of which lacks a part of its recorded interior: its sum, count or
+    /// peak rule (or the idle count of the idle metric) recorded nothing there, so its figures would
+    /// come from the raw edges alone.
+    pub(super) fn incomplete(&self) -> Vec<String> {
+        let mut keys = BTreeSet::new();
+        for (gpu, key) in self.by_gpu.keys() {
+            let found = self.interior.get(&(gpu.clone(), key.clone()));
+            let needed: &[&str] = if key == IDLE_KEY {
+                &["sum_over_time", "count_over_time", "max_over_time", "idle"]
+            } else {
+                &["sum_over_time", "count_over_time", "max_over_time"]
+            };
+            if !needed.iter().all(|rollup| found.is_some_and(|found| found.contains(*rollup))) {
+                keys.insert(key.clone());
+            }
+        }
+        keys.into_iter().collect()
     }
 
     /// Each GPU's mean, peak, sample count (and idle share) over the window, as the raw window query
