@@ -589,12 +589,15 @@ vmalert_ok() { [[ $(curl -fsS --max-time 2 "http://127.0.0.1:$VMALERT_PORT/healt
 # recomputed alike, and VictoriaMetrics' dedup keeps one per timestamp). Batches of 100 series: a
 # fortnight of 5-minute points for 1000 series is over VictoriaMetrics' 32 MB request limit, and vmalert
 # drops a refused batch (and still exits 0), so the log is checked too.
+# At most 1,000 points a series per query: vmalert's last write of a replay carries every series it
+# still holds, and the long job's 768 GPUs at 10,000 points each came to more than VictoriaMetrics takes
+# in one request (-maxInsertRequestSize, 32 MB), so that batch was dropped (a rule without its series).
 cmd_replay_rules() {
   local from=${1:?FROM (RFC 3339)} to=${2:?TO (RFC 3339)} args
   [[ -f $VMALERT_RULES ]] || write_file "$VMALERT_RULES" <"$REPO_ROOT/lab/recording-rules.yml"
   mapfile -t args < <(vmalert_args)
   /usr/bin/vmalert "${args[@]}" -httpListenAddr=127.0.0.1:0 -replay.timeFrom="$from" -replay.timeTo="$to" \
-    -replay.disableProgressBar -replay.rulesDelay=0s -replay.maxDatapointsPerQuery=10000 \
+    -replay.disableProgressBar -replay.rulesDelay=0s -replay.maxDatapointsPerQuery=1000 \
     -remoteWrite.maxBatchSize=100 \
     -loggerLevel=ERROR >"$LOG/vmalert-replay.log" 2>&1 || die "vmalert replay failed: see $LOG/vmalert-replay.log"
   if grep -q 'attempts to send request failed' "$LOG/vmalert-replay.log"; then
