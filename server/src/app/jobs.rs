@@ -162,12 +162,7 @@ impl App {
         let mut items: Vec<wire::Job> =
             records.into_iter().map(|record| wire_map::job(&record, catalog, cluster, now)).collect();
         // The archived digests and the tags are two independent reads of our store: side by side.
-        let digests = async {
-            match self.store() {
-                Some(store) => Some(store.digests_among(reader.cluster(), &keys).await),
-                None => None,
-            }
-        };
+        let digests = async { Some(self.store()?.digests_among(reader.cluster(), &keys).await) };
         let (digests, mut tags) = tokio::join!(digests, self.tags_of(reader, &keys));
         // Without our store the listing is Slurm's facts alone.
         if let Some(digests) = digests {

@@ -116,9 +116,9 @@ impl Reporter {
         let nodes: Vec<String> = record.nodes.hosts().to_vec();
         let indices = recorded_indices(recorded);
         let reads = self.rule_reads(vm, &nodes, &indices, span.start, span.end).await?;
-        let through_rules = matches!(reads, Reads::Rules(_));
         let gathered = self.gather_reading(vm, record, alloc_gpus, recorded, span, faults, reads).await?;
-        if !through_rules || gathered.rules_incomplete.is_empty() {
+        // Empty when read raw: only the rules' parts are checked.
+        if gathered.rules_incomplete.is_empty() {
             return Ok(gathered);
         }
         let note = format!(

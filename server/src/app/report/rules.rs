@@ -262,12 +262,9 @@ impl PartsRead {
         let mut keys = BTreeSet::new();
         for (gpu, key) in self.by_gpu.keys() {
             let found = self.interior.get(&(gpu.clone(), key.clone()));
-            let needed: &[&str] = if key == IDLE_KEY {
-                &["sum_over_time", "count_over_time", "max_over_time", "idle"]
-            } else {
-                &["sum_over_time", "count_over_time", "max_over_time"]
-            };
-            if !needed.iter().all(|rollup| found.is_some_and(|found| found.contains(*rollup))) {
+            let has = |rollup: &str| found.is_some_and(|found| found.contains(rollup));
+            let parts = ["sum_over_time", "count_over_time", "max_over_time"].into_iter().all(has);
+            if !parts || (key == IDLE_KEY && !has("idle")) {
                 keys.insert(key.clone());
             }
         }
