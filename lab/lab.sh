@@ -562,8 +562,9 @@ EOF
 
 vmagent_ok() { [[ $(curl -fsS --max-time 2 "http://127.0.0.1:$VMAGENT_PORT/health") == OK ]]; }
 
-# vmalert evaluates the recording rules every 5 minutes, aligned to the clock, so each recorded sample
-# at t covers exactly (t-5m, t]; the report reads long jobs' whole buckets from them. The rules file is
+# vmalert evaluates the recording rules every 5 minutes and every hour, aligned to the clock, so each
+# recorded sample at t covers exactly (t-5m, t] or (t-1h, t]; the report reads long jobs' whole buckets
+# from them. The rules file is
 # `slurmlens rules` for the default catalogue, committed (a unit test keeps it equal to the generator).
 VMALERT_RULES=$ETC/recording-rules.yml
 vmalert_args() {
@@ -574,7 +575,8 @@ vmalert_args() {
 
 start_vmalert() {
   write_file "$VMALERT_RULES" <"$REPO_ROOT/lab/recording-rules.yml"
-  alive vmalert && return 0
+  # A running vmalert rereads its rules on SIGHUP (the file may have changed).
+  if alive vmalert; then kill -HUP "$(cat "${PIDFILE[vmalert]}")"; return 0; fi
   rm -f "${PIDFILE[vmalert]}"
   local args
   mapfile -t args < <(vmalert_args)
@@ -589,17 +591,30 @@ vmalert_ok() { [[ $(curl -fsS --max-time 2 "http://127.0.0.1:$VMALERT_PORT/healt
 # recomputed alike, and VictoriaMetrics' dedup keeps one per timestamp). Batches of 100 series: a
 # fortnight of 5-minute points for 1000 series is over VictoriaMetrics' 32 MB request limit, and vmalert
 # drops a refused batch (and still exits 0), so the log is checked too.
-# At most 1,000 points a series per query: vmalert's last write of a replay carries every series it
-# still holds, and the long job's 768 GPUs at 10,000 points each came to more than VictoriaMetrics takes
-# in one request (-maxInsertRequestSize, 32 MB), so that batch was dropped (a rule without its series).
+# At most 100 points a series per query: vmalert's last write of a replay carries every series it
+# still holds, and the long job's 1,473 GPU series at 360 hourly points each (1,000 asked at most) came
+# to 64 MB, more than VictoriaMetrics takes in one request (-maxInsertRequestSize, 32 MB), so that batch
+# was dropped (a rule without its series).
 cmd_replay_rules() {
-  local from=${1:?FROM (RFC 3339)} to=${2:?TO (RFC 3339)} args
-  [[ -f $VMALERT_RULES ]] || write_file "$VMALERT_RULES" <"$REPO_ROOT/lab/recording-rules.yml"
+  local from=${1:?FROM (RFC 3339)} to=${2:?TO (RFC 3339)} args group interval
+  write_file "$VMALERT_RULES" <"$REPO_ROOT/lab/recording-rules.yml"
   mapfile -t args < <(vmalert_args)
-  /usr/bin/vmalert "${args[@]}" -httpListenAddr=127.0.0.1:0 -replay.timeFrom="$from" -replay.timeTo="$to" \
-    -replay.disableProgressBar -replay.rulesDelay=0s -replay.maxDatapointsPerQuery=1000 \
-    -remoteWrite.maxBatchSize=100 \
-    -loggerLevel=ERROR >"$LOG/vmalert-replay.log" 2>&1 || die "vmalert replay failed: see $LOG/vmalert-replay.log"
+  : >"$LOG/vmalert-replay.log"
+  # One replay per group, stepping at its interval: Debian's vmalert (1.79) replays every group at
+  # -datasource.queryStep (5 minutes by default), which would record an hourly rule every 5 minutes.
+  local dir
+  dir=$(mktemp -d)
+  awk -v dir="$dir" '/^groups:/ { next } /^  - name:/ { n++; file = dir "/" n ".yml"; print "groups:" > file }
+    n { print >> file }' "$VMALERT_RULES"
+  for group in "$dir"/*.yml; do
+    interval=$(sed -n 's/^    interval: *//p' "$group")
+    /usr/bin/vmalert "${args[@]/#-rule=*/-rule=$group}" -httpListenAddr=127.0.0.1:0 \
+      -replay.timeFrom="$from" -replay.timeTo="$to" -datasource.queryStep="$interval" \
+      -replay.disableProgressBar -replay.rulesDelay=0s -replay.maxDatapointsPerQuery=100 \
+      -remoteWrite.maxBatchSize=100 \
+      -loggerLevel=ERROR >>"$LOG/vmalert-replay.log" 2>&1 || die "vmalert replay failed: see $LOG/vmalert-replay.log"
+  done
+  rm -rf "$dir"
   if grep -q 'attempts to send request failed' "$LOG/vmalert-replay.log"; then
     die "vmalert replay dropped recorded series: see $LOG/vmalert-replay.log"
   fi

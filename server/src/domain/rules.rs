@@ -1,13 +1,54 @@
-//! Recording rules for long jobs: per GPU metric of the series catalogue, 5-minute per-GPU sums, counts
-//! and maxima that vmalert records, and how a job's window splits into whole rule buckets (read from
-//! the recorded series) and two partial edges (read raw). Pure: names, the rules file, arithmetic.
+//! Recording rules for long jobs: per GPU metric of the series catalogue, per-GPU sums, counts and
+//! maxima over 5-minute and hourly buckets that vmalert records, and how a job's window splits into
+//! whole hours and whole 5-minute buckets (read from the recorded series) and two partial edges (read
+//! raw). Pure: names, the rules file, arithmetic.
 
 use super::promql::MetricName;
 use super::series::SeriesCatalog;
 
-/// Seconds per rule bucket: vmalert evaluates every 5 minutes, aligned to the epoch, so a recorded
-/// sample at `t` covers exactly the raw samples in `(t - 300, t]`.
-pub const BUCKET_S: i64 = 300;
+/// Seconds per 5-minute rule bucket.
+pub const BUCKET_S: i64 = Bucket::FiveMinutes.seconds();
+
+/// The length of a recorded bucket. vmalert evaluates each group on its interval, aligned to the
+/// epoch, so a recorded sample at `t` covers exactly the raw samples in `(t - length, t]`. Hourly
+/// buckets are recorded from the raw series too (not from the 5-minute ones, which vmalert may not
+/// have written yet when the hour's evaluation runs); a fortnight reads 336 of them per series, not
+/// 4,032.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bucket {
+    FiveMinutes,
+    Hour,
+}
+
+impl Bucket {
+    pub const ALL: [Self; 2] = [Self::FiveMinutes, Self::Hour];
+
+    pub const fn seconds(self) -> i64 {
+        match self {
+            Self::FiveMinutes => 300,
+            Self::Hour => 3600,
+        }
+    }
+
+    /// The suffix of its recorded series' names (`sum5m`, `sum1h`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::FiveMinutes => "5m",
+            Self::Hour => "1h",
+        }
+    }
+
+    /// The boundary at or after `t`.
+    pub fn ceil(self, t: i64) -> i64 {
+        let length = self.seconds();
+        t.div_euclid(length) * length + if t.rem_euclid(length) == 0 { 0 } else { length }
+    }
+
+    /// The boundary at or before `t`.
+    pub fn floor(self, t: i64) -> i64 {
+        t.div_euclid(self.seconds()) * self.seconds()
+    }
+}
 
 /// What one recording rule keeps of its metric's samples in a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -20,27 +61,27 @@ pub enum Part {
 }
 
 impl Part {
-    /// The suffix of the recorded series' name.
-    pub fn suffix(self) -> &'static str {
+    /// The part's name in its recorded series' name.
+    pub fn name(self) -> &'static str {
         match self {
-            Self::Sum => "sum5m",
-            Self::Count => "count5m",
-            Self::Max => "max5m",
-            Self::Idle => "idle5m",
+            Self::Sum => "sum",
+            Self::Count => "count",
+            Self::Max => "max",
+            Self::Idle => "idle",
         }
     }
 }
 
-/// The name a rule records `metric`'s `part` under: `slurmlens:DCGM_FI_DEV_GPU_UTIL:sum5m`.
-pub fn recorded_name(prefix: &str, metric: &MetricName, part: Part) -> Result<MetricName, String> {
-    let text = format!("{prefix}:{metric}:{}", part.suffix());
+/// The name a rule records `metric`'s `part` per `bucket` under: `slurmlens:DCGM_FI_DEV_GPU_UTIL:sum5m`.
+pub fn recorded_name(prefix: &str, metric: &MetricName, part: Part, bucket: Bucket) -> Result<MetricName, String> {
+    let text = format!("{prefix}:{metric}:{}{}", part.name(), bucket.suffix());
     text.parse().map_err(|_| format!("recording rule name {text} is not a valid metric name (prefix {prefix:?})"))
 }
 
 /// The rule expression of `part` over one bucket of the raw series (`idle_at_most`: the idle
 /// threshold in the exporter's unit, for [`Part::Idle`]).
-pub fn rule_expr(metric: &MetricName, part: Part, idle_at_most: f64) -> String {
-    let window = format!("{metric}[{BUCKET_S}s]");
+pub fn rule_expr(metric: &MetricName, part: Part, bucket: Bucket, idle_at_most: f64) -> String {
+    let window = format!("{metric}[{}s]", bucket.seconds());
     match part {
         Part::Sum => format!("sum_over_time({window})"),
         Part::Count => format!("count_over_time({window})"),
@@ -49,11 +90,12 @@ pub fn rule_expr(metric: &MetricName, part: Part, idle_at_most: f64) -> String {
     }
 }
 
-/// Every recording rule of a catalogue: (recorded name, expression), per GPU metric its sum, count
-/// and maximum, and for `idle_key`'s metric the idle count.
+/// Every recording rule of a catalogue per bucket length: (recorded name, expression), per GPU metric
+/// its sum, count and maximum, and for `idle_key`'s metric the idle count.
 pub fn rules(
     catalog: &SeriesCatalog,
     prefix: &str,
+    bucket: Bucket,
     idle_key: &str,
     idle_at_most: f64,
 ) -> Result<Vec<(MetricName, String)>, String> {
@@ -64,47 +106,71 @@ pub fn rules(
             parts.push(Part::Idle);
         }
         for part in parts {
-            rules.push((recorded_name(prefix, &spec.name, part)?, rule_expr(&spec.name, part, idle_at_most)));
+            rules.push((
+                recorded_name(prefix, &spec.name, part, bucket)?,
+                rule_expr(&spec.name, part, bucket, idle_at_most),
+            ));
         }
     }
     Ok(rules)
 }
 
-/// The vmalert rules file of [`rules`]: one group evaluated every 5 minutes. Names and expressions
-/// hold no quote (metric names are validated), so YAML's single quotes carry them verbatim.
-pub fn rules_yaml(rules: &[(MetricName, String)], group: &str) -> String {
+/// One vmalert group: the rules of one bucket length, evaluated on it.
+pub struct RuleGroup {
+    pub name: String,
+    pub bucket: Bucket,
+    /// (recorded name, expression), as [`rules`] gives them.
+    pub rules: Vec<(MetricName, String)>,
+}
+
+/// The vmalert rules file of its groups. Names and expressions hold no quote (metric names are
+/// validated), so YAML's single quotes carry them verbatim.
+pub fn rules_yaml(groups: &[RuleGroup]) -> String {
     let mut yaml = String::from(
-        "# Generated by `slurmlens rules` from the series catalogue: per-GPU 5-minute sums, counts and maxima\n\
-         # that the report reads for long jobs' whole 5-minute buckets (their edges are read raw).\n\
+        "# Generated by `slurmlens rules` from the series catalogue: per-GPU sums, counts and maxima over\n\
+         # 5-minute and hourly buckets that the report reads for long jobs' whole buckets (their partial\n\
+         # edges are read raw).\n\
          # Run: vmalert -rule=THIS -datasource.url=VM -remoteWrite.url=VM -remoteRead.url=VM\n\
          # Past data: the same with -replay.timeFrom=… -replay.timeTo=…\n\
          groups:\n",
     );
-    yaml.push_str(&format!("  - name: '{group}'\n    interval: {BUCKET_S}s\n    rules:\n"));
-    for (record, expr) in rules {
-        yaml.push_str(&format!("      - record: '{record}'\n        expr: '{expr}'\n"));
+    for RuleGroup { name, bucket, rules } in groups {
+        yaml.push_str(&format!("  - name: '{name}'\n    interval: {}s\n    rules:\n", bucket.seconds()));
+        for (record, expr) in rules {
+            yaml.push_str(&format!("      - record: '{record}'\n        expr: '{expr}'\n"));
+        }
     }
     yaml
 }
 
-/// How a job's window `(start, end]` splits at rule boundaries: raw `(start, first]`, whole buckets
-/// `(first, last]` from the rules, raw `(last, end]`. `None` when no whole bucket fits.
+/// How a job's window `(start, end]` splits at rule boundaries: raw `(start, first]`, whole 5-minute
+/// buckets `(first, last]` from the rules, raw `(last, end]`; within `(first, last]` the whole hours
+/// `hours` come from the hourly rules where they cover them. `None` when no whole bucket fits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Split {
     pub start: i64,
-    /// The first bucket boundary at or after the start.
+    /// The first 5-minute boundary at or after the start.
     pub first: i64,
-    /// The last bucket boundary at or before the end.
+    /// The last 5-minute boundary at or before the end.
     pub last: i64,
     pub end: i64,
+    /// The whole hours `(from, to]` read from the hourly rules, inside `(first, last]`.
+    pub hours: Option<(i64, i64)>,
 }
 
 impl Split {
-    /// The split of `(start, end]` (epoch seconds), if a whole bucket lies inside.
+    /// The split of `(start, end]` (epoch seconds), if a whole 5-minute bucket lies inside; no hours yet.
     pub fn of(start: i64, end: i64) -> Option<Self> {
-        let first = start.div_euclid(BUCKET_S) * BUCKET_S + if start.rem_euclid(BUCKET_S) == 0 { 0 } else { BUCKET_S };
-        let last = end.div_euclid(BUCKET_S) * BUCKET_S;
-        (last > first).then_some(Self { start, first, last, end })
+        let (first, last) = (Bucket::FiveMinutes.ceil(start), Bucket::FiveMinutes.floor(end));
+        (last > first).then_some(Self { start, first, last, end, hours: None })
+    }
+
+    /// The same, its whole hours read from hourly rules recorded over `(from, to]`: those of
+    /// `(first, last]` inside it, if any.
+    pub fn with_hours(self, from: i64, to: i64) -> Self {
+        let lo = Bucket::Hour.ceil(self.first.max(from));
+        let hi = Bucket::Hour.floor(self.last.min(to));
+        Self { hours: (hi > lo).then_some((lo, hi)), ..self }
     }
 
     /// The raw edge before the first boundary, as (evaluated at, seconds back), if not empty.
@@ -117,9 +183,22 @@ impl Split {
         (self.end > self.last).then_some((self.end, self.end - self.last))
     }
 
-    /// The whole buckets, as (evaluated at, seconds back).
+    /// All the recorded buckets, as (evaluated at, seconds back).
     pub fn interior(&self) -> (i64, i64) {
         (self.last, self.last - self.first)
+    }
+
+    /// The recorded pieces, as (bucket length, evaluated at, seconds back): the 5-minute buckets
+    /// before the hours, the hours, the 5-minute buckets after them (or 5-minute buckets throughout).
+    pub fn recorded(&self) -> Vec<(Bucket, i64, i64)> {
+        let Some((from, to)) = self.hours else {
+            return vec![(Bucket::FiveMinutes, self.last, self.last - self.first)];
+        };
+        [(Bucket::FiveMinutes, self.first, from), (Bucket::Hour, from, to), (Bucket::FiveMinutes, to, self.last)]
+            .into_iter()
+            .filter(|&(_, lo, hi)| hi > lo)
+            .map(|(bucket, lo, hi)| (bucket, hi, hi - lo))
+            .collect()
     }
 }
 
@@ -170,6 +249,29 @@ mod tests {
         let aligned = Split::of(600, 1_500).expect("aligned window");
         assert_eq!((aligned.head(), aligned.tail(), aligned.interior()), (None, None, (1_500, 900)));
         assert_eq!(Split::of(1_000, 1_400), None, "no whole bucket inside");
+        assert_eq!(split.recorded(), [(Bucket::FiveMinutes, 9_900, 8_700)], "no hours: 5-minute buckets throughout");
+    }
+
+    #[test]
+    fn whole_hours_inside_the_buckets_come_from_the_hourly_rules_where_they_cover_them() {
+        // (1,000, 20,000]: raw to 1,200, 5-minute buckets to 3,600, hours to 18,000, 5-minute to 19,800.
+        let split = Split::of(1_000, 20_000).expect("whole buckets").with_hours(0, 30_000);
+        assert_eq!(split.hours, Some((3_600, 18_000)));
+        assert_eq!(
+            split.recorded(),
+            [(Bucket::FiveMinutes, 3_600, 2_400), (Bucket::Hour, 18_000, 14_400), (Bucket::FiveMinutes, 19_800, 1_800)]
+        );
+        assert_eq!((split.head(), split.tail()), (Some((1_200, 200)), Some((20_000, 200))), "edges unchanged");
+        // Hourly rules recorded only from 7,200 to 14,400 (started late, lagging): 5-minute buckets around.
+        let late = Split::of(1_000, 20_000).expect("whole buckets").with_hours(7_200, 14_400);
+        assert_eq!(late.hours, Some((7_200, 14_400)));
+        assert_eq!(late.recorded().iter().map(|&(_, _, back)| back).sum::<i64>(), 18_600, "the buckets, once each");
+        // Aligned to the hour: no 5-minute piece before or after.
+        let whole = Split::of(3_600, 10_800).expect("whole hours").with_hours(0, 30_000);
+        assert_eq!(whole.recorded(), [(Bucket::Hour, 10_800, 7_200)]);
+        // No whole hour inside: 5-minute buckets throughout.
+        let short = Split::of(3_700, 7_000).expect("whole buckets").with_hours(0, 30_000);
+        assert_eq!((short.hours, short.recorded()), (None, vec![(Bucket::FiveMinutes, 6_900, 3_000)]));
     }
 
     #[test]
@@ -190,14 +292,23 @@ mod tests {
     #[test]
     fn rules_cover_every_gpu_metric_under_stable_names() {
         let catalog = SeriesCatalog::default();
-        let rules = rules(&catalog, "slurmlens", "gpu_util", 4.99).expect("valid names");
+        let rules = rules(&catalog, "slurmlens", Bucket::FiveMinutes, "gpu_util", 4.99).expect("valid names");
         assert_eq!(rules.len(), catalog.gpu_metrics.len() * 3 + 1);
         let names: Vec<&str> = rules.iter().map(|(name, _)| name.as_str()).collect();
         assert!(names.contains(&"slurmlens:DCGM_FI_DEV_GPU_UTIL:sum5m"), "{names:?}");
         assert!(names.contains(&"slurmlens:DCGM_FI_DEV_GPU_UTIL:idle5m"), "{names:?}");
-        let yaml = rules_yaml(&rules, "slurmlens-gpu-5m");
-        assert!(yaml.contains("interval: 300s"), "{yaml}");
+        let hourly = super::rules(&catalog, "slurmlens", Bucket::Hour, "gpu_util", 4.99).expect("valid names");
+        assert!(
+            hourly.iter().any(|(name, expr)| name.as_str() == "slurmlens:DCGM_FI_DEV_GPU_UTIL:max1h"
+                && expr == "max_over_time(DCGM_FI_DEV_GPU_UTIL[3600s])"),
+            "{hourly:?}"
+        );
+        let yaml = rules_yaml(&[
+            RuleGroup { name: "slurmlens-gpu-5m".into(), bucket: Bucket::FiveMinutes, rules },
+            RuleGroup { name: "slurmlens-gpu-1h".into(), bucket: Bucket::Hour, rules: hourly },
+        ]);
+        assert!(yaml.contains("interval: 300s") && yaml.contains("interval: 3600s"), "{yaml}");
         assert!(yaml.contains("expr: 'count_le_over_time(DCGM_FI_DEV_GPU_UTIL[300s], 4.99)'"), "{yaml}");
-        assert!(recorded_name("bad prefix", &catalog.xid, Part::Sum).is_err());
+        assert!(recorded_name("bad prefix", &catalog.xid, Part::Sum, Bucket::Hour).is_err());
     }
 }

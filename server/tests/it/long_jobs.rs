@@ -1,6 +1,6 @@
 //! Long jobs through the recording rules (issue #16): a synthetic 12-hour job on 8 GPUs at 15 s,
 //! written into the lab's VictoriaMetrics 25 days back (where nothing else lives), with the rules of
-//! `slurmlens rules` replayed over it by the real vmalert (`-replay.*`). Its report read through the
+//! `slurmlens rules` (5-minute and hourly) replayed over it by the real vmalert (`lab.sh replay-rules`). Its report read through the
 //! rules equals the raw PromQL over its exact window, and reads raw, saying why, where the rules lag or
 //! are missing.
 
@@ -17,7 +17,7 @@ use slurmlens::domain::tres::{MemRequest, TresMap};
 use slurmlens::sources::slurmdbd::{SlurmDbd, SlurmDbdOptions};
 use slurmlens_wire::{JobReport, MetricsReads};
 
-use crate::support::{import_series, instant_query, lab, test_config};
+use crate::support::{import_series, instant_query, lab, repo_root, test_config};
 
 const NODES: [&str; 2] = ["ljob01", "ljob02"];
 const GPUS_PER_NODE: u16 = 4;
@@ -57,10 +57,10 @@ fn value(metric: usize, gpu: u16, at: i64) -> f64 {
     if x.is_multiple_of(8) { 0.0 } else { unit }
 }
 
-/// Writes every GPU metric of the catalogue for the 8 GPUs from 10 min before the window to 70 min
-/// after it, at 15 s off the minute (the scrape's own phase).
+/// Writes every GPU metric of the catalogue for the 8 GPUs from 70 min before the window (the replay
+/// starts at the whole hour before it) to 70 min after it, at 15 s off the minute (the scrape's own phase).
 async fn write_samples(config: &Config, start: i64, end: i64) {
-    let timestamps: Vec<i64> = (start - 600..end + 4200).step_by(SCRAPE_S as usize).map(|t| t + 3).collect();
+    let timestamps: Vec<i64> = (start - 4200..end + 4200).step_by(SCRAPE_S as usize).map(|t| t + 3).collect();
     let mut lines = Vec::new();
     for (metric, spec) in config.metrics.gpu_metrics.iter().enumerate() {
         // Ratios (scale 100) stay in 0–1, the rest in 0–100 (the utilisation's percent).
@@ -85,31 +85,23 @@ async fn write_samples(config: &Config, start: i64, end: i64) {
     import_series(lines).await;
 }
 
-/// vmalert's replay of the rules of `slurmlens rules` over `(from, to]`, into the lab's VictoriaMetrics.
-fn replay_rules(config: &Config, from: i64, to: i64) {
-    let rules = slurmlens::serve::reporter(config, None).expect("reporter").rules_yaml().expect("rules");
-    let dir = std::env::temp_dir().join(format!("slurmlens-rules-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("rules.yml");
-    std::fs::write(&file, rules).expect("rules file");
-    let vm = lab().var("SLURMLENS_VM_URL");
+/// vmalert's replay of the rules of `slurmlens rules` for the default catalogue (the lab's rules file,
+/// which a unit test keeps equal to them) over `(from, to]`, into the lab's VictoriaMetrics.
+fn replay_rules(from: i64, to: i64) {
     let at = |t: i64| chrono::DateTime::from_timestamp(t, 0).expect("a time").to_rfc3339();
-    let output = std::process::Command::new("vmalert")
-        .arg(format!("-rule={}", file.display()))
-        .arg(format!("-datasource.url={vm}"))
-        .arg(format!("-remoteWrite.url={vm}"))
-        .arg(format!("-replay.timeFrom={}", at(from)))
-        .arg(format!("-replay.timeTo={}", at(to)))
-        .args(["-replay.disableProgressBar", "-replay.rulesDelay=0s", "-httpListenAddr=127.0.0.1:0"])
+    let output = lab()
+        .command("bash")
+        .arg(repo_root().join("lab/lab.sh"))
+        .args(["replay-rules", &at(from), &at(to)])
         .output()
-        .expect("vmalert runs (the lab's victoria-metrics package has it)");
+        .expect("lab.sh runs");
     assert!(output.status.success(), "vmalert replay: {}", String::from_utf8_lossy(&output.stderr));
 }
 
-/// The number of recorded 5-minute counts of the job's GPUs in `(from, to]`.
-async fn recorded_buckets(to: i64, from: i64) -> f64 {
+/// The number of recorded buckets of `bucket` length (`5m`, `1h`) of the job's GPUs in `(from, to]`.
+async fn recorded_buckets(bucket: &str, to: i64, from: i64) -> f64 {
     let query = format!(
-        r#"sum(count_over_time(slurmlens:DCGM_FI_DEV_GPU_UTIL:count5m{{Hostname=~"ljob0[12]"}}[{}s]))"#,
+        r#"sum(count_over_time(slurmlens:DCGM_FI_DEV_GPU_UTIL:count{bucket}{{Hostname=~"ljob0[12]"}}[{}s]))"#,
         to - from
     );
     instant_query(lab().var("SLURMLENS_VM_URL"), &query, to).await.unwrap_or(0.0)
@@ -202,13 +194,16 @@ async fn long_job_figures_from_recording_rules_equal_the_raw_window_and_fall_bac
     // A failed earlier run may have left its recorded series behind.
     delete_recorded(r#"Hostname=~"ljob0[12]""#).await;
     let aligned_end = end - end.rem_euclid(300);
-    // From a 5-minute boundary, as vmalert's own evaluations are aligned (a replay from elsewhere would
-    // record buckets off the boundaries, which the report refuses).
-    replay_rules(&rules_config, start - start.rem_euclid(300) - 300, aligned_end);
+    // From a whole hour, as vmalert's own evaluations are aligned (a replay from elsewhere would record
+    // buckets off the boundaries, which the report refuses).
+    let from = start - start.rem_euclid(3600);
+    replay_rules(from, aligned_end);
     // vmalert wrote through remote write: wait until every bucket of the 8 GPUs is searchable.
-    let expected = 8.0 * ((aligned_end - (start - start.rem_euclid(300) + 300)) / 300) as f64;
+    let (buckets_5m, hours) = ((aligned_end - from) / 300, (aligned_end - from) / 3600);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while recorded_buckets(aligned_end, start).await < expected {
+    while recorded_buckets("5m", aligned_end, from).await < (8 * buckets_5m) as f64
+        || recorded_buckets("1h", aligned_end, from).await < (8 * hours) as f64
+    {
         assert!(Instant::now() < deadline, "the replayed rules never became searchable");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -260,14 +255,29 @@ async fn long_job_figures_from_recording_rules_equal_the_raw_window_and_fall_bac
     assert!(note.contains("lagging since"), "{note}");
     assert!(!lagging.gpus.is_empty() && lagging.gpus[0].summary.iter().any(|s| s.metric == "gpu_util"));
 
-    // One metric's peak rule lost for every GPU (a site's rules file without it): raw, never a peak
-    // of the raw edges alone, and never a blank one.
-    delete_recorded(r#"__name__="slurmlens:DCGM_FI_DEV_GPU_TEMP:max5m",Hostname=~"ljob0[12]""#).await;
+    // One metric's hourly peak rule lost for every GPU (a site's rules file without it): raw, never a
+    // peak of the other pieces alone, and never a blank one.
+    delete_recorded(r#"__name__="slurmlens:DCGM_FI_DEV_GPU_TEMP:max1h",Hostname=~"ljob0[12]""#).await;
     let no_peak = report(&rules_config, &job).await;
     assert_eq!(no_peak.metrics.reads, MetricsReads::Raw, "{:?}", no_peak.metrics);
     let note = no_peak.metrics.reads_note.clone().unwrap_or_default();
     assert!(note.contains("lack parts of temperature"), "{note}");
     assert_eq!(figures(&no_peak), theirs, "read raw, the report is the raw one");
+
+    // No hourly rules at all (a site that deployed the 5-minute group only): 5-minute buckets throughout,
+    // the same figures.
+    delete_recorded(r#"__name__=~"slurmlens:.+:[a-z]+1h",Hostname=~"ljob0[12]""#).await;
+    let five_minutes = report(&rules_config, &job).await;
+    assert_eq!(five_minutes.metrics.reads, MetricsReads::RecordingRules, "{:?}", five_minutes.metrics);
+    for ((key, a), (_, b)) in figures(&five_minutes).iter().zip(&theirs) {
+        assert!(close(a.0, b.0) && close(a.1, b.1) && a.2 == b.2, "{key:?}: 5-minute rules {a:?} vs raw {b:?}");
+    }
+
+    // Its 5-minute peak rule lost too: raw again.
+    delete_recorded(r#"__name__="slurmlens:DCGM_FI_DEV_GPU_TEMP:max5m",Hostname=~"ljob0[12]""#).await;
+    let no_peak = report(&rules_config, &job).await;
+    assert_eq!(no_peak.metrics.reads, MetricsReads::Raw, "{:?}", no_peak.metrics);
+    assert!(no_peak.metrics.reads_note.clone().unwrap_or_default().contains("lack parts of temperature"));
 
     // One GPU's recorded series lost (a replay's dropped batch): raw, not that GPU's edges alone.
     delete_recorded(r#"Hostname="ljob02",gpu="3""#).await;

@@ -17,7 +17,7 @@ use crate::domain::job::JobRecord;
 use crate::domain::node_signals::IoSource;
 use crate::domain::promql::{LabelName, Selector};
 use crate::domain::report::{self, AttributedGpu, AttributionEvidence};
-use crate::domain::rules::BUCKET_S;
+use crate::domain::rules::Bucket;
 use crate::domain::series::SeriesCatalog;
 use crate::sources::victoriametrics::{Series, VictoriaMetrics, VmError};
 
@@ -147,11 +147,16 @@ impl Reporter {
         // and attribution (which needs the series lookup) picks among them, so nothing waits on it.
         let indices = recorded_indices(recorded);
         let mut step_s = self.step_s(start, end, points);
-        if matches!(reads, Reads::Rules(_)) {
+        if let Reads::Rules(split) = &reads {
             // Timelines read from the rules step over whole buckets (a few more points than asked:
-            // recorded buckets are cheap to read).
-            let bucket = BUCKET_S as u64;
-            step_s = (step_s - step_s % bucket).max(bucket);
+            // recorded buckets are cheap to read): whole hours where the hourly rules are read and the
+            // step spans an hour or more.
+            let bucket = match split.hours {
+                Some(_) if step_s >= Bucket::Hour.seconds().unsigned_abs() => Bucket::Hour,
+                _ => Bucket::FiveMinutes,
+            };
+            let length = bucket.seconds().unsigned_abs();
+            step_s = (step_s - step_s % length).max(length);
         }
         // Buckets end at the job's end and step back, so every bucket lies inside the job.
         let tiles = Tiles::new(start, end, step_s);
@@ -194,6 +199,11 @@ impl Reporter {
         let mut bursts: BurstReadings = BTreeMap::new();
         let mut io: IoReadings = BTreeMap::new();
         let mut parts = PartsRead::default();
+        for planned in &plan {
+            if let Wanted::WindowPart(key, _, Some(bucket)) = &planned.what {
+                parts.asked(key, *bucket);
+            }
+        }
         let node_labels = [
             &catalog.rdma_host_label,
             &catalog.node.host_label,
@@ -262,7 +272,7 @@ impl Reporter {
                             _ => None,
                         };
                     }
-                    Wanted::WindowPart(key, scale, interior) => parts.add(gpu, key, *scale, *interior, &series),
+                    Wanted::WindowPart(key, scale, piece) => parts.add(gpu, key, *scale, *piece, &series),
                     Wanted::IdleShare => entry.idle_share = last,
                     Wanted::FbFree => entry.fb_free = last,
                     Wanted::EnergyAtEnd => entry.energy_mj = last,

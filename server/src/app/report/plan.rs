@@ -8,13 +8,13 @@ use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use slurmlens_wire as wire;
 
-use super::rules::epoch_at;
 use super::rules::{Reads, idle_at_most};
 use super::{Reporter, classifies, window_end};
 use crate::domain::blame::Strength;
 use crate::domain::job::JobRecord;
 use crate::domain::node_signals::{self, IoSource};
 use crate::domain::promql::{LabelName, Matcher, MetricName, Selector};
+use crate::domain::rules::Bucket;
 use crate::domain::series::Kind;
 use crate::domain::time::epoch;
 use crate::sources::victoriametrics::{Series, VictoriaMetrics, VmError};
@@ -98,8 +98,7 @@ impl Reporter {
         for spec in &catalog.gpu_metrics {
             let selectors = self.gpu_selectors(&spec.name, nodes, indices);
             if let Reads::Rules(split) = reads {
-                let aligned = Tiles::new(epoch_at(split.first), epoch_at(split.last), step_s);
-                plan.extend(self.rule_queries(spec, &selectors, split, aligned));
+                plan.extend(self.rule_queries(spec, &selectors, split, step_s));
                 continue;
             }
             let means = self.per_gpu("max", "", &selectors, |s| format!("avg_over_time({s}[{step_s}s])"), "");
@@ -278,8 +277,9 @@ pub(super) enum Wanted {
     /// A GPU metric's mean, peak and sample count over the whole window (key, scale).
     Window(String, f64),
     /// A part of the window (recorded buckets or a raw edge) of a GPU metric read through the
-    /// recording rules, per series with its `rollup` (key, scale, whether it is the recorded interior).
-    WindowPart(String, f64, bool),
+    /// recording rules, per series with its `rollup` (key, scale, the length of the recorded buckets
+    /// it read; `None`: a raw edge).
+    WindowPart(String, f64, Option<Bucket>),
     IdleShare,
     FbFree,
     /// The energy counter at the window's end and at its start.
