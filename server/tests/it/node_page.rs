@@ -233,3 +233,61 @@ async fn unknown_nodes_are_404_bad_windows_400_and_anonymous_viewers_401() {
     assert_eq!(app.get("/api/v1/nodes/n1?cluster=lab").await.status(), 401);
     assert_eq!(app.get("/api/v1/node_health?cluster=lab").await.status(), 401);
 }
+
+/// The grid's health read in pieces (the whole hours past kept, the edges read each time) equals the
+/// same window read whole, on fault series with an XID raised and cleared, a double-bit ECC counter
+/// that rises and resets, and a row remap that fails, at moments that cut hours anywhere.
+#[tokio::test]
+async fn grid_health_read_in_pieces_equals_the_window_read_whole() {
+    use slurmlens::app::health_hours::HealthHours;
+    use slurmlens::sources::victoriametrics::VictoriaMetrics;
+
+    let catalog = test_config(AnonymousAccess::Nobody).metrics;
+    // 30 hours at 30 s, 40 days back (nowhere near the other tests' series), on nodes of its own.
+    let now = Utc::now().timestamp();
+    let first = now - 40 * 86_400;
+    let times: Vec<i64> = (0..30 * 120).map(|n| first + 7 + n * 30).collect();
+    let nodes: Vec<String> =
+        vec![format!("hh{}a", std::process::id() % 1000), format!("hh{}b", std::process::id() % 1000)];
+    let mut lines = Vec::new();
+    for (n, node) in nodes.iter().enumerate() {
+        let xid: Vec<(i64, f64)> = times
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (t, if (i / 97) % 11 == n + 3 { 79.0 - n as f64 * 31.0 } else { 0.0 }))
+            .collect();
+        // Rises by one every 41 samples, reset to 0 at sample 1,500 (a driver reload).
+        let dbe: Vec<(i64, f64)> =
+            times.iter().enumerate().map(|(i, &t)| (t, ((i % 1_500) / 41 + i / 1_500 * 3) as f64)).collect();
+        let remapped: Vec<(i64, f64)> =
+            times.iter().enumerate().map(|(i, &t)| (t, (i / (700 + 300 * n)) as f64)).collect();
+        let failure: Vec<(i64, f64)> = times
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (t, f64::from(i > 2_000 + 400 * n && i < 2_300 + 400 * n)))
+            .collect();
+        lines.push(series(catalog.xid.as_str(), node, &xid));
+        lines.push(series(catalog.health.ecc_dbe_aggregate.as_str(), node, &dbe));
+        lines.push(series(catalog.faults.uncorrectable_remapped_rows.as_str(), node, &remapped));
+        lines.push(series(catalog.faults.row_remap_failure.as_str(), node, &failure));
+    }
+    import_series(lines).await;
+    let vm = VictoriaMetrics::new(lab().var("SLURMLENS_VM_URL"), Duration::from_secs(30)).expect("client");
+    let at = |t: i64| chrono::DateTime::from_timestamp(t, 0).expect("a time");
+    let hours = HealthHours::default();
+    for (offset, label) in [
+        (86_400 + 1_234, "first"),
+        (86_400 + 1_234 + 3_600 * 3 + 611, "later, most hours kept"),
+        (86_400 + 1_234, "again, all kept"),
+    ] {
+        let window = (at(first + offset - 86_400), at(first + offset));
+        // Nothing sealed: the window is one piece, as one 24-hour query per fact.
+        let whole = HealthHours::default().read(&vm, &catalog, &nodes, window, window.0).await.expect("whole");
+        let pieces = hours.read(&vm, &catalog, &nodes, window, at(now)).await.expect("pieces");
+        assert_eq!(whole.len(), 2, "{label}: both GPUs read: {whole:?}");
+        assert_eq!(pieces, whole, "{label}");
+        let values: Vec<_> = whole.values().collect();
+        assert!(values.iter().any(|facts| facts.xid == Some(79.0)), "{label}: an XID in the window: {values:?}");
+        assert!(values.iter().all(|facts| facts.dbe.is_some_and(|dbe| dbe >= 30.0)), "{label}: DBE rises: {values:?}");
+    }
+}
