@@ -14,7 +14,6 @@ pub mod error;
 pub mod export;
 pub mod gantt;
 pub mod gpus;
-pub mod health_hours;
 pub mod ingest;
 pub mod jobs;
 pub mod node_metrics;

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
-use super::health_hours::HealthHours;
 use crate::domain::blame;
 use crate::domain::node_health::{GpuFacts, clock_event_reasons};
 use crate::domain::promql::{LabelName, Matcher, MetricName, Selector};
@@ -289,19 +288,19 @@ fn read_links(catalog: &SeriesCatalog, answers: Vec<Vec<Series>>) -> Vec<wire::N
 }
 
 /// Every GPU of `nodes` over `[start, end]`, as the grid's badges weigh them: the highest XID code,
-/// new double-bit ECC errors and uncorrectable remaps, a failed remap (read in pieces, the whole hours
-/// past kept in `hours`), a pending remap and the clock-event reasons of the latest reading. Keyed by node.
+/// new double-bit ECC errors and uncorrectable remaps, a failed or pending remap, and the clock-event
+/// reasons of the latest reading. Keyed by node.
 pub async fn read_nodes(
     vm: &VictoriaMetrics,
     catalog: &SeriesCatalog,
     nodes: &[String],
     (start, end): (DateTime<Utc>, DateTime<Utc>),
     timeout: std::time::Duration,
-    hours: &HealthHours,
 ) -> Result<BTreeMap<String, Vec<GpuFacts>>, String> {
     if nodes.is_empty() {
         return Ok(BTreeMap::new());
     }
+    let window_s = (end - start).num_seconds().max(1);
     let recent_s = (catalog.scrape_interval_s.max(1) * 4) as i64;
     let by: Vec<&str> =
         catalog.gpu_host_labels.iter().map(LabelName::as_str).chain([catalog.gpu_index_label.as_str()]).collect();
@@ -311,16 +310,15 @@ pub async fn read_nodes(
         per_gpu(&by, &on_node(catalog, metric, nodes), |s| format!("{function}({s}[{range_s}s])"))
     };
     let queries = [
+        query(&catalog.xid, "max_over_time", window_s),
+        query(&health.ecc_dbe_aggregate, "increase", window_s),
+        query(&catalog.faults.uncorrectable_remapped_rows, "increase", window_s),
+        query(&catalog.faults.row_remap_failure, "max_over_time", window_s),
         query(&health.row_remap_pending, "last_over_time", recent_s),
         query(&health.clock_event_reasons, "last_over_time", recent_s),
     ];
-    let asked = async {
-        futures::try_join!(
-            hours.read(vm, catalog, nodes, (start, end), Utc::now()),
-            futures::future::try_join_all(queries.iter().map(|query| vm.query(query, end)))
-        )
-    };
-    let (windowed, answers) = match tokio::time::timeout(timeout, asked).await {
+    let asked = futures::future::try_join_all(queries.iter().map(|query| vm.query(query, end)));
+    let answers = match tokio::time::timeout(timeout, asked).await {
         Ok(Ok(answers)) => answers,
         Ok(Err(error)) => {
             tracing::warn!(%error, "reading the nodes' GPU health failed");
@@ -328,8 +326,7 @@ pub async fn read_nodes(
         }
         Err(_) => return Err("metrics unavailable: VictoriaMetrics did not answer in time".into()),
     };
-    let mut facts: BTreeMap<(String, u16), GpuFacts> =
-        windowed.into_iter().map(|((host, gpu), window)| ((host, gpu), window.into_gpu_facts(gpu))).collect();
+    let mut facts: BTreeMap<(String, u16), GpuFacts> = BTreeMap::new();
     for (index, answer) in answers.iter().enumerate() {
         for series in answer {
             let (Some(host), Some(gpu), Some(&(_, value))) =
@@ -340,7 +337,12 @@ pub async fn read_nodes(
             let gpu_facts =
                 facts.entry((host.to_string(), gpu)).or_insert_with(|| GpuFacts { gpu, ..GpuFacts::default() });
             match index {
-                0 => gpu_facts.row_remap_pending = value >= 1.0,
+                0 if (1.0..1e6).contains(&value) => gpu_facts.xid_codes = vec![value.round() as u32],
+                0 => {}
+                1 => gpu_facts.dbe_in_window = Some(value.round()),
+                2 => gpu_facts.uncorrectable_remaps_in_window = Some(value.round()),
+                3 => gpu_facts.row_remap_failure = value >= 1.0,
+                4 => gpu_facts.row_remap_pending = value >= 1.0,
                 _ => gpu_facts.clock_event_reasons = clock_event_reasons(value),
             }
         }
@@ -366,18 +368,13 @@ pub type NodesFacts = BTreeMap<String, Vec<GpuFacts>>;
 #[derive(Clone)]
 pub struct HealthCache {
     answers: moka::future::Cache<(String, i64, i64), std::sync::Arc<NodesFacts>>,
-    /// The whole hours past of every window read, moment or minute.
-    hours: HealthHours,
 }
 
 impl Default for HealthCache {
     fn default() -> Self {
         let shared = std::time::Duration::from_secs(HEALTH_SHARED_S.unsigned_abs());
         // A few windows per cluster at once: the minute now, and the one just before it while it ends.
-        Self {
-            answers: moka::future::Cache::builder().max_capacity(64).time_to_live(shared).build(),
-            hours: HealthHours::default(),
-        }
+        Self { answers: moka::future::Cache::builder().max_capacity(64).time_to_live(shared).build() }
     }
 }
 
@@ -392,11 +389,6 @@ impl HealthCache {
         }
         let rounded = end.timestamp().min(now.timestamp()).div_euclid(HEALTH_SHARED_S) * HEALTH_SHARED_S;
         DateTime::from_timestamp(rounded, 0)
-    }
-
-    /// The whole hours kept for every window's reads.
-    pub fn hours(&self) -> &HealthHours {
-        &self.hours
     }
 
     /// `read` of `cluster`'s nodes over `window`, or the answer another viewer's read of the same

@@ -147,12 +147,10 @@ impl App {
         let read = match &settings.vm {
             None => Err("no metrics source is configured".to_string()),
             Some(vm) if shared_end.is_some() => {
-                let read = read_nodes(vm, &settings.catalog, &names, span, settings.timeout, self.inner.health.hours());
+                let read = read_nodes(vm, &settings.catalog, &names, span, settings.timeout);
                 self.inner.health.get_or_read(reader.cluster().as_str(), span, read).await
             }
-            Some(vm) => {
-                read_nodes(vm, &settings.catalog, &names, span, settings.timeout, self.inner.health.hours()).await
-            }
+            Some(vm) => read_nodes(vm, &settings.catalog, &names, span, settings.timeout).await,
         };
         let (metrics, mut gpus) = match read {
             Ok(gpus) => (wire::ValuesState::Ok, gpus),
