@@ -433,38 +433,34 @@ pub fn fetch_json<T: DeserializeOwned + 'static>(
     url: String,
 ) -> impl Future<Output = Result<T, DataError>> + Send + use<T> {
     send_wrapper::SendWrapper::new(async move {
-        let (status, body) = fetch_body(&url).await?;
+        let (status, text) = fetch_text(&url).await?;
         let path = url.split('?').next().unwrap_or_default();
         crate::mark(&format!("slurmlens:body {path}"));
         if status >= 400 {
-            let message = serde_json::from_slice::<wire::ErrorEnvelope>(&body)
+            let message = serde_json::from_str::<wire::ErrorEnvelope>(&text)
                 .map(|envelope| envelope.error.message)
                 .unwrap_or_else(|_| format!("{url} answered {status}"));
             return Err(DataError { status, message });
         }
-        let parsed = serde_json::from_slice(&body).map_err(|e| DataError { status: 502, message: format!("{url}: {e}") });
+        let parsed = serde_json::from_str(&text).map_err(|e| DataError { status: 502, message: format!("{url}: {e}") });
         crate::mark(&format!("slurmlens:parsed {path}"));
         parsed
     })
 }
 
-/// The answer's status and bytes. Read as an `ArrayBuffer` and copied into the bundle's memory once:
-/// as text, the browser would decode it to a JS string and the bundle encode it back to UTF-8 (a week's
-/// Gantt is 1.7 MB).
 #[cfg(target_arch = "wasm32")]
-async fn fetch_body(url: &str) -> Result<(u16, Vec<u8>), DataError> {
+async fn fetch_text(url: &str) -> Result<(u16, String), DataError> {
     use wasm_bindgen::JsCast;
     use wasm_bindgen_futures::JsFuture;
     let failed = |what: &str| DataError { status: 0, message: format!("{what} {url} failed; is the server up?") };
     let window = web_sys::window().ok_or_else(|| failed("no window for"))?;
     let response = JsFuture::from(window.fetch_with_str(url)).await.map_err(|_| failed("fetching"))?;
     let response: web_sys::Response = response.dyn_into().map_err(|_| failed("reading"))?;
-    let buffer = response.array_buffer().map_err(|_| failed("reading"))?;
-    let buffer = JsFuture::from(buffer).await.map_err(|_| failed("reading"))?;
-    Ok((response.status(), js_sys::Uint8Array::new(&buffer).to_vec()))
+    let text = JsFuture::from(response.text().map_err(|_| failed("reading"))?).await.map_err(|_| failed("reading"))?;
+    Ok((response.status(), text.as_string().unwrap_or_default()))
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-async fn fetch_body(url: &str) -> Result<(u16, Vec<u8>), DataError> {
+async fn fetch_text(url: &str) -> Result<(u16, String), DataError> {
     Err(DataError { status: 0, message: format!("{url}: fetching needs a browser") })
 }
