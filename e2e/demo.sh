@@ -42,8 +42,8 @@ if [[ ${SLURMLENS_DEMO_FRESH:-0} == 1 || ${series:-0} -lt 700 ]]; then
     "$DEV_BIN" demo seed-telemetry --cluster sakura --hours "${SLURMLENS_DEMO_HOURS:-48}"
 fi
 # The fortnight-long 768-GPU pre-training run (its own nodes), with the recording rules replayed over it:
-# on request only (SLURMLENS_DEMO_LONGJOB=1), as it takes this 2-core machine 15 to 50 minutes to write, and
-# only `slurmlens-dev bench long-report` reads it so far (sakura's history has no record of it yet).
+# on request only (SLURMLENS_DEMO_LONGJOB=1), as it takes this 2-core machine 15 to 50 minutes to write; its
+# record is job 9000001 of sakura (on nodes of its own, lj001…, which sakura's node list does not hold).
 if [[ ${SLURMLENS_DEMO_LONGJOB:-0} == 1 ]]; then
   E2E_SLURMLENS_DEV_BIN=$DEV_BIN bash e2e/seed-longjob.sh
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The long job (#16), once per lab: a fortnight-long pre-training run on 96 nodes (768 GPUs) at
 # 15 s, its GPU series on nodes of its own (lj001…), then the recording rules of `slurmlens rules`
-# replayed over its fortnight by vmalert (as a site backfills history it seeded before running vmalert).
+# replayed over its fortnight by vmalert (as a site backfills history it seeded before running vmalert),
+# and its record written into sakura's slurmdbd (job 9000001: /jobs/9000001?cluster=sakura).
 # `slurmlens-dev bench long-report` reports on it. Not part of the test run: the tests use a small
 # synthetic long job. Needs `lab/lab.sh up` and a built `slurmlens-dev`.
 #
@@ -30,3 +31,5 @@ to=$(date -u +%Y-%m-%dT%H:%M:00Z)
 started=$(date +%s)
 bash lab/lab.sh replay-rules "$from" "$to"
 echo "recording rules replayed over $from … $to in $(( $(date +%s) - started )) s"
+# Its record in sakura's slurmdbd (job 9000001 and its steps), so the demo's pages show it.
+"$DEV_BIN" demo record-long-job --cluster sakura --days "$DAYS" --nodes "$NODES"

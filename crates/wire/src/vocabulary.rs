@@ -128,8 +128,8 @@ pub enum MetricsReads {
     /// `raw`: every sample of the window (short jobs, or recording rules missing or lagging).
     #[default]
     Raw,
-    /// `recording_rules`: whole 5-minute buckets from the site's recording rules, the window's two
-    /// partial edges from raw samples, combined exactly.
+    /// `recording_rules`: whole hours and 5-minute buckets from the site's recording rules, the
+    /// window's two partial edges from raw samples, combined exactly.
     RecordingRules,
 }
 words!(MetricsReads { Raw => "raw", RecordingRules => "recording_rules" });

@@ -243,8 +243,15 @@ async fn long_job_figures_from_recording_rules_equal_the_raw_window_and_fall_bac
     assert!(raw_idle > 0.0 && close(rules_idle, raw_idle), "idle GPU hours: rules {rules_idle} vs raw {raw_idle}");
     let timeline = from_rules.gpus[0].series.iter().find(|s| s.metric == "gpu_util").expect("a timeline");
     assert_eq!(from_rules.metrics.step_s % 300, 0, "the timeline steps over whole recorded buckets");
-    // 143 recorded buckets, downsampled to the report's 120 points at most.
-    assert!(timeline.points.len() >= 60, "{} points", timeline.points.len());
+    // At most the report's 120 points, one a step (never more read and merged two by two, which left
+    // every other cell of a heat map blank).
+    assert!((60..=120).contains(&timeline.points.len()), "{} points", timeline.points.len());
+    assert!(
+        timeline.points.windows(2).all(|pair| pair[1].0 - pair[0].0 == from_rules.metrics.step_s as i64),
+        "a point a step of {} s: {:?}",
+        from_rules.metrics.step_s,
+        timeline.points
+    );
     assert!(timeline.points.iter().all(|&(t, _)| t % 300 == 0), "on the rules' 5-minute boundaries");
 
     // A job running an hour past the replayed rules: they lag, so it is read raw, and says since when.

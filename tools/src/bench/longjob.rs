@@ -10,7 +10,7 @@ use chrono::Utc;
 use slurmlens::config::Config;
 use slurmlens_wire::{JobReport, MetricsState};
 
-use crate::demo::longjob::{LongJobArgs, NODE_PREFIX, record};
+use crate::demo::longjob::{LongJobArgs, record};
 
 /// Arguments of `slurmlens-dev bench long-report`.
 #[derive(Debug, clap::Args)]
@@ -41,24 +41,9 @@ pub async fn run(config: &Config, args: &LongReportArgs) -> anyhow::Result<()> {
         config.clusters.push(cluster.clone());
     }
     config.report.archive_delay_s = 0;
-    let util = config.metrics.gpu_metrics.first().context("no GPU metric in the catalogue")?.name.clone();
-    // The seeded window, from the samples themselves.
-    let look_back = (args.job.days + 2) * 86_400;
-    let selector = format!(r#"{util}{{Hostname=~"{NODE_PREFIX}[0-9]+"}}"#);
-    let now = Utc::now();
-    let edge = |function: &'static str, merge: &'static str| {
-        let vm = vm.clone();
-        let query = format!("{merge}({function}({selector}[{look_back}s]))");
-        async move {
-            let answer = vm.query(&query, now).await?;
-            anyhow::Ok(answer.first().and_then(|series| series.points.last()).map(|&(_, value)| value as i64))
-        }
-    };
-    let (Some(first), Some(last)) = (edge("tfirst_over_time", "min").await?, edge("tlast_over_time", "max").await?)
-    else {
+    let Some((first, end)) = crate::demo::longjob::seeded_window(&config, &vm, &args.job).await? else {
         anyhow::bail!("no long job in VictoriaMetrics: run `slurmlens-dev demo seed-long-job` first");
     };
-    let end = last + args.job.step;
     let start = args.hours.map_or(first, |hours| (end - hours * 3600).max(first));
     let gpus = u32::from(args.job.gpus_per_node) * args.job.nodes;
     println!(
@@ -81,7 +66,7 @@ pub async fn run(config: &Config, args: &LongReportArgs) -> anyhow::Result<()> {
     let app = slurmlens::serve::app(&with_rules(true, true))?;
     let reader = app.readers().find(|reader| *reader.cluster() == cluster).context("cluster reader")?;
     let tres = reader.tres_catalog().await?;
-    let submitted = u64::try_from(now.timestamp())?;
+    let submitted = u64::try_from(Utc::now().timestamp())?;
 
     // Computed: the report a viewer gets before the archive holds it.
     let mut medians = Vec::new();

@@ -24,9 +24,22 @@ pub enum DemoCommand {
     /// The long job: a fortnight-long pre-training run on 96 nodes (768 GPUs) at 15 s, its GPU
     /// series on nodes of its own (`lj001`…); replay the recording rules over it afterwards.
     SeedLongJob(super::longjob::LongJobArgs),
+    /// Write the seeded long job's record (job 9000001, its steps) into a cluster's slurmdbd tables, over
+    /// the window its samples cover, so the demo's pages show it (replaces an earlier record).
+    RecordLongJob(RecordLongJobArgs),
     /// Keep a seeded cluster alive: every scrape interval, continue its history's scheduler in real time
     /// (jobs end, start and arrive) and write the samples of every seeded series up to now.
     Live(LiveArgs),
+}
+
+/// Arguments of `slurmlens-dev demo record-long-job`.
+#[derive(Debug, clap::Args)]
+pub struct RecordLongJobArgs {
+    /// The seeded job's shape (as given to `demo seed-long-job`).
+    #[command(flatten)]
+    pub job: super::longjob::LongJobArgs,
+    #[arg(long, default_value = "sakura")]
+    pub cluster: String,
 }
 
 /// Arguments of `slurmlens-dev demo live`.
@@ -121,6 +134,27 @@ impl HistoryShape {
 /// itself never holds one.
 pub async fn run(config: &Config, args: &DemoArgs, seeder_url: Option<&str>) -> anyhow::Result<()> {
     match &args.command {
+        DemoCommand::RecordLongJob(record) => {
+            let url = seeder_url.context("SLURMLENS_SEEDER_URL must name a user that may write slurmdbd's tables")?;
+            let vm_config = config.victoriametrics.as_ref().context("record-long-job needs [victoriametrics]")?;
+            let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(
+                &vm_config.url,
+                std::time::Duration::from_secs(60),
+            )?;
+            let window = super::longjob::seeded_window(config, &vm, &record.job)
+                .await?
+                .context("no long job in VictoriaMetrics: run `slurmlens-dev demo seed-long-job` first")?;
+            let row = super::longjob::write_record(url, &record.cluster, &record.job, window).await?;
+            let at = |t: i64| chrono::DateTime::from_timestamp(t, 0).unwrap_or_default().to_rfc3339();
+            println!(
+                "long job {} recorded in {}'s slurmdbd (job_db_inx {row}), {} to {}",
+                super::longjob::LONG_JOB_ID,
+                record.cluster,
+                at(window.0),
+                at(window.1)
+            );
+            Ok(())
+        }
         DemoCommand::SeedLongJob(long) => {
             let vm_config = config.victoriametrics.as_ref().context("seed-long-job needs [victoriametrics]")?;
             let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(

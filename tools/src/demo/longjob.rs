@@ -3,8 +3,11 @@
 //! on nodes of its own (`lj001`…). Only the report's GPU metrics are written (62 M samples per metric
 //! at full size; `--metrics` picks some): what a long report scans; the node, RDMA and XID series of
 //! such a job are left out.
-//! The job's record is built, not stored in slurmdbd: `bench long-report` reports on it directly.
+//! `bench long-report` reports on a record it builds; `demo record-long-job` writes the same run's
+//! record into a cluster's slurmdbd tables (job `LONG_JOB_ID` of an `llm` user, its batch step and one
+//! training step over every node), so the demo's pages show it.
 
+use anyhow::Context;
 use chrono::{DateTime, Utc};
 use slurmlens::config::Config;
 use slurmlens::domain::exit_code::ExitCode;
@@ -16,6 +19,8 @@ use slurmlens::domain::time::TimeLimit;
 use slurmlens::domain::tres::{MemRequest, TresMap};
 use slurmlens::sources::victoriametrics::VictoriaMetrics;
 
+/// The job id the long job's slurmdbd record carries (far above the demo's own).
+pub const LONG_JOB_ID: u32 = 9_000_001;
 /// The long job's nodes are `lj001`, `lj002`, …: a prefix no demo cluster uses.
 pub const NODE_PREFIX: &str = "lj";
 /// slurmdbd's raw state of a completed job.
@@ -175,4 +180,127 @@ pub fn record(args: &LongJobArgs, job_id: u32, time_submit: u64, start: i64, end
         sluid: None,
         restarts: None,
     })
+}
+
+/// The seeded job's window `(first sample, last sample + step)`, from its samples in VictoriaMetrics
+/// (looked for over `days` and two more before now); `None` when none was seeded.
+pub async fn seeded_window(
+    config: &Config,
+    vm: &VictoriaMetrics,
+    args: &LongJobArgs,
+) -> anyhow::Result<Option<(i64, i64)>> {
+    let util = config.metrics.gpu_metrics.first().context("no GPU metric in the catalogue")?.name.clone();
+    let look_back = (args.days + 2) * 86_400;
+    let selector = format!(r#"{util}{{Hostname=~"{NODE_PREFIX}[0-9]+"}}"#);
+    let now = Utc::now();
+    let edge = |function: &'static str, merge: &'static str| {
+        let query = format!("{merge}({function}({selector}[{look_back}s]))");
+        async move {
+            let answer = vm.query(&query, now).await?;
+            anyhow::Ok(answer.first().and_then(|series| series.points.last()).map(|&(_, value)| value as i64))
+        }
+    };
+    let (first, last) = futures::try_join!(edge("tfirst_over_time", "min"), edge("tlast_over_time", "max"))?;
+    Ok(first.zip(last).map(|(first, last)| (first, last + args.step)))
+}
+
+/// Writes the long job's record over `(start, end]` into `cluster`'s slurmdbd tables through
+/// `seeder_url` (replacing an earlier one): COMPLETED, of the first `llm` user, its batch step on the
+/// first node and its training step (`torchrun`, a task per GPU) over every node. Returns the row's
+/// `job_db_inx`.
+pub async fn write_record(
+    seeder_url: &str,
+    cluster: &str,
+    args: &LongJobArgs,
+    (start, end): (i64, i64),
+) -> anyhow::Result<u64> {
+    use sqlx::Row;
+    let cluster: slurmlens::domain::cluster::ClusterName = cluster.parse().map_err(anyhow::Error::msg)?;
+    let (jobs, steps, assocs) =
+        (format!("{cluster}_job_table"), format!("{cluster}_step_table"), format!("{cluster}_assoc_table"));
+    let pool = sqlx::MySqlPool::connect(seeder_url).await.context("connecting as the seeder")?;
+    let assoc = sqlx::query(&format!(
+        "SELECT CAST(a.id_assoc AS UNSIGNED), a.user, \
+         CAST(COALESCE((SELECT id_user FROM `{jobs}` j WHERE j.id_assoc = a.id_assoc LIMIT 1), 0) AS UNSIGNED), \
+         CAST(COALESCE((SELECT id_group FROM `{jobs}` j WHERE j.id_assoc = a.id_assoc LIMIT 1), 0) AS UNSIGNED) \
+         FROM `{assocs}` a WHERE a.acct = 'llm' AND a.user <> '' ORDER BY a.id_assoc LIMIT 1"
+    ))
+    .fetch_optional(&pool)
+    .await?
+    .context("the cluster has no user of account llm (seed its history first)")?;
+    let (id_assoc, user, uid, gid): (u64, String, u64, u64) =
+        (assoc.try_get(0)?, assoc.try_get(1)?, assoc.try_get(2)?, assoc.try_get(3)?);
+    let nodes = args.nodes;
+    let gpus = nodes * u32::from(args.gpus_per_node);
+    let node_list = format!("{NODE_PREFIX}[001-{nodes:03}]");
+    // 112 cores and 2 TB a node, every GPU: AllocTRES as slurmdbd keeps it (cpu, mem MB, node, billing, gres/gpu).
+    let tres = format!("1={},2={},4={nodes},5={},1001={gpus}", 112 * nodes, 2_000_000 * u64::from(nodes), 112 * nodes);
+    let mut tx = pool.begin().await?;
+    sqlx::query(&format!(
+        "DELETE s FROM `{steps}` s JOIN `{jobs}` j ON j.job_db_inx = s.job_db_inx WHERE j.id_job = ?"
+    ))
+    .bind(LONG_JOB_ID)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(&format!("DELETE FROM `{jobs}` WHERE id_job = ?")).bind(LONG_JOB_ID).execute(&mut *tx).await?;
+    let submitted = start - 420;
+    let inserted = sqlx::query(&format!(
+        "INSERT INTO `{jobs}` (mod_time, account, cpus_req, job_name, id_assoc, id_job, id_qos, id_resv, id_wckey, \
+         id_user, id_group, het_job_id, het_job_offset, state_reason_prev, mem_req, nodelist, nodes_alloc, node_inx, \
+         `partition`, priority, state, timelimit, time_submit, time_eligible, time_start, time_end, work_dir, \
+         submit_line, tres_alloc, tres_req) \
+         VALUES (?, 'llm', ?, 'llm-pretrain-70b', ?, ?, 1, 0, 0, ?, ?, 0, 4294967294, 0, ?, ?, ?, '', 'gpu', 1000, ?, \
+         ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ))
+    .bind(end)
+    .bind(112 * nodes)
+    .bind(id_assoc)
+    .bind(LONG_JOB_ID)
+    .bind(uid)
+    .bind(gid)
+    .bind(2_000_000_u64)
+    .bind(&node_list)
+    .bind(nodes)
+    .bind(JOB_COMPLETE)
+    .bind(15 * 24 * 60_u32)
+    .bind(submitted)
+    .bind(submitted)
+    .bind(start)
+    .bind(end)
+    .bind(format!("/home/{user}/llm-pretrain"))
+    .bind(format!("sbatch --nodes={nodes} --gpus-per-node={} --time=15-00:00:00 pretrain.sh", args.gpus_per_node))
+    .bind(&tres)
+    .bind(&tres)
+    .execute(&mut *tx)
+    .await?;
+    let job_db_inx = inserted.last_insert_id();
+    // The batch script's step (id -5 in 22.05's table) on the first node, and the training step.
+    let step = format!(
+        "INSERT INTO `{steps}` (job_db_inx, id_step, step_het_comp, nodelist, nodes_alloc, node_inx, state, step_name, \
+         task_cnt, task_dist, time_start, time_end, tres_alloc) VALUES (?, ?, 4294967294, ?, ?, '', ?, ?, ?, 1, ?, ?, ?)"
+    );
+    let first_node = format!("{NODE_PREFIX}001");
+    let batch_tres = format!("1=112,2=2000000,4=1,1001={}", args.gpus_per_node);
+    let rows = [
+        (-5, first_node.as_str(), 1, "batch", 1, start, end, batch_tres.as_str()),
+        (0, node_list.as_str(), nodes, "torchrun", gpus, start + 45, end - 30, tres.as_str()),
+    ];
+    for (id, list, count, name, tasks, from, to, step_tres) in rows {
+        sqlx::query(&step)
+            .bind(job_db_inx)
+            .bind(id)
+            .bind(list)
+            .bind(count)
+            .bind(JOB_COMPLETE)
+            .bind(name)
+            .bind(tasks)
+            .bind(from)
+            .bind(to)
+            .bind(step_tres)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    pool.close().await;
+    Ok(job_db_inx)
 }

@@ -8,6 +8,12 @@ use slurmlens_wire as wire;
 use crate::app::Time;
 use crate::charts;
 
+/// GPU-hours as a total reads best: to the hundredth below a hundred, whole and grouped above
+/// (`258,048`, not `258048.00`).
+fn gpu_hours(value: f64) -> String {
+    if value >= 100.0 { super::gantt_packed::thousands(value.round() as usize) } else { format!("{value:.2}") }
+}
+
 /// The report's verdicts, totals, per-GPU means and peaks, and its charts.
 #[component]
 pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: String) -> impl IntoView {
@@ -17,7 +23,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
     };
     // A long job says how its window was read: through the recording rules, or raw and why.
     if report.metrics.reads == wire::MetricsReads::RecordingRules {
-        metrics.push_str(" (whole 5-minute buckets from the recording rules, the edges raw)");
+        metrics.push_str(" (whole hours and 5-minute buckets from the recording rules, the edges raw)");
     }
     if let Some(note) = &report.metrics.reads_note {
         metrics.push_str(&format!(" ({note})"));
@@ -25,8 +31,10 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
     // Where VictoriaMetrics answered, a missing exporter is said; where it did not, the status says so.
     let metrics_ok = report.metrics.status == wire::MetricsState::Ok;
     let totals = &report.totals;
-    let mut total_text =
-        vec![format!("{:.2} GPU hours", totals.gpu_hours), format!("{:.2} idle", totals.idle_gpu_hours)];
+    let mut total_text = vec![
+        format!("{} GPU hours", gpu_hours(totals.gpu_hours)),
+        format!("{} idle", gpu_hours(totals.idle_gpu_hours)),
+    ];
     if let Some(util) = totals.mean_gpu_util {
         total_text.push(format!("mean GPU utilisation {util:.0}%"));
     }

@@ -148,15 +148,15 @@ impl Reporter {
         let indices = recorded_indices(recorded);
         let mut step_s = self.step_s(start, end, points);
         if let Reads::Rules(split) = &reads {
-            // Timelines read from the rules step over whole buckets (a few more points than asked:
-            // recorded buckets are cheap to read): whole hours where the hourly rules are read and the
-            // step spans an hour or more.
+            // Timelines read from the rules step over whole buckets: whole hours where the hourly rules
+            // are read and the step spans an hour or more. Rounded up, never down: more points than
+            // asked would be merged two by two afterwards, leaving every other cell of a heat map blank.
             let bucket = match split.hours {
                 Some(_) if step_s >= Bucket::Hour.seconds().unsigned_abs() => Bucket::Hour,
                 _ => Bucket::FiveMinutes,
             };
             let length = bucket.seconds().unsigned_abs();
-            step_s = (step_s - step_s % length).max(length);
+            step_s = step_s.div_ceil(length) * length;
         }
         // Buckets end at the job's end and step back, so every bucket lies inside the job.
         let tiles = Tiles::new(start, end, step_s);
