@@ -184,7 +184,20 @@ async fn a_node_page_shows_its_fault_the_job_then_running_and_its_verdict_scoped
 async fn a_drain_set_with_scontrol_shows_among_the_nodes_events_with_its_reason() {
     let _db = database_shared().await;
     let (app, _) = node_app().await;
-    let node = "n4";
+    // An idle node: one running a job only turns DRAINING, and slurmctld records no event of that in
+    // slurmdbd until its jobs end (the mix's `running` job holds a node for half an hour).
+    // Other tests' jobs come and go: wait for one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let node = loop {
+        let idle = slurm("sinfo", &["-h", "-N", "-p", "gpu", "-t", "idle", "-o", "%N"]);
+        if let Some(node) =
+            ["n4", "n3", "n2", "n1"].into_iter().find(|node| idle.lines().any(|line| line.trim() == *node))
+        {
+            break node;
+        }
+        assert!(std::time::Instant::now() < deadline, "no node of the lab was idle for two minutes");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     let reason = format!("slurmlens node page test {}", std::process::id());
     let since = Utc::now().timestamp() - 5;
     slurm("scontrol", &["update", &format!("nodename={node}"), "state=drain", &format!("reason={reason}")]);
