@@ -77,11 +77,15 @@ impl TresKind {
 #[derive(Debug, Clone, Default)]
 pub struct TresCatalog {
     by_id: BTreeMap<TresId, TresKind>,
+    /// Each kind's [`TresKind::display_name`], made once: a listing renders two TRES strings a job.
+    names: BTreeMap<TresId, String>,
 }
 
 impl TresCatalog {
     pub fn new(kinds: impl IntoIterator<Item = TresKind>) -> Self {
-        Self { by_id: kinds.into_iter().map(|kind| (kind.id, kind)).collect() }
+        let by_id: BTreeMap<TresId, TresKind> = kinds.into_iter().map(|kind| (kind.id, kind)).collect();
+        let names = by_id.iter().map(|(&id, kind)| (id, kind.display_name())).collect();
+        Self { by_id, names }
     }
 
     /// The id of `gres/gpu`, if this site tracks GPUs.
@@ -96,25 +100,43 @@ impl TresCatalog {
 
     /// Renders as sacct does: `name=value` sorted by name, memory with an exact unit (`1000M`, `4G`).
     pub fn render(&self, tres: &TresMap) -> String {
-        let mut parts: Vec<(String, String)> = tres
+        let mut parts: Vec<(&str, &TresKind, u64)> = tres
             .iter()
-            .filter_map(|(id, count)| {
-                let kind = self.by_id.get(&id)?;
-                let value = match kind.kind.as_str() {
-                    "mem" | "vmem" => megabytes_exact(count),
-                    "fs" | "bb" => megabytes_exact(count),
-                    _ => count.to_string(),
-                };
-                Some((kind.display_name(), value))
-            })
+            .filter_map(|(id, count)| Some((self.names.get(&id)?.as_str(), self.by_id.get(&id)?, count)))
             .collect();
-        parts.sort();
-        parts.into_iter().map(|(name, value)| format!("{name}={value}")).collect::<Vec<_>>().join(",")
+        parts.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut out = String::with_capacity(parts.len() * 16);
+        for (index, (name, kind, count)) in parts.into_iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            out.push_str(name);
+            out.push('=');
+            match kind.kind.as_str() {
+                "mem" | "vmem" | "fs" | "bb" => push_megabytes_exact(&mut out, count),
+                _ => push_number(&mut out, count),
+            }
+        }
+        out
     }
 }
 
-/// Memory in MB rendered with the largest unit that divides it exactly (`1000M`, `4G`, `2T`).
-pub fn megabytes_exact(megabytes: u64) -> String {
+/// Appends `value` in decimal.
+fn push_number(out: &mut String, value: u64) {
+    use std::fmt::Write as _;
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{value}");
+}
+
+/// Appends [`megabytes_exact`] of `megabytes`.
+fn push_megabytes_exact(out: &mut String, megabytes: u64) {
+    let (value, unit) = exact_unit(megabytes);
+    push_number(out, value);
+    out.push_str(unit);
+}
+
+/// Megabytes as the largest unit that divides them exactly, and that unit.
+fn exact_unit(megabytes: u64) -> (u64, &'static str) {
     const UNITS: [&str; 5] = ["M", "G", "T", "P", "E"];
     let mut value = megabytes;
     let mut unit = 0;
@@ -122,7 +144,13 @@ pub fn megabytes_exact(megabytes: u64) -> String {
         value /= 1024;
         unit += 1;
     }
-    format!("{value}{}", UNITS[unit])
+    (value, UNITS[unit])
+}
+
+/// Memory in MB rendered with the largest unit that divides it exactly (`1000M`, `4G`, `2T`).
+pub fn megabytes_exact(megabytes: u64) -> String {
+    let (value, unit) = exact_unit(megabytes);
+    format!("{value}{unit}")
 }
 
 /// `mem_req` as slurmdbd stores it: megabytes, bit 63 marks "per CPU".

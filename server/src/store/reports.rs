@@ -76,37 +76,29 @@ impl Store {
         Ok(())
     }
 
-    /// The digests of archived reports among these job records, keyed by (job id, submit time). One
-    /// range scan over the records' submit times, filtered here.
+    /// The digests of archived reports among these job records, keyed by (job id, submit time): their
+    /// job ids read as ranges of the primary key ([`Store::rows_among`]), their submit times matched
+    /// here. (Not a range of submit times: a user's chunk spans weeks, every job of the cluster in them.)
     pub async fn digests_among(
         &self,
         cluster: &ClusterName,
         records: &[(u32, u64)],
     ) -> Result<BTreeMap<(u32, u64), ReportDigest>, StoreError> {
         let wanted: BTreeSet<(u32, u64)> = records.iter().copied().collect();
-        let (Some(low), Some(high)) = (records.iter().map(|r| r.1).min(), records.iter().map(|r| r.1).max()) else {
-            return Ok(BTreeMap::new());
-        };
         // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics, energy
         type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool, Option<f64>);
-        let rows: Vec<DigestRow> = sqlx::query_as(
-            "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh \
-             FROM job_reports \
-             WHERE cluster = ? AND time_submit BETWEEN ? AND ?",
-        )
-        .bind(cluster.as_str())
-        .bind(low)
-        .bind(high)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .filter(|(job_id, submit, ..)| wanted.contains(&(*job_id, *submit)))
-            .map(|(job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh)| {
+        let select = "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh \
+                      FROM job_reports";
+        let mut found = BTreeMap::new();
+        for row in &self.rows_among(select, cluster, records).await? {
+            let (job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh): DigestRow =
+                sqlx::FromRow::from_row(row)?;
+            if wanted.contains(&(job_id, submit)) {
                 let digest = ReportDigest { mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh };
-                ((job_id, submit), digest)
-            })
-            .collect())
+                found.insert((job_id, submit), digest);
+            }
+        }
+        Ok(found)
     }
 
     /// The energy (kWh) and GPU-hours the archived reports among these job records counted, read from

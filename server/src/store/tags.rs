@@ -28,9 +28,6 @@ pub enum Added {
     Full,
 }
 
-/// Job records per statement when tags are read for a page of jobs.
-const AMONG_CHUNK: usize = 500;
-
 type TagRow = (u32, u64, String, String, DateTime<Utc>);
 
 fn stored(tag: String, set_by: &str, set_at: DateTime<Utc>) -> Option<StoredTag> {
@@ -173,35 +170,28 @@ impl Store {
     }
 
     /// The tags of each of these job records (records without any are absent), by name. The records'
-    /// job ids are looked up in the primary key (`job_id IN (…)`, short ranges) and their submit
-    /// times matched here: MariaDB plans an `OR` of 500 (job id, submit time) pairs far slower than
-    /// it reads their rows (45 ms a statement, most of a window's export).
+    /// job ids are read as ranges of the primary key ([`Store::rows_among`]) and their submit times
+    /// matched here: MariaDB plans an `OR` of 500 (job id, submit time) pairs far slower than it
+    /// reads their rows (45 ms a statement, most of a window's export).
     pub async fn tags_among(
         &self,
         cluster: &ClusterName,
         records: &[(u32, u64)],
     ) -> Result<BTreeMap<(u32, u64), Vec<Tag>>, StoreError> {
+        let wanted: BTreeSet<(u32, u64)> = records.iter().copied().collect();
+        let rows =
+            self.rows_among("SELECT job_id, time_submit, tag, set_by, set_at FROM job_tags", cluster, records).await?;
         let mut found: BTreeMap<(u32, u64), Vec<Tag>> = BTreeMap::new();
-        for chunk in records.chunks(AMONG_CHUNK) {
-            let wanted: BTreeSet<(u32, u64)> = chunk.iter().copied().collect();
-            let job_ids: BTreeSet<u32> = chunk.iter().map(|&(job_id, _)| job_id).collect();
-            let placeholders = vec!["?"; job_ids.len()].join(", ");
-            let sql = format!(
-                "SELECT job_id, time_submit, tag, set_by, set_at FROM job_tags \
-                 WHERE cluster = ? AND job_id IN ({placeholders}) ORDER BY job_id, time_submit, tag"
-            );
-            let mut query = sqlx::query_as::<_, TagRow>(&sql).bind(cluster.as_str());
-            for job_id in &job_ids {
-                query = query.bind(job_id);
-            }
-            for (job_id, time_submit, tag, set_by, set_at) in query.fetch_all(&self.pool).await? {
-                if wanted.contains(&(job_id, time_submit))
-                    && let Some(tag) = stored(tag, &set_by, set_at)
-                {
-                    found.entry((job_id, time_submit)).or_default().push(tag.tag);
-                }
+        for row in &rows {
+            let (job_id, time_submit, tag, set_by, set_at): TagRow = sqlx::FromRow::from_row(row)?;
+            if wanted.contains(&(job_id, time_submit))
+                && let Some(tag) = stored(tag, &set_by, set_at)
+            {
+                found.entry((job_id, time_submit)).or_default().push(tag.tag);
             }
         }
+        // Each record's tags by name, as the primary key orders them.
+        found.values_mut().for_each(|tags| tags.sort());
         Ok(found)
     }
 
