@@ -14,6 +14,7 @@ use futures::StreamExt;
 use tower::ServiceExt;
 
 use slurmlens::config::Config;
+use slurmlens::sources::slurmdbd::LONG_SPAN_S;
 
 use super::{BenchArgs, StaffWindow, drain_window, median, rss_kib, run_sacct, staff_window};
 
@@ -71,15 +72,37 @@ fn client_arguments(url: &str) -> anyhow::Result<(Vec<String>, String)> {
     Ok((arguments, password.to_string()))
 }
 
-/// The SQL floor: the `mariadb` client reads the window's rows, every column the export decodes, in its
-/// order, as fast as it can print them (`--batch --quick`: no formatting, no buffering).
-fn sql_floor(url: &str, cluster: &str, start: DateTime<Utc>, end: DateTime<Utc>) -> anyhow::Result<(Duration, usize)> {
+/// Which order a SQL floor reads the window's rows in.
+#[derive(Debug, Clone, Copy)]
+enum FloorOrder {
+    /// The listing's and the export's: newest submission first (`archive_purge` read backwards).
+    NewestFirst,
+    /// sacct's: oldest first (`archive_purge` read forwards, which InnoDB does faster).
+    OldestFirst,
+}
+
+/// The SQL floor: the `mariadb` client reads the window's rows, every column the export decodes, in
+/// `order`, as fast as it can print them (`--batch --quick`: no formatting, no buffering). Its index
+/// range is the export's: submissions from [`LONG_SPAN_S`] before the window's start (a job spanning
+/// more than that, which the export finds in the long-span catalogue, shows as a row count apart).
+fn sql_floor(
+    url: &str,
+    cluster: &str,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    order: FloorOrder,
+) -> anyhow::Result<(Duration, usize)> {
     let (arguments, password) = client_arguments(url)?;
+    let direction = match order {
+        FloorOrder::NewestFirst => "DESC",
+        FloorOrder::OldestFirst => "ASC",
+    };
+    let floor = u64::try_from(start.timestamp()).unwrap_or(0).saturating_sub(LONG_SPAN_S);
     let sql = format!(
         "SELECT {} FROM {cluster}_job_table j FORCE INDEX (archive_purge) \
          LEFT JOIN {cluster}_assoc_table a ON a.id_assoc = j.id_assoc LEFT JOIN qos_table q ON q.id = j.id_qos \
-         WHERE j.deleted = 0 AND j.time_submit < {} AND (j.time_end >= {} OR j.time_end = 0) \
-         ORDER BY j.time_submit DESC, j.time_end DESC, j.job_db_inx DESC",
+         WHERE j.deleted = 0 AND j.time_submit < {} AND j.time_submit >= {floor} \
+         AND (j.time_end >= {} OR j.time_end = 0) \
+         ORDER BY j.time_submit {direction}, j.time_end {direction}, j.job_db_inx {direction}",
         slurmlens::sources::slurmdbd::listing_columns(),
         end.timestamp(),
         start.timestamp(),
@@ -118,14 +141,16 @@ pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
         let last = runs.last().context("at least one run")?;
         exports.push((format, first, total, last.rows, last.bytes, peak));
     }
-    let mut floors = Vec::new();
+    let (mut floors, mut oldest_first) = (Vec::new(), Vec::new());
     let mut floor_rows = 0;
     for _ in 0..repeat {
-        let (elapsed, rows) = sql_floor(&config.slurmdbd.url, &args.cluster, start, end)?;
+        let url = &config.slurmdbd.url;
+        let (elapsed, rows) = sql_floor(url, &args.cluster, (start, end), FloorOrder::NewestFirst)?;
         floors.push(elapsed);
         floor_rows = rows;
+        oldest_first.push(sql_floor(url, &args.cluster, (start, end), FloorOrder::OldestFirst)?.0);
     }
-    let floor = median(floors);
+    let (floor, oldest_first) = (median(floors), median(oldest_first));
     let paged = format!("{window}&limit={}", args.limit);
     let warm = drain_window(&app, &paged).await?;
     let mut listing = Vec::new();
@@ -156,7 +181,8 @@ pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
             ms(*first)
         );
     }
-    println!("{:<46} {:>10.1} {:>9}", "SQL floor (mariadb --batch --quick)", ms(floor), floor_rows);
+    println!("{:<46} {:>10.1} {:>9}", "SQL floor, newest first (mariadb --quick)", ms(floor), floor_rows);
+    println!("{:<46} {:>10.1} {:>9}", "SQL floor, oldest first as sacct", ms(oldest_first), floor_rows);
     println!(
         "{:<46} {:>10.1} {:>9}",
         format!("API listing, page by page ({} pages of {})", warm.pages, args.limit),
@@ -171,6 +197,8 @@ pub async fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
     println!("ratio export ndjson / SQL floor:        {:.2}x", ratio(ndjson, floor));
     println!("ratio export csv / SQL floor:           {:.2}x", ratio(csv, floor));
     println!("ratio API listing / export ndjson:      {:.1}x", ratio(listing, ndjson));
+    println!("ratio SQL floor newest / oldest first:  {:.2}x", ratio(floor, oldest_first));
+    println!("ratio sacct -X -P / SQL floor:          {:.1}x", ratio(sacct_text, floor));
     println!("ratio sacct -X -P / export ndjson:      {:.1}x", ratio(sacct_text, ndjson));
     println!("ratio sacct -X --json / export ndjson:  {:.1}x", ratio(sacct_json, ndjson));
     for (format, .., peak) in &exports {
