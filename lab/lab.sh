@@ -9,7 +9,7 @@
 #   lab.sh status             one line per daemon; exit status 1 if any is down
 #   lab.sh mysql-stop|mysql-start   take only MariaDB away and back (503 tests)
 #   lab.sh plugins DIR        install slurmlens's Slurm plugins built in DIR (target/debug) and wire them in
-#   lab.sh replay-rules FROM TO   vmalert's recording rules over seeded history (RFC 3339 times)
+#   lab.sh replay-rules FROM TO [VM_URL]   vmalert's recording rules over seeded history (RFC 3339 times)
 #   lab.sh history-cluster NAME   register NAME with sakura's accounts and users, rolled up from now (a long history for bench scale)
 set -euo pipefail
 
@@ -595,10 +595,13 @@ vmalert_ok() { [[ $(curl -fsS --max-time 2 "http://127.0.0.1:$VMALERT_PORT/healt
 # still holds, and the long job's 1,473 GPU series at 360 hourly points each (1,000 asked at most) came
 # to 64 MB, more than VictoriaMetrics takes in one request (-maxInsertRequestSize, 32 MB), so that batch
 # was dropped (a rule without its series).
+# A third argument names the VictoriaMetrics read and written (the tests' second pass, against the
+# current release, passes its URL); the lab's Debian one otherwise.
 cmd_replay_rules() {
-  local from=${1:?FROM (RFC 3339)} to=${2:?TO (RFC 3339)} args group interval
+  local from=${1:?FROM (RFC 3339)} to=${2:?TO (RFC 3339)} vm=${3:-http://127.0.0.1:$VM_PORT} args group interval
   write_file "$VMALERT_RULES" <"$REPO_ROOT/lab/recording-rules.yml"
   mapfile -t args < <(vmalert_args)
+  args=("${args[@]//http:\/\/127.0.0.1:$VM_PORT/$vm}")
   : >"$LOG/vmalert-replay.log"
   # One replay per group, stepping at its interval: Debian's vmalert (1.79) replays every group at
   # -datasource.queryStep (5 minutes by default), which would record an hourly rule every 5 minutes.
@@ -1087,7 +1090,7 @@ status) print_status ;;
 mysql-stop) cmd_mysql_stop ;;
 mysql-start) cmd_mysql_start ;;
 plugins) cmd_plugins "${2:-}" ;;
-replay-rules) cmd_replay_rules "${2:-}" "${3:-}" ;;
+replay-rules) cmd_replay_rules "${2:-}" "${3:-}" "${4:-}" ;;
 history-cluster) cmd_history_cluster "${2:-}" ;;
 *) usage ;;
 esac

@@ -92,7 +92,8 @@ fn replay_rules(from: i64, to: i64) {
     let output = lab()
         .command("bash")
         .arg(repo_root().join("lab/lab.sh"))
-        .args(["replay-rules", &at(from), &at(to)])
+        // The VictoriaMetrics under test (the current release in the tests' second pass), not the lab's.
+        .args(["replay-rules", &at(from), &at(to), &lab().var("SLURMLENS_VM_URL")])
         .output()
         .expect("lab.sh runs");
     assert!(output.status.success(), "vmalert replay: {}", String::from_utf8_lossy(&output.stderr));
