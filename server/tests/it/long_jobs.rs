@@ -93,7 +93,7 @@ fn replay_rules(from: i64, to: i64) {
         .command("bash")
         .arg(repo_root().join("lab/lab.sh"))
         // The VictoriaMetrics under test (the current release in the tests' second pass), not the lab's.
-        .args(["replay-rules", &at(from), &at(to), &lab().var("SLURMLENS_VM_URL")])
+        .args(["replay-rules", &at(from), &at(to), lab().var("SLURMLENS_VM_URL")])
         .output()
         .expect("lab.sh runs");
     assert!(output.status.success(), "vmalert replay: {}", String::from_utf8_lossy(&output.stderr));
