@@ -34,8 +34,10 @@ async fn slurmdbd() -> sqlx::MySqlPool {
     sqlx::MySqlPool::connect(lab().var("SLURMLENS_SLURMDBD_URL")).await.expect("slurmdbd database")
 }
 
-/// A finished sakura GPU job of `nodes` nodes that ended between one and six hours ago (its telemetry
-/// is in VictoriaMetrics, its end well past `archive_delay`) and ran at least `min_s` seconds.
+/// A finished sakura GPU job of `nodes` nodes that ended between one and six hours ago (its end well
+/// past `archive_delay`) and ran at least `min_s` seconds: the earliest such, so that its whole run
+/// lies in the telemetry seeded up to the seed's own time, however long ago the seed ran (the latest,
+/// an hour old, had only part of its hour when the tests ran over an hour after the seed).
 async fn finished_sakura_job(nodes: (u32, u32), min_s: i64) -> u32 {
     let pool = slurmdbd().await;
     let job: Option<u32> = sqlx::query_scalar(
@@ -43,7 +45,7 @@ async fn finished_sakura_job(nodes: (u32, u32), min_s: i64) -> u32 {
          AND tres_alloc LIKE '%1001=%' AND time_start > 0 \
          AND CAST(time_end AS SIGNED) BETWEEN UNIX_TIMESTAMP() - 6 * 3600 AND UNIX_TIMESTAMP() - 3600 \
          AND CAST(time_end AS SIGNED) - CAST(time_start AS SIGNED) >= ? \
-         ORDER BY time_end DESC LIMIT 1",
+         ORDER BY time_end LIMIT 1",
     )
     .bind(nodes.0)
     .bind(nodes.1)
