@@ -190,7 +190,7 @@ impl Store {
                 found.entry((job_id, time_submit)).or_default().push(tag.tag);
             }
         }
-        // Each record's tags by name, as the primary key orders them.
+        // Each record's tags by name.
         found.values_mut().for_each(|tags| tags.sort());
         Ok(found)
     }

@@ -8,10 +8,10 @@ use slurmlens_wire as wire;
 use crate::app::Time;
 use crate::charts;
 
-/// GPU-hours as a total reads best: to the hundredth below a hundred, whole and grouped above
-/// (`258,048`, not `258048.00`).
-fn gpu_hours(value: f64) -> String {
-    if value >= 100.0 { super::gantt_packed::thousands(value.round() as usize) } else { format!("{value:.2}") }
+/// GPU-hours at the precision of the job's `total`: to the hundredth below a hundred, whole and grouped
+/// above (`258,048`, not `258048.00`), so a total and its idle part read alike (`1,117 · 0 idle`).
+fn gpu_hours(value: f64, total: f64) -> String {
+    if total >= 100.0 { super::gantt_packed::thousands(value.round() as usize) } else { format!("{value:.2}") }
 }
 
 /// The report's verdicts, totals, per-GPU means and peaks, and its charts.
@@ -32,8 +32,8 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
     let metrics_ok = report.metrics.status == wire::MetricsState::Ok;
     let totals = &report.totals;
     let mut total_text = vec![
-        format!("{} GPU hours", gpu_hours(totals.gpu_hours)),
-        format!("{} idle", gpu_hours(totals.idle_gpu_hours)),
+        format!("{} GPU hours", gpu_hours(totals.gpu_hours, totals.gpu_hours)),
+        format!("{} idle", gpu_hours(totals.idle_gpu_hours, totals.gpu_hours)),
     ];
     if let Some(util) = totals.mean_gpu_util {
         total_text.push(format!("mean GPU utilisation {util:.0}%"));
