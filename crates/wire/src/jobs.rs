@@ -38,12 +38,13 @@ pub struct Job {
     pub exit_code: String,
     /// `N:S`: the highest exit code of all steps.
     pub derived_exit_code: String,
+    #[serde(serialize_with = "crate::timestamps::serialize")]
     pub submit: DateTime<Utc>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "crate::timestamps::serialize_option")]
     pub eligible: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "crate::timestamps::serialize_option")]
     pub start: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "crate::timestamps::serialize_option")]
     pub end: Option<DateTime<Utc>>,
     /// sacct's `Elapsed`, `[D-]HH:MM:SS`; running jobs count up to now.
     pub elapsed: String,

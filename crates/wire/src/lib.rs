@@ -18,6 +18,7 @@ mod report;
 mod script;
 mod signals;
 mod tags;
+mod timestamps;
 mod tokens;
 mod traces;
 mod usage;

@@ -278,6 +278,11 @@ impl JobSearch {
 }
 
 impl JobFilter {
+    /// Whether any filter is left to [`JobFilter::matches_decoded`] (rows must be tested after decoding).
+    pub fn has_decoded_tests(&self) -> bool {
+        self.node.is_some() || self.min_gpus.is_some() || self.max_gpus.is_some() || !self.states.is_empty()
+    }
+
     /// The filters that slurmdbd's columns cannot answer and are applied after decoding.
     pub fn matches_decoded(&self, job: &JobRecord, gpus: u64) -> bool {
         let node_ok = self.node.as_deref().is_none_or(|node| job.nodes.contains(node));

@@ -80,6 +80,27 @@ async fn the_export_holds_the_listing_jobs_page_after_page() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_job_submitted_at_the_windows_very_start_is_exported_once() {
+    let _db = database_shared().await;
+    let app = spawn_app(test_config(AnonymousAccess::Staff)).await;
+    // The export reads a window's own submissions apart from those before its start (read ahead, at
+    // the same time): a window starting at the very second of a job's submission has it once, in the
+    // listing's place, and the jobs submitted before that second after it.
+    let day = listed(&app, None, &format!("cluster=sakura&{}", span(3, 24))).await;
+    let pivot = &day[day.len() / 2];
+    let query = format!(
+        "cluster=sakura&start={}&end={}",
+        rfc3339(pivot.submit),
+        rfc3339(Utc::now() - chrono::Duration::hours(3))
+    );
+    let (pages, streamed) = (listed(&app, None, &query).await, exported(&app, None, &query).await);
+    assert_eq!(ids(&streamed), ids(&pages), "the listing's jobs in its order");
+    let at_start = streamed.iter().filter(|job| job.job_id == pivot.job_id && job.submit == pivot.submit).count();
+    assert_eq!(at_start, 1, "job {} submitted at the window's start, exported once", pivot.job_id);
+    assert!(streamed.iter().any(|job| job.submit < pivot.submit), "jobs submitted before the start and still running");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_user_exports_only_the_jobs_they_may_see() {
     let _db = database_shared().await;
     let app = spawn_app(test_config(AnonymousAccess::Nobody)).await;

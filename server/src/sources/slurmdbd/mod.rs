@@ -370,10 +370,7 @@ impl SlurmDbd {
         let route = self.route(scope, filter, bounds.start).await?;
         // Filters the columns cannot answer exactly are applied after decoding, so batches are
         // fetched until the page is full or the window is exhausted.
-        let decoded_filter = filter.node.is_some()
-            || filter.min_gpus.is_some()
-            || filter.max_gpus.is_some()
-            || !filter.states.is_empty();
+        let decoded_filter = filter.has_decoded_tests();
         let batch = if decoded_filter { (limit * 2).max(200) } else { limit + 1 };
         let mut page: Vec<JobRecord> = Vec::with_capacity(limit);
         let mut position = cursor;

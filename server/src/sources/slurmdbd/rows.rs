@@ -7,7 +7,7 @@ use super::SlurmDbdError;
 use crate::domain::exit_code::ExitCode;
 use crate::domain::hostlist::Hostlist;
 use crate::domain::ids::{JobIdentity, NO_VAL};
-use crate::domain::job::{EndedJob, JobRecord, StepRecord};
+use crate::domain::job::{EndedJob, JobCursor, JobRecord, StepRecord};
 use crate::domain::state::JobState;
 use crate::domain::time::TimeLimit;
 use crate::domain::tres::{MemRequest, TresMap};
@@ -74,6 +74,11 @@ fn user_at(row: &MySqlRow) -> Result<String, SlurmDbdError> {
         Some(name) => Ok(name),
         None => Ok(u32_at(row, 10)?.to_string()),
     }
+}
+
+/// Where a row selected with `job_columns` stands in the listing's order, read without decoding the rest.
+pub(super) fn cursor_at(row: &MySqlRow) -> Result<JobCursor, SlurmDbdError> {
+    Ok(JobCursor { time_submit: u64_at(row, 19)?, time_end: u64_at(row, 22)?, db_index: u64_at(row, 0)? })
 }
 
 /// Decodes one row selected with `job_columns`.

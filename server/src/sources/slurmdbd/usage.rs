@@ -95,6 +95,10 @@ impl SlurmDbd {
                 let index = if matches!(scope, ViewerScope::User { .. }) { "" } else { " FORCE INDEX (archive_purge)" };
                 statements.push(self.usage_statement(index, "TRUE", bounds, scope)?);
             }
+            Route::Submitted(from) => {
+                let range = format!("j.time_submit >= {from}");
+                statements.push(self.usage_statement(" FORCE INDEX (archive_purge)", &range, bounds, scope)?);
+            }
             Route::Bounded(older) => {
                 let floor = older.floor;
                 statements.push(self.usage_statement(
