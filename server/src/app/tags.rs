@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use chrono::Utc;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use slurmlens_wire as wire;
 
 use super::{App, AppError, Viewer};
@@ -262,8 +262,8 @@ impl App {
         Ok((page, next))
     }
 
-    /// Every job of a tag-filtered window, page after page of [`super::export::EXPORT_CHUNK`], as a
-    /// stream of records (an error is its last item).
+    /// Every job of a tag-filtered window, as a stream of pages of [`super::export::EXPORT_CHUNK`]
+    /// (an error is its last item).
     pub(super) fn tagged_stream(
         &self,
         reader: SlurmDbd,
@@ -271,20 +271,19 @@ impl App {
         window: TimeWindow,
         filter: JobFilter,
         catalog: TresCatalog,
-    ) -> impl Stream<Item = Result<JobRecord, AppError>> + Send + 'static {
+    ) -> impl Stream<Item = Result<Vec<JobRecord>, AppError>> + Send + 'static {
         let app = self.clone();
-        let pages = futures::stream::unfold(Some(None), move |cursor: Option<Option<JobCursor>>| {
+        futures::stream::unfold(Some(None), move |cursor: Option<Option<JobCursor>>| {
             let (app, reader, scope, filter, catalog) =
                 (app.clone(), reader.clone(), scope.clone(), filter.clone(), catalog.clone());
             async move {
                 let cursor = cursor?;
                 let limit = super::export::EXPORT_CHUNK;
                 match app.window_page(&reader, &scope, window, &filter, &catalog, cursor, limit).await {
-                    Ok((rows, next)) => Some((futures::stream::iter(rows.into_iter().map(Ok)).boxed(), next.map(Some))),
-                    Err(error) => Some((futures::stream::iter([Err(error)]).boxed(), None)),
+                    Ok((rows, next)) => Some((Ok(rows), next.map(Some))),
+                    Err(error) => Some((Err(error), None)),
                 }
             }
-        });
-        pages.flatten()
+        })
     }
 }

@@ -37,16 +37,18 @@ type Decoding = JoinHandle<Result<Vec<JobRecord>, SlurmDbdError>>;
 
 impl SlurmDbd {
     /// Every job of `window` that `scope` may see and `filter` keeps, newest submission first (the
-    /// listing's order, page after page), as a stream. The first error is the stream's last item; a
-    /// task that stopped without finishing (it panicked) is an error too, so the stream never ends
-    /// cleanly short of the window. Dropping the stream stops the reading at its next batch.
+    /// listing's order, page after page), as a stream of batches (the first of at most
+    /// [`FIRST_BATCH`] jobs, the others of at most [`BATCH`], none empty). The first error is the
+    /// stream's last item; a task that stopped without finishing (it panicked) is an error too, so the
+    /// stream never ends cleanly short of the window. Dropping the stream stops the reading at its
+    /// next batch.
     pub fn jobs_streamed(
         &self,
         scope: ViewerScope,
         window: TimeWindow,
         filter: JobFilter,
         catalog: TresCatalog,
-    ) -> impl Stream<Item = Result<JobRecord, SlurmDbdError>> + Send + 'static {
+    ) -> impl Stream<Item = Result<Vec<JobRecord>, SlurmDbdError>> + Send + 'static {
         let reader = self.clone();
         let (sender, receiver) = mpsc::channel(BATCHES_AHEAD);
         let task = tokio::spawn(async move {
@@ -54,8 +56,7 @@ impl SlurmDbd {
                 let _ = sender.send(Err(error)).await;
             }
         });
-        let reading = Reading { receiver, task, batch: Vec::new().into_iter() };
-        futures::stream::unfold(Some(reading), next_row)
+        futures::stream::unfold(Some(Reading { receiver, task }), next_batch)
     }
 
     /// Reads the window batch after batch, handing each on to be decoded as soon as it is read.
@@ -168,27 +169,24 @@ fn decode_kept(rows: &[MySqlRow], filter: &JobFilter, catalog: &TresCatalog) -> 
     Ok(jobs)
 }
 
-/// A stream's state: the batches the reader task hands on, the task, and the batch being streamed.
+/// A stream's state: the batches the reader task hands on, and the task.
 struct Reading {
     receiver: mpsc::Receiver<Result<Decoding, SlurmDbdError>>,
     task: JoinHandle<()>,
-    batch: std::vec::IntoIter<JobRecord>,
 }
 
-/// The next row: from the batch at hand, else from the next decoded batch, else (the channel closed)
-/// whether the reader task finished.
-async fn next_row(state: Option<Reading>) -> Option<(Result<JobRecord, SlurmDbdError>, Option<Reading>)> {
+/// The next decoded batch that holds a job, else (the channel closed) whether the reader task finished.
+async fn next_batch(state: Option<Reading>) -> Option<(Result<Vec<JobRecord>, SlurmDbdError>, Option<Reading>)> {
     let mut reading = state?;
+    let stopped = |what: &str, error: tokio::task::JoinError| {
+        SlurmDbdError::Unavailable(format!("the export's {what} stopped: {error}"))
+    };
     loop {
-        if let Some(job) = reading.batch.next() {
-            return Some((Ok(job), Some(reading)));
-        }
-        let stopped = |what: &str, error: tokio::task::JoinError| {
-            SlurmDbdError::Unavailable(format!("the export's {what} stopped: {error}"))
-        };
         match reading.receiver.recv().await {
             Some(Ok(decoding)) => match decoding.await {
-                Ok(Ok(jobs)) => reading.batch = jobs.into_iter(),
+                // Every job of a batch refused by the filters left to decoding.
+                Ok(Ok(jobs)) if jobs.is_empty() => {}
+                Ok(Ok(jobs)) => return Some((Ok(jobs), Some(reading))),
                 Ok(Err(error)) => return Some((Err(error), None)),
                 Err(error) => return Some((Err(stopped("decoding", error)), None)),
             },
