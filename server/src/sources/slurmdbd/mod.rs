@@ -375,9 +375,10 @@ impl SlurmDbd {
         let mut page: Vec<JobRecord> = Vec::with_capacity(limit);
         let mut position = cursor;
         loop {
-            let rows = self.window_batch(&route, scope, bounds, filter, position, batch).await?;
+            let rows = self.window_rows(&route, scope, bounds, filter, position, batch).await?;
             let fetched = rows.len();
-            for job in rows {
+            for row in &rows {
+                let job = rows::decode_job(row)?;
                 position =
                     Some(JobCursor { time_submit: job.time_submit, time_end: job.time_end, db_index: job.db_index });
                 if page.len() == limit {
