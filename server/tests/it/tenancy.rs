@@ -125,15 +125,23 @@ async fn a_tenant_sees_another_tenants_gpus_as_busy_counts_and_reads_only_its_ow
         let deadline = Instant::now() + Duration::from_secs(60);
         let start = loop {
             let path = format!("/api/v1/jobs/{job_id}?cluster=lab");
-            let detail: slurmlens_wire::JobDetail =
-                serde_json::from_str(&body_as(&app, Some("root"), &path).await).expect("job JSON");
-            // slurmdbd learns a start asynchronously and may hold a pending row with an expected start
-            // time first (state PENDING, no AllocTRES): wait for the row of the running job.
-            if let Some(start) = detail.job.start.filter(|_| detail.job.state == "RUNNING" && detail.job.alloc_gpus > 0)
+            let response = app.get_as("root", &path).await;
+            // slurmctld sends a job to slurmdbd asynchronously: running by `scontrol`, it may have no row
+            // yet (404), then a pending row with an expected start time (state PENDING, no AllocTRES).
+            // Wait for the row of the running job.
+            let status = response.status();
+            let text = response.text().await.expect("body");
+            let job = match status.as_u16() {
+                404 => None,
+                200 => Some(serde_json::from_str::<slurmlens_wire::JobDetail>(&text).expect("job JSON").job),
+                other => panic!("{path}: {other} {text}"),
+            };
+            if let Some(start) =
+                job.as_ref().and_then(|job| job.start.filter(|_| job.state == "RUNNING" && job.alloc_gpus > 0))
             {
                 break start.timestamp();
             }
-            assert!(Instant::now() < deadline, "slurmdbd never recorded job {job_id} running: {:?}", detail.job);
+            assert!(Instant::now() < deadline, "slurmdbd never recorded job {job_id} running: {job:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         started = started.max(start);
