@@ -315,96 +315,141 @@ pub fn heat_map(report: &wire::JobReport, metric: &str, view: impl Into<ChartVie
 /// A timeline of one metric for many series: one line each up to [`MAX_LINES`], else the min–max band
 /// across series with their mean. Returns `None` when there are no points.
 pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64, f64)])]) -> Option<String> {
-    let points = series.iter().map(|(_, points)| points.len()).sum::<usize>();
-    if points == 0 {
+    if series.len() > MAX_LINES {
+        let caption = format!("band: lowest to highest of {} series · line: their mean", series.len());
+        return spread_timeline(span, title, unit, series.len(), &spread_of(series), &caption);
+    }
+    if series.iter().all(|(_, points)| points.is_empty()) {
         return None;
     }
-    let max = scale_max(unit, series.iter().flat_map(|(_, p)| p.iter().map(|&(_, v)| v))).max(f64::MIN_POSITIVE);
-    let plot_height = TIMELINE_PLOT;
-    let bottom = TOP + plot_height;
-    let y = |value: f64| bottom - (value / max).clamp(0.0, 1.0) * plot_height;
-    let height = bottom + AXIS + 20.0;
-    let mut out = String::new();
-    let banded = series.len() > MAX_LINES;
+    let plot = Plot::new(unit, series.iter().flat_map(|(_, p)| p.iter().map(|&(_, v)| v)));
+    let mut out = plot.open(title, unit, series.len(), false);
+    let mut legend_x = LEFT;
+    for (index, (label, points)) in series.iter().enumerate() {
+        let colour = CATEGORICAL[index % CATEGORICAL.len()];
+        let d = plot.path(span, points.iter().copied());
+        let _ = write!(
+            out,
+            r#"<path class="line" data-label="{}" d="{d}" fill="none" stroke="{colour}" stroke-width="1.5"><title>{}</title></path>"#,
+            escape(label),
+            escape(label)
+        );
+        let _ = write!(
+            out,
+            r##"<rect x="{legend_x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">{}</text>"##,
+            plot.bottom + AXIS + 5.0,
+            legend_x + 13.0,
+            plot.bottom + AXIS + 14.0,
+            escape(label)
+        );
+        legend_x += 20.0 + 0.6 * FONT * label.chars().count() as f64;
+    }
+    Some(plot.close(out, span))
+}
+
+/// A timeline of one metric's spread across `count` series: the band from lowest to highest and the
+/// line of their mean, from `[epoch seconds, lowest, mean, highest]` points; `caption` says what the
+/// band is made of. Returns `None` when there are no points.
+pub fn spread_timeline(
+    span: &Span,
+    title: &str,
+    unit: &str,
+    count: usize,
+    points: &[(i64, f64, f64, f64)],
+    caption: &str,
+) -> Option<String> {
+    if points.is_empty() {
+        return None;
+    }
+    let plot = Plot::new(unit, points.iter().map(|&(_, _, _, high)| high));
+    let mut out = plot.open(title, unit, count, true);
+    let upper = plot.path(span, points.iter().map(|&(at, _, _, high)| (at, high)));
+    let lower = plot.path(span, points.iter().rev().map(|&(at, low, _, _)| (at, low))).replacen('M', "L", 1);
+    let mean = plot.path(span, points.iter().map(|&(at, _, mean, _)| (at, mean)));
     let _ = write!(
         out,
-        r##"<svg class="chart timeline" data-metric="{}" data-series="{}" data-banded="{banded}" data-max="{max}" data-unit="{}" data-bottom="{bottom:.1}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="{} over time" xmlns="http://www.w3.org/2000/svg">"##,
-        escape(title),
-        series.len(),
-        escape(unit),
-        escape(title),
+        r##"<path class="band" d="{upper}{lower}Z" fill="#88CCEE" fill-opacity="0.5"/><path class="mean" d="{mean}" fill="none" stroke="#332288" stroke-width="1.5"/>"##
     );
-    // The zero label sits above its line, clear of the time axis's zone label below it.
-    for (fraction, baseline) in [(0.0, -3.0), (0.5, 4.0), (1.0, 4.0)] {
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" text-anchor="end" fill="#555">{}</text>"##,
-            WIDTH - RIGHT,
-            y(max * fraction),
-            y(max * fraction),
-            LEFT - 4.0,
-            y(max * fraction) + baseline,
-            escape(&human(max * fraction, unit))
-        );
+    let _ = write!(
+        out,
+        r##"<text x="{LEFT}" y="{:.1}" font-size="{FONT}" fill="#333">{}</text>"##,
+        plot.bottom + AXIS + 14.0,
+        escape(caption)
+    );
+    Some(plot.close(out, span))
+}
+
+/// Per timestamp: the lowest, mean and highest value across `series`.
+fn spread_of(series: &[(String, &[(i64, f64)])]) -> Vec<(i64, f64, f64, f64)> {
+    let mut by_time: BTreeMap<i64, (f64, f64, f64, usize)> = BTreeMap::new();
+    for (_, points) in series {
+        for &(at, value) in *points {
+            let entry = by_time.entry(at).or_insert((f64::MAX, 0.0, f64::MIN, 0));
+            entry.0 = entry.0.min(value);
+            entry.1 += value;
+            entry.2 = entry.2.max(value);
+            entry.3 += 1;
+        }
     }
-    let path = |points: &mut dyn Iterator<Item = (i64, f64)>| -> String {
+    by_time.into_iter().map(|(at, (low, sum, high, n))| (at, low, sum / n as f64, high)).collect()
+}
+
+/// A timeline's value scale and plot area.
+struct Plot {
+    max: f64,
+    bottom: f64,
+}
+
+impl Plot {
+    fn new(unit: &str, values: impl Iterator<Item = f64>) -> Self {
+        Self { max: scale_max(unit, values).max(f64::MIN_POSITIVE), bottom: TOP + TIMELINE_PLOT }
+    }
+
+    fn y(&self, value: f64) -> f64 {
+        self.bottom - (value / self.max).clamp(0.0, 1.0) * TIMELINE_PLOT
+    }
+
+    /// The SVG path through the points `span` shows.
+    fn path(&self, span: &Span, points: impl Iterator<Item = (i64, f64)>) -> String {
         let mut d = String::new();
         for (index, (at, value)) in points.filter(|&(at, _)| span.shows(at)).enumerate() {
-            let _ = write!(d, "{}{:.1} {:.1}", if index == 0 { "M" } else { "L" }, span.x(at), y(value));
+            let _ = write!(d, "{}{:.1} {:.1}", if index == 0 { "M" } else { "L" }, span.x(at), self.y(value));
         }
         d
-    };
-    if banded {
-        // Per timestamp: min, mean and max across series.
-        let mut by_time: BTreeMap<i64, (f64, f64, f64, usize)> = BTreeMap::new();
-        for (_, points) in series {
-            for &(at, value) in *points {
-                let entry = by_time.entry(at).or_insert((f64::MAX, 0.0, f64::MIN, 0));
-                entry.0 = entry.0.min(value);
-                entry.1 += value;
-                entry.2 = entry.2.max(value);
-                entry.3 += 1;
-            }
-        }
-        let upper = path(&mut by_time.iter().map(|(&at, &(_, _, high, _))| (at, high)));
-        let lower: Vec<(i64, f64)> = by_time.iter().rev().map(|(&at, &(low, _, _, _))| (at, low)).collect();
-        let lower = path(&mut lower.into_iter()).replacen('M', "L", 1);
-        let mean = path(&mut by_time.iter().map(|(&at, &(_, sum, _, n))| (at, sum / n as f64)));
-        let _ = write!(
-            out,
-            r##"<path class="band" d="{upper}{lower}Z" fill="#88CCEE" fill-opacity="0.5"/><path class="mean" d="{mean}" fill="none" stroke="#332288" stroke-width="1.5"/>"##
-        );
-        let _ = write!(
-            out,
-            r##"<text x="{LEFT}" y="{:.1}" font-size="{FONT}" fill="#333">band: lowest to highest of {} series · line: their mean</text>"##,
-            bottom + AXIS + 14.0,
-            series.len()
-        );
-    } else {
-        let mut legend_x = LEFT;
-        for (index, (label, points)) in series.iter().enumerate() {
-            let colour = CATEGORICAL[index % CATEGORICAL.len()];
-            let d = path(&mut points.iter().copied());
-            let _ = write!(
-                out,
-                r#"<path class="line" data-label="{}" d="{d}" fill="none" stroke="{colour}" stroke-width="1.5"><title>{}</title></path>"#,
-                escape(label),
-                escape(label)
-            );
-            let _ = write!(
-                out,
-                r##"<rect x="{legend_x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">{}</text>"##,
-                bottom + AXIS + 5.0,
-                legend_x + 13.0,
-                bottom + AXIS + 14.0,
-                escape(label)
-            );
-            legend_x += 20.0 + 0.6 * FONT * label.chars().count() as f64;
-        }
     }
-    time_axis(&mut out, span, bottom);
-    out.push_str("</svg>");
-    Some(out)
+
+    /// The chart's opening tag (what the browser's hover reads) and its value grid.
+    fn open(&self, title: &str, unit: &str, series: usize, banded: bool) -> String {
+        let (max, bottom) = (self.max, self.bottom);
+        let height = bottom + AXIS + 20.0;
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            r##"<svg class="chart timeline" data-metric="{}" data-series="{series}" data-banded="{banded}" data-max="{max}" data-unit="{}" data-bottom="{bottom:.1}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="{} over time" xmlns="http://www.w3.org/2000/svg">"##,
+            escape(title),
+            escape(unit),
+            escape(title),
+        );
+        // The zero label sits above its line, clear of the time axis's zone label below it.
+        for (fraction, baseline) in [(0.0, -3.0), (0.5, 4.0), (1.0, 4.0)] {
+            let y = self.y(max * fraction);
+            let _ = write!(
+                out,
+                r##"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" text-anchor="end" fill="#555">{}</text>"##,
+                WIDTH - RIGHT,
+                LEFT - 4.0,
+                y + baseline,
+                escape(&human(max * fraction, unit))
+            );
+        }
+        out
+    }
+
+    fn close(&self, mut out: String, span: &Span) -> String {
+        time_axis(&mut out, span, self.bottom);
+        out.push_str("</svg>");
+        out
+    }
 }
 
 /// The timeline of one GPU metric across the job's GPUs.
@@ -462,7 +507,7 @@ pub const NODE_CHARTS: [(&str, &str); 6] = [
 /// One drawn chart of a report page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chart {
-    /// `heat-map`, `timeline`, `network`, `node` or `io`.
+    /// `heat-map`, `timeline`, `shared` (a band across a shared node's GPUs), `network`, `node` or `io`.
     pub kind: String,
     pub title: String,
     pub svg: String,
@@ -505,6 +550,20 @@ pub fn for_report(report: &wire::JobReport, view: impl Into<ChartView>) -> Vec<C
             &[metric.as_str()],
         ));
     }
+    for (metric, unit, count, points) in shared_node_spreads(&report.shared_node_bands) {
+        let Some(span) = Span::of(report, view) else { break };
+        let place = match report.shared_node_bands.as_slice() {
+            [band] => format!("on the shared node {}, all its GPUs", band.node),
+            bands => format!("on the {} shared nodes, all their GPUs", bands.len()),
+        };
+        let caption = format!("band: lowest to highest of the {count} GPUs, other tenants' too · line: their mean");
+        charts.extend(chart(
+            "shared",
+            format!("{} ({unit}) {place}", metric.replace('_', " ")),
+            spread_timeline(&span, &metric, &unit, count, &points, &caption),
+            &[metric.as_str()],
+        ));
+    }
     for (metric, title) in [
         ("rdma_rx", "RDMA in (received) per node"),
         ("rdma_tx", "RDMA out (transmitted) per node"),
@@ -531,6 +590,40 @@ pub fn for_report(report: &wire::JobReport, view: impl Into<ChartView>) -> Vec<C
     charts
 }
 
+/// Per metric, the spread across every GPU of the nodes a tenant's job shared (one band for all the
+/// nodes): lowest of the lows, mean weighted by each node's GPUs, highest of the highs. In the order the
+/// metrics first appear; with the unit and the number of GPUs.
+fn shared_node_spreads(bands: &[wire::SharedNodeBand]) -> Vec<(String, String, usize, Vec<(i64, f64, f64, f64)>)> {
+    let mut merged: Vec<(String, String, usize, BTreeMap<i64, (f64, f64, f64, f64)>)> = Vec::new();
+    for spread in bands.iter().flat_map(|band| &band.spread) {
+        let at = match merged.iter().position(|(metric, ..)| *metric == spread.metric) {
+            Some(at) => at,
+            None => {
+                merged.push((spread.metric.clone(), spread.unit.clone(), 0, BTreeMap::new()));
+                merged.len() - 1
+            }
+        };
+        let (_, _, count, by_time) = &mut merged[at];
+        *count += spread.count as usize;
+        let weight = f64::from(spread.count.max(1));
+        for &(time, low, mean, high) in &spread.points {
+            let entry = by_time.entry(time).or_insert((f64::MAX, 0.0, 0.0, f64::MIN));
+            entry.0 = entry.0.min(low);
+            entry.1 += mean * weight;
+            entry.2 += weight;
+            entry.3 = entry.3.max(high);
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(metric, unit, count, by_time)| {
+            let points =
+                by_time.into_iter().map(|(at, (low, sum, weight, high))| (at, low, sum / weight, high)).collect();
+            (metric, unit, count, points)
+        })
+        .collect()
+}
+
 /// Height of a timeline's plot area.
 const TIMELINE_PLOT: f64 = 120.0;
 
@@ -551,7 +644,7 @@ pub fn mark_moments(charts: &mut [Chart], span: &Span, moments: &[(i64, String)]
     if marks.is_empty() {
         return;
     }
-    for chart in charts.iter_mut().filter(|chart| chart.kind == "timeline" || chart.kind == "network") {
+    for chart in charts.iter_mut().filter(|chart| matches!(chart.kind.as_str(), "timeline" | "shared" | "network")) {
         if let Some(end) = chart.svg.rfind("</svg>") {
             chart.svg.insert_str(end, &marks);
         }
@@ -568,6 +661,9 @@ pub fn without_series(mut report: wire::JobReport) -> wire::JobReport {
     }
     if let Some(io) = &mut report.io {
         io.series.clear();
+    }
+    for band in &mut report.shared_node_bands {
+        band.spread.clear();
     }
     report
 }

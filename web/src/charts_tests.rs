@@ -135,6 +135,41 @@ fn timelines_draw_lines_for_few_gpus_and_a_band_for_many() {
 }
 
 #[test]
+fn a_tenants_shared_nodes_are_one_band_per_metric_weighted_by_their_gpus() {
+    let band = |node: &str, gpus: u32, low: f64, mean: f64, high: f64| {
+        serde_json::json!({
+            "node": node, "gpus": gpus, "summary": [],
+            "spread": [{"metric": "gpu_util", "unit": "%", "count": gpus,
+                        "points": [[T0 + 600, low, mean, high], [T0 + 1200, low, mean, high]]}]
+        })
+    };
+    let mut shared = report(0, &[]);
+    shared.shared_node_bands = serde_json::from_value(serde_json::json!([
+        band("gpu001", 8, 10.0, 40.0, 90.0),
+        band("gpu002", 2, 5.0, 90.0, 95.0)
+    ]))
+    .expect("bands");
+    let charts = for_report(&shared, Zone::UTC);
+    let drawn: Vec<(&str, &str)> = charts.iter().map(|c| (c.kind.as_str(), c.title.as_str())).collect();
+    assert_eq!(drawn, [("shared", "gpu util (%) on the 2 shared nodes, all their GPUs")], "no per-GPU chart");
+    let svg = &charts[0].svg;
+    assert!(svg.contains(r#"data-banded="true""#) && svg.contains(r#"data-series="10""#), "{svg}");
+    assert!(svg.contains("of the 10 GPUs, other tenants' too"), "{svg}");
+    // Lowest of the lows (5 %), highest of the highs (95 %), the mean weighted by GPUs: (8·40 + 2·90) / 10.
+    let span = Span::of(&shared, Zone::UTC).expect("span");
+    let plot = Plot::new("%", std::iter::empty());
+    let mean = plot.path(&span, [(T0 + 600, 50.0), (T0 + 1200, 50.0)].into_iter());
+    assert!(svg.contains(&format!(r#"class="mean" d="{mean}""#)), "{svg}");
+    let upper = plot.path(&span, [(T0 + 600, 95.0), (T0 + 1200, 95.0)].into_iter());
+    assert!(svg.contains(&format!(r#"class="band" d="{upper}L"#)), "{svg}");
+
+    shared.shared_node_bands.truncate(1);
+    assert_eq!(for_report(&shared, Zone::UTC)[0].title, "gpu util (%) on the shared node gpu001, all its GPUs");
+    let stripped = without_series(shared);
+    assert!(stripped.shared_node_bands.iter().all(|band| band.spread.is_empty()), "the page carries the drawing only");
+}
+
+#[test]
 fn time_shares_stack_to_the_full_width_per_gpu() {
     let breakdown = |compute: f64, nccl: f64| {
         serde_json::json!({"traced_s": 60.0, "compute_share": compute, "communication_share": nccl,

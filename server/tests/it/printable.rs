@@ -49,7 +49,8 @@ async fn a_job_page_prints_to_one_file_with_its_charts_inline_and_no_scripts() {
     let report: JobReport = response.json().await.expect("report JSON");
     assert!(file.contains(&format!("Job {job_id}")), "the job's title");
     assert!(file.contains(&report.job.node_list), "its nodes: {}", report.job.node_list);
-    assert!(file.contains(&format!("{:.2} GPU hours", report.totals.gpu_hours)), "its GPU hours");
+    let gpu_hours = slurmlens_web::pages::report::gpu_hours(report.totals.gpu_hours, report.totals.gpu_hours);
+    assert!(file.contains(&format!("{gpu_hours} GPU hours")), "its GPU hours ({gpu_hours})");
 
     // A job that is not there: an error, and no file.
     let missing = folder.join("missing.html");

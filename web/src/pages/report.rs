@@ -10,7 +10,7 @@ use crate::charts;
 
 /// GPU-hours at the precision of the job's `total`: to the hundredth below a hundred, whole and grouped
 /// above (`258,048`, not `258048.00`), so a total and its idle part read alike (`1,117 · 0 idle`).
-fn gpu_hours(value: f64, total: f64) -> String {
+pub fn gpu_hours(value: f64, total: f64) -> String {
     if total >= 100.0 { super::gantt_packed::thousands(value.round() as usize) } else { format!("{value:.2}") }
 }
 
@@ -83,6 +83,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         {(!report.bursts.is_empty()).then(|| view! { <BurstTable bursts=report.bursts.clone() /> })}
         <NodeTable nodes=report.nodes.clone() metrics_ok=metrics_ok />
         <GpuTable gpus=report.gpus.clone() />
+        <SharedNodeTable bands=report.shared_node_bands.clone() />
     }
 }
 
@@ -121,12 +122,7 @@ fn GpuTable(gpus: Vec<wire::GpuReport>) -> impl IntoView {
     if gpus.is_empty() {
         return ().into_any();
     }
-    let cell = |gpu: &wire::GpuReport, metric: &str, peak: bool| {
-        gpu.summary
-            .iter()
-            .find(|s| s.metric == metric)
-            .map_or_else(|| "–".to_string(), |s| charts::human(if peak { s.max } else { s.mean }, &s.unit))
-    };
+    let cell = |gpu: &wire::GpuReport, metric: &str, peak: bool| summary_cell(&gpu.summary, metric, peak);
     let rows = by_deviation(&gpus)
         .into_iter()
         .map(|gpu| {
@@ -161,6 +157,57 @@ fn GpuTable(gpus: Vec<wire::GpuReport>) -> impl IntoView {
                     <th scope="col">"Tensor cores (mean)"</th><th scope="col">"SMs busy (mean)"</th>
                     <th scope="col">"Memory (peak)"</th><th scope="col">"Power (mean)"</th><th scope="col">"XIDs"</th>
                     <th scope="col">"How the GPU is known to be the job's"</th>
+                </tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </details>
+    }
+    .into_any()
+}
+
+/// One metric's mean (or peak) in a summary, with its unit; a dash where there is none.
+fn summary_cell(summary: &[wire::MetricSummary], metric: &str, peak: bool) -> String {
+    summary
+        .iter()
+        .find(|s| s.metric == metric)
+        .map_or_else(|| "–".to_string(), |s| charts::human(if peak { s.max } else { s.mean }, &s.unit))
+}
+
+/// The nodes a tenant's job shared without a record of its GPUs there: each node's GPUs as one row, the
+/// mean of their means and the highest peak, other tenants' GPUs included (the charts draw their band).
+#[component]
+fn SharedNodeTable(bands: Vec<wire::SharedNodeBand>) -> impl IntoView {
+    if bands.is_empty() {
+        return ().into_any();
+    }
+    let rows = bands
+        .iter()
+        .map(|band| {
+            let cell = |metric: &str, peak: bool| summary_cell(&band.summary, metric, peak);
+            view! {
+                <tr data-testid="report-shared-node" data-node=band.node.clone()>
+                    <td>{band.node.clone()}</td>
+                    <td>{band.gpus}</td>
+                    <td>{cell("gpu_util", false)}</td>
+                    <td>{cell("tensor_active", false)}</td>
+                    <td>{cell("sm_active", false)}</td>
+                    <td>{cell("fb_used", true)}</td>
+                    <td>{cell("power", false)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <details class="report-table" data-testid="report-shared-nodes" open=bands.len() <= OPEN_ROWS>
+            <summary>{format!(
+                "Shared nodes ({}): the job held some of their GPUs, and no record says which, so each row is all of a node's GPUs, other tenants' too",
+                bands.len()
+            )}</summary>
+            <table class="compact">
+                <thead><tr>
+                    <th scope="col">"Node"</th><th scope="col">"GPUs"</th><th scope="col">"Utilisation (mean)"</th>
+                    <th scope="col">"Tensor cores (mean)"</th><th scope="col">"SMs busy (mean)"</th>
+                    <th scope="col">"Memory (highest peak)"</th><th scope="col">"Power (mean per GPU)"</th>
                 </tr></thead>
                 <tbody>{rows}</tbody>
             </table>

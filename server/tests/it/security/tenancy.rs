@@ -337,8 +337,16 @@ async fn a_shared_nodes_gpus_reach_a_tenant_only_as_a_band_live_and_archived() {
     let (archived, body) = json_as::<JobReport>(&app, "alice", &path).await;
     assert_eq!(archived.source, ReportSource::Archived);
     assert_banded(&archived, &body, &node);
-    let page = app.get_as("alice", &format!("/jobs/{job_id}?cluster=lab")).await.text().await.expect("page");
+    let page_path = format!("/jobs/{job_id}?cluster=lab");
+    let page = app.get_as("alice", &page_path).await.text().await.expect("page");
     assert!(!page.contains("sec-tenancy-secret"), "the job page neither");
+    // The page draws what the verdict says: the node's GPUs as one row and one band per metric.
+    let row = format!(r#"data-testid="report-shared-node" data-node="{node}""#);
+    assert!(page.contains(&row) && page.contains(r#"data-chart="shared""#), "alice's page draws the band");
+    assert!(!page.contains(r#"data-testid="report-gpu""#), "and no GPU of the node by itself");
+    let staff_page = app.get_as("root", &page_path).await.text().await.expect("page");
+    assert!(!staff_page.contains(&row) && !staff_page.contains(r#"data-chart="shared""#), "staff see the GPUs");
+    assert_eq!(staff_page.matches(r#"data-testid="report-gpu""#).count(), 4);
 
     let deleted = reqwest::Client::new()
         .post(format!("{vm_url}/api/v1/admin/tsdb/delete_series"))
