@@ -67,7 +67,15 @@ pub fn render(report: &JobReport) -> String {
         report.metrics.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default()
     );
     let totals = &report.totals;
-    let _ = writeln!(out, "\nTotals: {:.2} GPU-hours, {:.2} idle", totals.gpu_hours, totals.idle_gpu_hours);
+    let _ = write!(out, "\nTotals: {:.2} GPU-hours, {:.2} idle", totals.gpu_hours, totals.idle_gpu_hours);
+    if totals.unattributed_gpu_hours > 0.0 {
+        let _ = write!(
+            out,
+            " ({:.2} GPU-hours on shared nodes where no record says which GPUs were the job's: not measured)",
+            totals.unattributed_gpu_hours
+        );
+    }
+    let _ = writeln!(out);
     if let Some(kwh) = totals.energy_kwh {
         let _ = writeln!(out, "        energy {kwh:.3} kWh");
     }

@@ -246,7 +246,13 @@ pub struct NodeNetworkReport {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReportTotals {
     pub gpu_hours: f64,
+    /// The hours the GPUs known to be the job's were idle. This and every figure below is about those
+    /// GPUs only.
     pub idle_gpu_hours: f64,
+    /// Of `gpu_hours`, those on shared nodes where no record says which GPUs were the job's: the
+    /// figures below leave them out (the node's GPUs, other tenants' too, are no measure of the job's).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unattributed_gpu_hours: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_kwh: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,4 +285,9 @@ pub struct Verdict {
     /// What the job's owner can do about it, where something can be done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_step: Option<String>,
+}
+
+/// Whether a count of hours is zero (left out of the JSON then).
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }

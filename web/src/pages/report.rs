@@ -31,10 +31,31 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
     // Where VictoriaMetrics answered, a missing exporter is said; where it did not, the status says so.
     let metrics_ok = report.metrics.status == wire::MetricsState::Ok;
     let totals = &report.totals;
-    let mut total_text = vec![
-        format!("{} GPU hours", gpu_hours(totals.gpu_hours, totals.gpu_hours)),
-        format!("{} idle", gpu_hours(totals.idle_gpu_hours, totals.gpu_hours)),
-    ];
+    let hours = |value: f64| gpu_hours(value, totals.gpu_hours);
+    let mut total_text = vec![format!("{} GPU hours", hours(totals.gpu_hours))];
+    // On a shared node without a record of its GPUs, the job's share of the node is not measured: the
+    // figures that follow are about the GPUs known to be its own.
+    let known = totals.gpu_hours - totals.unattributed_gpu_hours;
+    let shared: std::collections::BTreeSet<&str> = (report.gpus.iter().filter(|gpu| gpu.uncertain))
+        .map(|gpu| gpu.node.as_str())
+        .chain(report.shared_node_bands.iter().map(|band| band.node.as_str()))
+        .collect();
+    let unplaced = match shared.len() {
+        1 => "no record says which of the shared node's GPUs were the job's (all of them are shown below)".to_string(),
+        nodes => format!("no record says which of the {nodes} shared nodes' GPUs were the job's (all are shown below)"),
+    };
+    if totals.unattributed_gpu_hours <= 0.0 {
+        total_text.push(format!("{} idle", hours(totals.idle_gpu_hours)));
+    } else if known <= totals.gpu_hours * 1e-9 {
+        total_text.push(format!("not measured: {unplaced}"));
+    } else {
+        total_text.push(format!(
+            "{} idle of the {} on GPUs known to be the job's; {} not measured: {unplaced}",
+            hours(totals.idle_gpu_hours),
+            hours(known),
+            hours(totals.unattributed_gpu_hours)
+        ));
+    }
     if let Some(util) = totals.mean_gpu_util {
         total_text.push(format!("mean GPU utilisation {util:.0}%"));
     }

@@ -78,24 +78,11 @@ impl Reporter {
                     Some(wire::MetricSeries { metric: spec.key.clone(), unit: spec.unit.clone(), points })
                 })
                 .collect();
-            if let Some(share) = entry.and_then(|entry| entry.idle_share) {
-                idle_hours += share * hours;
-            }
-            if let Some(energy) = entry.and_then(|entry| entry.energy_mj) {
-                energy_mj += energy;
-                energy_known = true;
-            }
             let fb_used = summary_of("fb_used");
             let gpu_capacity = entry.and_then(|entry| {
                 let used_last = entry.timelines.get("fb_used").and_then(|t| t.last()).map(|&(_, v)| v)?;
                 Some(used_last + entry.fb_free?)
             });
-            if let Some(used) = fb_used {
-                peak_memory = Some(peak_memory.map_or(used.max, |peak: f64| peak.max(used.max)));
-            }
-            if let Some(gpu_capacity) = gpu_capacity {
-                capacity = Some(capacity.map_or(gpu_capacity, |c: f64| c.max(gpu_capacity)));
-            }
             let xid_events: Vec<wire::XidEvent> = entry
                 .map(|entry| {
                     entry
@@ -109,14 +96,6 @@ impl Reporter {
                         .collect()
                 })
                 .unwrap_or_default();
-            facts.push(GpuFacts {
-                gpu: gpu.clone(),
-                gpu_util: summary_of("gpu_util"),
-                tensor_active: summary_of("tensor_active"),
-                fb_used,
-                fb_capacity_mib: gpu_capacity,
-                xid: entry.map(|entry| entry.xid.iter().map(|(at, xid, _)| (*at, *xid)).collect()).unwrap_or_default(),
-            });
             report.gpus.push(wire::GpuReport {
                 node: gpu.node.clone(),
                 gpu: gpu.index,
@@ -126,6 +105,32 @@ impl Reporter {
                 summary,
                 series,
                 xid_events,
+            });
+            // A GPU that may be another job's is listed, never counted: the totals and the GPU findings
+            // are about the GPUs known to be the job's.
+            if *uncertain {
+                continue;
+            }
+            if let Some(share) = entry.and_then(|entry| entry.idle_share) {
+                idle_hours += share * hours;
+            }
+            if let Some(energy) = entry.and_then(|entry| entry.energy_mj) {
+                energy_mj += energy;
+                energy_known = true;
+            }
+            if let Some(used) = fb_used {
+                peak_memory = Some(peak_memory.map_or(used.max, |peak: f64| peak.max(used.max)));
+            }
+            if let Some(gpu_capacity) = gpu_capacity {
+                capacity = Some(capacity.map_or(gpu_capacity, |c: f64| c.max(gpu_capacity)));
+            }
+            facts.push(GpuFacts {
+                gpu: gpu.clone(),
+                gpu_util: summary_of("gpu_util"),
+                tensor_active: summary_of("tensor_active"),
+                fb_used,
+                fb_capacity_mib: gpu_capacity,
+                xid: entry.map(|entry| entry.xid.iter().map(|(at, xid, _)| (*at, *xid)).collect()).unwrap_or_default(),
             });
         }
         // RDMA first, then the node beside its GPUs; a signal whose exporter is not scraped is absent.
@@ -176,9 +181,13 @@ impl Reporter {
             (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
         };
         let job_gpus = report.job.alloc_gpus as f64;
+        // The job's GPUs that no record places: those on its shared nodes (of which every GPU is listed).
+        let unattributed =
+            if attributed.iter().any(|a| a.uncertain) { (job_gpus - facts.len() as f64).max(0.0) } else { 0.0 };
         report.totals = wire::ReportTotals {
             gpu_hours: job_gpus * hours,
             idle_gpu_hours: idle_hours,
+            unattributed_gpu_hours: unattributed * hours,
             energy_kwh: energy_known.then(|| energy_mj / 3.6e9),
             peak_memory_mib: peak_memory,
             memory_capacity_mib: capacity,
@@ -189,7 +198,11 @@ impl Reporter {
         };
         let job_nodes: Vec<(&str, &NodeData)> =
             record.nodes.hosts().iter().filter_map(|node| Some((node.as_str(), network.get(node)?))).collect();
-        let gpu_util = attributed.iter().filter_map(|a| data.get(&a.gpu)?.timelines.get("gpu_util")).map(Vec::as_slice);
+        let gpu_util = attributed
+            .iter()
+            .filter(|a| !a.uncertain)
+            .filter_map(|a| data.get(&a.gpu)?.timelines.get("gpu_util"))
+            .map(Vec::as_slice);
         let node_facts = node_facts(report, &job_nodes, gpu_util, lustre_read, whole_nodes);
         report.totals.node_power_w = node_facts.node_power_w;
         report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
@@ -199,9 +212,9 @@ impl Reporter {
             report.verdicts.push(wire::Verdict {
                 kind: "attribution_uncertain".into(),
                 severity: wire::Severity::Info,
-                message:
-                    "the job shared a node and no GPU record exists: every GPU of the node is shown, marked uncertain"
-                        .into(),
+                message: "the job shared a node and no GPU record exists: every GPU of the node is shown, marked \
+                     uncertain, and none counts in the job's figures or findings"
+                    .into(),
                 evidence: attributed
                     .iter()
                     .filter(|a| a.uncertain)
@@ -310,7 +323,10 @@ pub(super) fn node_facts<'a>(
         mean_by_step(nodes.iter().filter_map(|(_, entry)| entry.timelines.get("cpu_iowait").map(Vec::as_slice)));
     let totals = &report.totals;
     NodeFacts {
-        gpu_idle_share: (totals.gpu_hours > 0.0).then(|| totals.idle_gpu_hours / totals.gpu_hours),
+        gpu_idle_share: {
+            let known = totals.gpu_hours - totals.unattributed_gpu_hours;
+            (known > 0.0).then(|| totals.idle_gpu_hours / known)
+        },
         gpu_power_w: sum(gpu_power),
         node_power_w: sum(over_nodes("node_power")),
         whole_nodes,
@@ -505,7 +521,9 @@ mod tests {
     use super::super::fixtures::{END, START, at, failed_job, gathered, reporter};
     use super::super::{ending_of, unassembled, wire_map};
     use super::*;
+    use crate::domain::report::AttributionRule;
     use crate::domain::tres::{TresCatalog, TresId, TresKind};
+    use crate::domain::verdicts::GPU_VERDICT_KINDS;
 
     fn catalog() -> TresCatalog {
         let kind = |id, kind: &str, name: &str| TresKind { id: TresId(id), kind: kind.into(), name: name.into() };
@@ -558,6 +576,44 @@ mod tests {
             "{:?}",
             report.verdicts
         );
+    }
+
+    #[test]
+    fn a_shared_nodes_gpus_are_listed_and_not_counted() {
+        // gpu002 shared with other jobs, no record of which of its GPUs were the job's: all 8 listed.
+        let mut gathered = gathered();
+        for attributed in gathered.attributed.iter_mut().filter(|attributed| attributed.gpu.node == "gpu002") {
+            (attributed.rule, attributed.uncertain) = (AttributionRule::NodeOnly, true);
+        }
+        let mut report = empty_report();
+        reporter().fill(&mut report, &failed_job(), gathered, at(END), 120);
+        let totals = &report.totals;
+        assert_eq!(report.gpus.len(), 16, "every GPU of the shared node is listed");
+        assert!((totals.gpu_hours - 16.0).abs() < 1e-9);
+        assert!((totals.unattributed_gpu_hours - 8.0).abs() < 1e-9, "gpu002's 8 GPU hours are not placed");
+        assert!((totals.idle_gpu_hours - 1.0).abs() < 1e-9, "only gpu001's idle GPU 0 counts: {totals:?}");
+        assert_eq!(totals.mean_gpu_util, Some(35.0));
+        assert!(totals.energy_kwh.is_some_and(|kwh| (kwh - 2.4).abs() < 1e-9), "8 × 300 W × 1 h");
+        let idle = report.verdicts.iter().find(|verdict| verdict.kind == "idle_gpus").expect("gpu001 GPU 0 idled");
+        assert!(idle.message.starts_with("1 of 8 GPUs"), "{idle:?}");
+        assert!(idle.evidence.iter().all(|line| !line.contains("gpu002")), "{idle:?}");
+        let uncertain = report.verdicts.iter().find(|verdict| verdict.kind == "attribution_uncertain");
+        assert!(uncertain.is_some_and(|v| v.evidence.len() == 8 && v.message.contains("none counts")), "{uncertain:?}");
+
+        // Nothing known of the job's GPUs at all: no mean, no energy, no GPU finding but the uncertainty.
+        let mut gathered = super::super::fixtures::gathered();
+        gathered
+            .attributed
+            .iter_mut()
+            .for_each(|attributed| (attributed.rule, attributed.uncertain) = (AttributionRule::NodeOnly, true));
+        let mut report = empty_report();
+        reporter().fill(&mut report, &failed_job(), gathered, at(END), 120);
+        let totals = &report.totals;
+        assert!((totals.unattributed_gpu_hours - totals.gpu_hours).abs() < 1e-9 && totals.idle_gpu_hours == 0.0);
+        assert_eq!((totals.mean_gpu_util, totals.energy_kwh, totals.peak_memory_mib), (None, None, None));
+        let kinds: Vec<&str> = report.verdicts.iter().map(|verdict| verdict.kind.as_str()).collect();
+        assert!(kinds.iter().all(|kind| !GPU_VERDICT_KINDS.contains(kind)), "{kinds:?}");
+        assert!(kinds.contains(&"attribution_uncertain"), "{kinds:?}");
     }
 
     fn gpu(node: &str, index: u16, xids: &[(i64, u32)]) -> wire::GpuReport {

@@ -32,7 +32,8 @@ pub fn for_tenant(mut report: wire::JobReport) -> wire::JobReport {
     });
     for verdict in report.verdicts.iter_mut().filter(|verdict| verdict.kind == "attribution_uncertain") {
         verdict.message = "the job shared a node and no GPU record exists: that node's GPUs, other tenants' too, \
-                           are shown as one band (lowest, mean and highest across them)"
+                           are shown as one band (lowest, mean and highest across them), and none counts in the \
+                           job's figures or findings"
             .into();
         verdict.evidence =
             by_node.iter().map(|(node, gpus)| format!("{node}: a band across its {} GPUs", gpus.len())).collect();

@@ -257,6 +257,11 @@ fn assert_banded(report: &JobReport, body: &str, node: &str) {
     let util = band.spread.iter().find(|spread| spread.metric == "gpu_util").expect("a gpu_util band");
     assert!(util.count == 4 && !util.points.is_empty(), "{util:?}");
     assert!(band.summary.iter().any(|summary| summary.metric == "gpu_util"), "{:?}", band.summary);
+    // No GPU of the node counts as the job's: its GPU hours are not placed, and no mean or idle share of
+    // other tenants' GPUs is given as the job's.
+    let totals = &report.totals;
+    assert!((totals.unattributed_gpu_hours - totals.gpu_hours).abs() < 1e-9, "{totals:?}");
+    assert_eq!((totals.idle_gpu_hours, totals.mean_gpu_util, totals.energy_kwh), (0.0, None, None), "{totals:?}");
     assert!(!body.contains("sec-tenancy-secret"), "no XID message of the node's GPUs: {body:.2000}");
     assert!(!body.contains("GPU-sec-tenancy"), "no GPU's UUID: {body:.2000}");
     // Issue #19: the charts' links carry the job's own node's queries, never another node's.
@@ -344,6 +349,10 @@ async fn a_shared_nodes_gpus_reach_a_tenant_only_as_a_band_live_and_archived() {
     let row = format!(r#"data-testid="report-shared-node" data-node="{node}""#);
     assert!(page.contains(&row) && page.contains(r#"data-chart="shared""#), "alice's page draws the band");
     assert!(!page.contains(r#"data-testid="report-gpu""#), "and no GPU of the node by itself");
+    assert!(
+        page.contains("not measured: no record says which of the shared node's GPUs were the job's"),
+        "its totals say so"
+    );
     let staff_page = app.get_as("root", &page_path).await.text().await.expect("page");
     assert!(!staff_page.contains(&row) && !staff_page.contains(r#"data-chart="shared""#), "staff see the GPUs");
     assert_eq!(staff_page.matches(r#"data-testid="report-gpu""#).count(), 4);
