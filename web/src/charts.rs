@@ -550,7 +550,7 @@ pub fn for_report(report: &wire::JobReport, view: impl Into<ChartView>) -> Vec<C
             &[metric.as_str()],
         ));
     }
-    for (metric, unit, count, points) in shared_node_spreads(&report.shared_node_bands) {
+    for wire::SpreadSeries { metric, unit, count, points } in shared_node_spreads(&report.shared_node_bands) {
         let Some(span) = Span::of(report, view) else { break };
         let place = match report.shared_node_bands.as_slice() {
             [band] => format!("on the shared node {}, all its GPUs", band.node),
@@ -560,7 +560,7 @@ pub fn for_report(report: &wire::JobReport, view: impl Into<ChartView>) -> Vec<C
         charts.extend(chart(
             "shared",
             format!("{} ({unit}) {place}", metric.replace('_', " ")),
-            spread_timeline(&span, &metric, &unit, count, &points, &caption),
+            spread_timeline(&span, &metric, &unit, count as usize, &points, &caption),
             &[metric.as_str()],
         ));
     }
@@ -591,37 +591,28 @@ pub fn for_report(report: &wire::JobReport, view: impl Into<ChartView>) -> Vec<C
 }
 
 /// Per metric, the spread across every GPU of the nodes a tenant's job shared (one band for all the
-/// nodes): lowest of the lows, mean weighted by each node's GPUs, highest of the highs. In the order the
-/// metrics first appear; with the unit and the number of GPUs.
-fn shared_node_spreads(bands: &[wire::SharedNodeBand]) -> Vec<(String, String, usize, Vec<(i64, f64, f64, f64)>)> {
-    let mut merged: Vec<(String, String, usize, BTreeMap<i64, (f64, f64, f64, f64)>)> = Vec::new();
+/// nodes): lowest of the lows, mean weighted by each node's GPUs, highest of the highs; in the order the
+/// metrics first appear, `count` the GPUs of all the nodes.
+fn shared_node_spreads(bands: &[wire::SharedNodeBand]) -> Vec<wire::SpreadSeries> {
+    let mut merged: Vec<wire::SpreadSeries> = Vec::new();
     for spread in bands.iter().flat_map(|band| &band.spread) {
-        let at = match merged.iter().position(|(metric, ..)| *metric == spread.metric) {
-            Some(at) => at,
-            None => {
-                merged.push((spread.metric.clone(), spread.unit.clone(), 0, BTreeMap::new()));
-                merged.len() - 1
-            }
+        let Some(known) = merged.iter_mut().find(|known| known.metric == spread.metric) else {
+            merged.push(spread.clone());
+            continue;
         };
-        let (_, _, count, by_time) = &mut merged[at];
-        *count += spread.count as usize;
-        let weight = f64::from(spread.count.max(1));
-        for &(time, low, mean, high) in &spread.points {
-            let entry = by_time.entry(time).or_insert((f64::MAX, 0.0, 0.0, f64::MIN));
-            entry.0 = entry.0.min(low);
-            entry.1 += mean * weight;
-            entry.2 += weight;
-            entry.3 = entry.3.max(high);
+        let mut by_time: BTreeMap<i64, (f64, f64, f64, f64)> = BTreeMap::new();
+        for (part, count) in [(&known.points, known.count), (&spread.points, spread.count)] {
+            let weight = f64::from(count.max(1));
+            for &(at, low, mean, high) in part {
+                let entry = by_time.entry(at).or_insert((f64::MAX, 0.0, 0.0, f64::MIN));
+                *entry = (entry.0.min(low), entry.1 + mean * weight, entry.2 + weight, entry.3.max(high));
+            }
         }
+        known.points =
+            by_time.into_iter().map(|(at, (low, sum, weight, high))| (at, low, sum / weight, high)).collect();
+        known.count += spread.count;
     }
     merged
-        .into_iter()
-        .map(|(metric, unit, count, by_time)| {
-            let points =
-                by_time.into_iter().map(|(at, (low, sum, weight, high))| (at, low, sum / weight, high)).collect();
-            (metric, unit, count, points)
-        })
-        .collect()
 }
 
 /// Height of a timeline's plot area.
