@@ -14,15 +14,20 @@ use serde::{Deserialize, Serialize};
 use crate::domain::cluster::ClusterName;
 use crate::domain::series::SeriesCatalog;
 
+mod addresses;
 mod notify;
+pub use addresses::{ListenAddress, ProxyNet};
 pub use notify::{NotifyConfig, WebhookConfig};
 
 /// The whole configuration of one slurmlens server. Holds nothing two replicas could disagree on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Address the HTTP server binds.
-    pub listen: SocketAddr,
+    /// Where the HTTP server listens: `host:port`, or `unix:/path` for a Unix socket the site's proxy
+    /// connects to (its file mode 0660: the proxy's user must share slurmlens's group). On the socket
+    /// the proxy's identity headers are believed without `trusted_proxies`: who may connect is decided
+    /// by the file's permissions, not by an address another local user could also send from.
+    pub listen: ListenAddress,
     /// Base URL users reach the server at (printed in links).
     pub public_url: String,
     /// Slurm clusters served; the first is the default for requests that name none.
@@ -482,39 +487,6 @@ impl Default for TokenConfig {
     }
 }
 
-/// A trusted proxy: one address or a network, as written in the configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ProxyNet(pub ipnet::IpNet);
-
-impl TryFrom<String> for ProxyNet {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        let text = text.trim();
-        let net = match text.parse::<ipnet::IpNet>() {
-            Ok(net) => net,
-            Err(_) => text
-                .parse::<std::net::IpAddr>()
-                .map(ipnet::IpNet::from)
-                .map_err(|_| format!("`{text}` is neither an address nor a network like 10.0.0.0/8"))?,
-        };
-        Ok(Self(net))
-    }
-}
-
-impl From<ProxyNet> for String {
-    fn from(net: ProxyNet) -> String {
-        net.0.to_string()
-    }
-}
-
-impl ProxyNet {
-    pub fn contains(&self, address: std::net::IpAddr) -> bool {
-        self.0.contains(&address.to_canonical())
-    }
-}
-
 /// `scheme://user:password@host…` with the password replaced by `***`; other text as it is.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
@@ -546,10 +518,12 @@ fn nets_or_comma_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Re
 
 impl AccessConfig {
     /// What serde cannot say: settings that contradict each other or that nothing can honour.
-    fn validate(&self) -> Result<(), String> {
-        if self.user_header.is_some() && self.trusted_proxies.is_empty() {
+    /// `on_socket`: the server listens on a Unix socket, whose peers are believed without an address.
+    fn validate(&self, on_socket: bool) -> Result<(), String> {
+        if self.user_header.is_some() && self.trusted_proxies.is_empty() && !on_socket {
             return Err("[access] user_header is set but trusted_proxies is empty: name the proxy's address \
-                (e.g. trusted_proxies = [\"127.0.0.1\"] when it runs on this host and nobody else does)"
+                (e.g. trusted_proxies = [\"127.0.0.1\"] when it runs on this host and nobody else does), \
+                or listen on a Unix socket (listen = \"unix:/run/slurmlens/http.sock\")"
                 .into());
         }
         match (&self.proxy_secret_header, &self.proxy_secret) {
@@ -601,7 +575,7 @@ pub enum AnonymousAccess {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            listen: ListenAddress::Tcp(SocketAddr::from(([127, 0, 0, 1], 8080))),
             public_url: "http://127.0.0.1:8080".into(),
             clusters: vec![ClusterName::default_lab()],
             slurmdbd: SlurmDbdConfig {
@@ -659,7 +633,8 @@ impl Config {
             .split(".");
         figment = figment.merge(env);
         let config: Self = figment.extract().map_err(Box::new)?;
-        config.access.validate().map_err(|message| Box::new(figment::Error::from(message)))?;
+        let on_socket = matches!(config.listen, ListenAddress::Unix(_));
+        config.access.validate(on_socket).map_err(|message| Box::new(figment::Error::from(message)))?;
         if config.telemetry.token.as_ref().is_some_and(|token| token.0.trim().len() < 16) {
             return Err(Box::new(figment::Error::from("[telemetry] token must be at least 16 characters".to_string())));
         }

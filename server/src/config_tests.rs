@@ -73,6 +73,32 @@ fn trusted_proxies_are_addresses_or_networks_and_nothing_else() {
 
 #[test]
 #[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
+fn the_listener_is_a_tcp_address_or_an_absolute_socket_path() {
+    figment::Jail::expect_with(|jail| {
+        let listen = |jail: &mut figment::Jail, text: &str| {
+            jail.set_env("SLURMLENS_LISTEN", text);
+            Config::load(None).map(|config| config.listen).map_err(|error| error.to_string())
+        };
+        assert_eq!(listen(jail, "0.0.0.0:8080")?, ListenAddress::Tcp(([0, 0, 0, 0], 8080).into()));
+        assert_eq!(
+            listen(jail, "unix:/run/slurmlens/http.sock")?,
+            ListenAddress::Unix("/run/slurmlens/http.sock".into())
+        );
+        assert_eq!(ListenAddress::Unix("/run/x.sock".into()).to_string(), "unix:/run/x.sock");
+        for refused in ["unix:run/http.sock", "localhost", "8080", ""] {
+            let error = listen(jail, refused).expect_err(refused);
+            assert!(error.to_lowercase().contains("listen"), "{refused}: {error}");
+        }
+        // On the socket the proxy needs no address: its file's mode decides who may connect.
+        jail.set_env("SLURMLENS_ACCESS__USER_HEADER", "X-Remote-User");
+        assert!(listen(jail, "127.0.0.1:8080").is_err(), "over TCP a user header needs trusted_proxies");
+        listen(jail, "unix:/run/slurmlens/http.sock")?;
+        Ok(())
+    });
+}
+
+#[test]
+#[expect(clippy::result_large_err, reason = "figment's Jail fixes the closure's error type")]
 fn nothing_is_trusted_by_default_and_contradictions_fail_at_load() {
     figment::Jail::expect_with(|jail| {
         assert!(Config::load(None).map_err(|e| e.to_string())?.access.trusted_proxies.is_empty());

@@ -13,8 +13,9 @@ use crate::app::gpus::ReadingSettings;
 use crate::app::report::{Archiver, ArchiverSettings, LinkSettings, ReportSettings, Reporter, vmui_beside};
 use crate::app::signals::Signals;
 use crate::app::usage::UsageSettings;
-use crate::config::Config;
+use crate::config::{Config, ListenAddress};
 use crate::http::ingest::IngestSecrets;
+use crate::http::peer::Peer;
 use crate::http::{HttpState, router};
 use crate::sources::slurmdbd::{SlurmDbd, SlurmDbdOptions};
 use crate::sources::victoriametrics::VictoriaMetrics;
@@ -161,9 +162,121 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Binds `config.listen` (port 0 picks a free port) and returns the listener with its real address.
-pub async fn bind(config: &Config) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))
+/// Binds `config.listen`: a TCP address (port 0 picks a free port), or a Unix socket.
+pub async fn bind(config: &Config) -> anyhow::Result<Listener> {
+    match &config.listen {
+        ListenAddress::Tcp(address) => {
+            Ok(Listener::Tcp(TcpListener::bind(address).await.with_context(|| format!("binding {address}"))?))
+        }
+        ListenAddress::Unix(path) => Ok(Listener::Unix(UnixSocket::bind(path)?)),
+    }
+}
+
+/// Where the server accepts connections.
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixSocket),
+}
+
+impl From<TcpListener> for Listener {
+    fn from(listener: TcpListener) -> Self {
+        Self::Tcp(listener)
+    }
+}
+
+impl Listener {
+    /// The bound TCP address (`None` on a socket).
+    pub fn tcp_address(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Tcp(listener) => listener.local_addr().ok(),
+            Self::Unix(_) => None,
+        }
+    }
+
+    /// Where a client reaches it: `http://host:port/` or `unix:/path`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Tcp(listener) => {
+                listener.local_addr().map_or_else(|_| "?".into(), |address| format!("http://{address}/"))
+            }
+            Self::Unix(socket) => format!("unix:{}", socket.path.display()),
+        }
+    }
+
+    async fn accept(&self) -> std::io::Result<(Accepted, Peer)> {
+        match self {
+            Self::Tcp(listener) => {
+                listener.accept().await.map(|(socket, peer)| (Accepted::Tcp(socket), Peer::Tcp(peer)))
+            }
+            Self::Unix(socket) => {
+                socket.listener.accept().await.map(|(socket, _)| (Accepted::Unix(socket), Peer::UnixSocket))
+            }
+        }
+    }
+}
+
+/// A Unix socket the server listens on, removed when it stops.
+pub struct UnixSocket {
+    listener: tokio::net::UnixListener,
+    path: std::path::PathBuf,
+}
+
+impl UnixSocket {
+    /// Binds `path` with mode 0660: the proxy's user must be the server's or share its group. A socket
+    /// left by an earlier run is replaced; one a live server answers on, or any other file, is not.
+    fn bind(path: &std::path::Path) -> anyhow::Result<Self> {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        match std::fs::symlink_metadata(path) {
+            Ok(found) if !found.file_type().is_socket() => {
+                anyhow::bail!("{} exists and is not a socket: not replaced", path.display())
+            }
+            Ok(_) if std::os::unix::net::UnixStream::connect(path).is_ok() => {
+                anyhow::bail!("another server listens on {}", path.display())
+            }
+            Ok(_) => {
+                std::fs::remove_file(path).with_context(|| format!("removing the old socket {}", path.display()))?
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+        }
+        let listener = tokio::net::UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+            .with_context(|| format!("setting {}'s mode", path.display()))?;
+        Ok(Self { listener, path: path.to_path_buf() })
+    }
+}
+
+impl Drop for UnixSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// An accepted connection, before it is served.
+enum Accepted {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+/// What hyper serves a connection over, TCP or Unix.
+trait Connection: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Connection for T {}
+
+impl Accepted {
+    /// Writes what the socket's buffer takes now, never waiting (the refusal of a connection too many).
+    fn try_write(&self, bytes: &[u8]) {
+        let _ = match self {
+            Self::Tcp(socket) => socket.try_write(bytes),
+            Self::Unix(socket) => socket.try_write(bytes),
+        };
+    }
+
+    fn boxed(self) -> Box<dyn Connection> {
+        match self {
+            Self::Tcp(socket) => Box::new(socket),
+            Self::Unix(socket) => Box::new(socket),
+        }
+    }
 }
 
 /// Logs every panic as one error event, in the span it happened in (a request's, with its path):
@@ -182,7 +295,7 @@ pub fn log_panics() {
 }
 
 /// Serves the API on `listener` until SIGINT/SIGTERM.
-pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()> {
+pub async fn serve(config: &Config, listener: Listener) -> anyhow::Result<()> {
     log_panics();
     let state = http_state(config)?;
     // Our schema is forward-only and sqlx serialises concurrent runs, so every replica may apply it.
@@ -233,14 +346,14 @@ pub async fn serve(config: &Config, listener: TcpListener) -> anyhow::Result<()>
         let (metrics_router, limits) =
             (crate::http::metrics_router(state.clone()), ConnectionLimits::from_config(config));
         tokio::spawn(async move {
-            if let Err(error) = serve_router(metrics_listener, metrics_router, limits, shutdown_signal()).await {
+            if let Err(error) = serve_router(metrics_listener.into(), metrics_router, limits, shutdown_signal()).await {
                 tracing::error!(%error, "the /metrics listener stopped");
             }
         });
     }
-    let address = listener.local_addr().context("reading the bound address")?;
+    let address = listener.describe();
     tracing::info!(%address, clusters = ?config.clusters, "slurmlens listening");
-    println!("slurmlens serving at http://{address}/ (public URL {})", config.public_url);
+    println!("slurmlens serving at {address} (public URL {})", config.public_url);
     serve_router(listener, router(state), ConnectionLimits::from_config(config), shutdown_signal()).await
 }
 
@@ -283,10 +396,11 @@ impl ConnectionLimits {
 /// timeout): a connection that has not sent a whole request head within `header_read_timeout`, or
 /// that waits idle that long for its next request, is closed. Past `max_connections` open
 /// connections a new one is answered 503 and closed at once, so slow clients cannot take every file
-/// descriptor. Each request carries its peer's address (`ConnectInfo`), which decides whether
-/// identity headers are believed (`trusted_proxies`). The tests serve through this function too.
+/// descriptor. Each request carries its peer (`ConnectInfo<Peer>`), which decides whether identity
+/// headers are believed: a TCP peer in `trusted_proxies`, or any client of the Unix socket (its mode
+/// decides who may connect). The tests serve through this function too.
 pub async fn serve_router(
-    listener: TcpListener,
+    listener: Listener,
     router: axum::Router,
     limits: ConnectionLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -300,7 +414,7 @@ pub async fn serve_router(
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     let builder = Arc::new(builder);
     let busy = busy_response();
-    let mut make_service = router.into_make_service_with_connect_info::<SocketAddr>();
+    let mut make_service = router.into_make_service_with_connect_info::<Peer>();
     tokio::pin!(shutdown);
     loop {
         let (socket, peer) = tokio::select! {
@@ -317,11 +431,11 @@ pub async fn serve_router(
         };
         let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
             // Never blocks: what the socket's buffer takes is sent, the rest is dropped with it.
-            let _ = socket.try_write(busy.as_bytes());
+            socket.try_write(busy.as_bytes());
             tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many open connections");
             continue;
         };
-        let Ok(make) = ServiceExt::<SocketAddr>::ready(&mut make_service).await;
+        let Ok(make) = ServiceExt::<Peer>::ready(&mut make_service).await;
         let Ok(service) = make.call(peer).await;
         let service = service
             .map_request(|request: axum::http::Request<hyper::body::Incoming>| request.map(axum::body::Body::new));
@@ -330,7 +444,7 @@ pub async fn serve_router(
         let mut closing_seen = closing_seen.clone();
         tokio::spawn(async move {
             let _open = permit;
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(socket), hyper_service);
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(socket.boxed()), hyper_service);
             tokio::pin!(connection);
             let closing = async {
                 // (An error means the server is gone: close too.)

@@ -15,7 +15,7 @@
 //! Other bearer secrets (the Slurm plugin's per-cluster ingest secret) pass untouched: they read nothing.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,6 +28,7 @@ use chrono::Utc;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
+use super::peer::Peer;
 use super::{ApiError, HttpState};
 use crate::app::{Identity, Viewer};
 use crate::config::AccessConfig;
@@ -83,7 +84,7 @@ impl TokenLimiter {
 
 /// The middleware: resolves the identity, stamps it, and audits token use.
 pub(crate) async fn identify(State(state): State<HttpState>, mut request: Request, next: Next) -> Response {
-    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0);
+    let peer = request.extensions().get::<ConnectInfo<Peer>>().map(|info| info.0);
     request.extensions_mut().insert(Viewer::Anonymous);
     if let Some(token) = personal_token(request.headers()) {
         return match token {
@@ -92,7 +93,7 @@ pub(crate) async fn identify(State(state): State<HttpState>, mut request: Reques
         };
     }
     let access = state.app.access();
-    let trusted = peer.is_some_and(|peer| access.trusted_proxies.iter().any(|net| net.contains(peer.ip())));
+    let trusted = peer.is_some_and(|peer| peer.is_trusted_proxy(access));
     let identity = match proxy_identity(access, request.headers()) {
         Err(message) if trusted => return ApiError::invalid("headers", message).into_response(),
         Ok(Some(identity)) if trusted && proxy_secret_matches(access, request.headers()) => Some(identity),
@@ -178,13 +179,13 @@ fn rate_limited(message: String, wait: Duration) -> Response {
 
 async fn with_token(
     state: &HttpState,
-    peer: Option<SocketAddr>,
+    peer: Option<Peer>,
     secret: &TokenSecret,
     mut request: Request,
     next: Next,
 ) -> Response {
     let per_minute = state.app.access().tokens.per_minute;
-    if let Some(Err(wait)) = peer.map(|peer| state.token_limiter.check_peer(peer.ip())) {
+    if let Some(Err(wait)) = peer.map(|peer| state.token_limiter.check_peer(peer.rate_key())) {
         let peer_rate = per_minute.saturating_mul(PEER_FACTOR);
         return rate_limited(format!("over {peer_rate} token requests per minute from this address"), wait);
     }
@@ -219,7 +220,7 @@ async fn with_token(
     }
     stamp(&mut request, Identity { user: token.user_name.clone(), groups: Vec::new(), token: Some(token.id) });
     let response = next.run(request).await;
-    let peer = peer.map(|peer| peer.ip().to_string()).unwrap_or_default();
+    let peer = peer.map(|peer| peer.to_string()).unwrap_or_default();
     let used = TokenUse {
         token_id: token.id,
         at: now,

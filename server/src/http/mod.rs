@@ -21,6 +21,7 @@ mod otlp_map;
 mod pages;
 pub use pages::page_html;
 mod params;
+pub mod peer;
 mod script;
 mod shares;
 mod signals;

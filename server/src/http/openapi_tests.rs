@@ -165,9 +165,9 @@ async fn every_documented_operation_is_routed_with_its_parameters() {
             .expect("a request");
         let mut request = request;
         // As if through the trusted proxy on loopback (`oneshot` has no peer address of its own).
-        request
-            .extensions_mut()
-            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from(([127, 0, 0, 1], 40_000))));
+        request.extensions_mut().insert(axum::extract::ConnectInfo(crate::http::peer::Peer::Tcp(
+            std::net::SocketAddr::from(([127, 0, 0, 1], 40_000)),
+        )));
         let response = app.clone().oneshot(request).await.expect("the router answers");
         let status = response.status();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("a body");

@@ -4,8 +4,6 @@
 //! document) and `GET /api/v1/shared/{secret}` (the report's JSON). Making and revoking need the site's
 //! sign-in and a same-origin JSON request, as tokens do.
 
-use std::net::SocketAddr;
-
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -14,6 +12,7 @@ use axum::{Extension, Json};
 use slurmlens_wire as wire;
 
 use super::params::{Params, QueryPairs, pairs};
+use super::peer::Peer;
 use super::tokens::{json_body, same_origin};
 use super::{ApiError, HttpState};
 use crate::app::shares::OpenedShare;
@@ -144,8 +143,8 @@ pub async fn revoke(
     Ok(Json(app.revoke_share(&viewer, id).await?))
 }
 
-fn peer(connected: Option<Extension<ConnectInfo<SocketAddr>>>) -> String {
-    connected.map(|Extension(ConnectInfo(address))| address.ip().to_string()).unwrap_or_default()
+fn peer(connected: Option<Extension<ConnectInfo<Peer>>>) -> String {
+    connected.map(|Extension(ConnectInfo(peer))| peer.to_string()).unwrap_or_default()
 }
 
 /// `GET /api/v1/shared/{secret}`: the shared job's report, for whoever holds the link.
@@ -168,7 +167,7 @@ fn peer(connected: Option<Extension<ConnectInfo<SocketAddr>>>) -> String {
 pub async fn shared_report(
     State(app): State<App>,
     Path(secret): Path<String>,
-    connected: Option<Extension<ConnectInfo<SocketAddr>>>,
+    connected: Option<Extension<ConnectInfo<Peer>>>,
 ) -> Result<Json<wire::JobReport>, ApiError> {
     let opened = app.open_share(&secret, &peer(connected)).await?;
     let viewer = Viewer::Shared(opened.grant.clone());
@@ -180,7 +179,7 @@ pub async fn shared_report(
 pub async fn shared_page(
     State(state): State<HttpState>,
     Path(secret): Path<String>,
-    connected: Option<Extension<ConnectInfo<SocketAddr>>>,
+    connected: Option<Extension<ConnectInfo<Peer>>>,
 ) -> Response {
     let opened = match state.app().open_share(&secret, &peer(connected)).await {
         Ok(opened) => opened,

@@ -381,7 +381,7 @@ async fn the_metrics_listener_serves_metrics_alone() {
     let address = listener.local_addr().expect("an address");
     let router = slurmlens::http::metrics_router(slurmlens::serve::http_state(&config).expect("state"));
     let limits = slurmlens::serve::ConnectionLimits::from_config(&config);
-    tokio::spawn(slurmlens::serve::serve_router(listener, router, limits, std::future::pending()));
+    tokio::spawn(slurmlens::serve::serve_router(listener.into(), router, limits, std::future::pending()));
     let client = reqwest::Client::new();
     let metrics = client.get(format!("http://{address}/metrics")).send().await.expect("a response");
     assert_eq!(metrics.status(), 200);

@@ -185,7 +185,7 @@ pub async fn spawn_app(config: Config) -> TestApp {
 /// Serves `state`, made from `config` (and prepared as a test needs), as [`spawn_app`] does.
 pub async fn spawn_state(config: &Config, state: slurmlens::http::HttpState) -> TestApp {
     let listener = slurmlens::serve::bind(config).await.expect("binding port 0");
-    let address = listener.local_addr().expect("bound address");
+    let address = listener.tcp_address().expect("bound to a TCP address");
     let limits = slurmlens::serve::ConnectionLimits::from_config(config);
     // Served exactly as `slurmlens serve` serves: the same listener, its timeouts and its cap.
     tokio::spawn(async move {

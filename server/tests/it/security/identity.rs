@@ -1,11 +1,12 @@
 //! Who the server believes: nothing by default, a proxy only from where the site says and with its
 //! secret when the site set one, identity headers once each; tokens limited per user and per peer,
-//! made only from JSON, revocable by staff; the configuration printed without its passwords.
+//! made only from JSON, revocable by staff; the configuration printed without its passwords; on a Unix
+//! socket, whoever its mode lets connect is the proxy.
 
 use std::io::Write;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use slurmlens::config::{AnonymousAccess, Config, DatabaseConfig};
+use slurmlens::config::{AnonymousAccess, Config, DatabaseConfig, ListenAddress};
 use slurmlens::store::Store;
 use slurmlens_wire::{CreatedToken, TokenInfo};
 
@@ -83,6 +84,65 @@ async fn identity_headers_sent_twice_are_refused_and_groups_alone_name_nobody() 
     // A groups header the proxy did not strip names nobody without the user header beside it.
     assert_eq!(get_with(&app, STAFF_ONLY, &[("X-Remote-Groups", "hpc-staff")]).await, 401);
     assert_eq!(get_with(&app, STAFF_ONLY, &[("X-Remote-User", "alice"), ("X-Remote-Groups", "hpc-staff")]).await, 200);
+}
+
+/// `path` asked over the Unix socket at `socket` (curl: reqwest speaks TCP only), with `headers`: the
+/// status.
+fn get_on_socket(socket: &std::path::Path, path: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "20", "--unix-socket"]).arg(socket);
+    for (name, value) in headers {
+        curl.arg("-H").arg(format!("{name}: {value}"));
+    }
+    let out = curl.arg(format!("http://slurmlens{path}")).output().expect("curl runs");
+    String::from_utf8_lossy(&out.stdout).parse().unwrap_or_else(|_| panic!("no status: {out:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_unix_socket_the_proxy_is_whoever_its_mode_lets_connect() {
+    use std::os::unix::fs::PermissionsExt;
+    let socket = std::env::temp_dir().join(format!("slurmlens-identity-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    // No trusted proxy: over TCP the headers would be dropped.
+    let mut config = test_config(AnonymousAccess::Nobody);
+    config.access.trusted_proxies.clear();
+    config.listen = ListenAddress::Unix(socket.clone());
+    // A socket an earlier run left behind is replaced.
+    drop(std::os::unix::net::UnixListener::bind(&socket).expect("a stale socket"));
+    let listener = slurmlens::serve::bind(&config).await.expect("binding the socket");
+    let mode = std::fs::metadata(&socket).expect("the socket").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660, "the server's user and group only");
+    let another = slurmlens::serve::bind(&config).await.err().map(|error| format!("{error:#}"));
+    assert!(another.is_some_and(|error| error.contains("another server listens")), "a live socket stays");
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = slurmlens::serve::ConnectionLimits::from_config(&config);
+    let router = slurmlens::http::router(slurmlens::serve::http_state(&config).expect("app state"));
+    let server = tokio::spawn(slurmlens::serve::serve_router(listener, router, limits, async {
+        let _ = stopped.await;
+    }));
+    let path = "/api/v1/jobs?cluster=lab&limit=1";
+    let socket_at = socket.clone();
+    let statuses = tokio::task::spawn_blocking(move || {
+        [
+            get_on_socket(&socket_at, path, &[]),
+            get_on_socket(&socket_at, path, &[("X-Remote-User", "alice")]),
+            get_on_socket(&socket_at, path, &[("X-Remote-User", "alice"), ("X-Remote-User", "root")]),
+        ]
+    })
+    .await
+    .expect("curl");
+    assert_eq!(statuses, [401, 200, 400], "anonymous, the proxy's user, a header sent twice");
+
+    let _ = stop.send(());
+    server.await.expect("the server task").expect("the server stops cleanly");
+    assert!(!socket.exists(), "the socket goes with the server");
+    // Anything else at the path is left as it is.
+    std::fs::write(&socket, b"not a socket").expect("a file");
+    let refused = slurmlens::serve::bind(&config).await.err().map(|error| format!("{error:#}"));
+    assert!(refused.is_some_and(|error| error.contains("not a socket")));
+    assert_eq!(std::fs::read(&socket).expect("the file"), b"not a socket");
+    std::fs::remove_file(&socket).expect("cleaning up");
 }
 
 async fn app_with_tokens(name: &str, per_minute: u32, max_live: u32) -> (TestApp, Store) {
