@@ -76,6 +76,21 @@ pub fn attribute(nodes: &[String], gpus_per_node: Option<u64>, evidence: &Attrib
     attributed
 }
 
+/// Whether the job held its nodes whole: on each, it was given every GPU that reports there. A
+/// shared node's GPUs, all listed when no record places the job's (`uncertain`), are not given to it.
+pub fn holds_nodes_whole(
+    nodes: &[String],
+    attributed: &[AttributedGpu],
+    present: &BTreeMap<String, BTreeSet<u16>>,
+) -> bool {
+    !nodes.is_empty()
+        && nodes.iter().all(|node| {
+            let reporting = present.get(node).map_or(0, BTreeSet::len);
+            let given = attributed.iter().filter(|a| &a.gpu.node == node && !a.uncertain).count();
+            reporting > 0 && given >= reporting
+        })
+}
+
 impl AttributionRule {
     /// Whether a viewer who is not staff may see a GPU's own figures under this rule (issue #15, M1):
     /// not when only the node is known (`NodeOnly`), where any GPU listed may be another tenant's;
@@ -213,6 +228,14 @@ mod tests {
         assert_eq!(partial.len(), 4);
         assert!(partial.iter().all(|a| a.rule == AttributionRule::NodeOnly && a.uncertain));
         assert!(attribute(&nodes, Some(0), &evidence).is_empty(), "a CPU-only job has no GPUs");
+
+        // Whole nodes: every reporting GPU given to the job; a shared node's listed GPUs are not.
+        let n3 = ["n3".to_string()];
+        assert!(holds_nodes_whole(&n3, &attribute(&n3, Some(4), &evidence), &evidence.present));
+        let n4 = ["n4".to_string()];
+        assert!(!holds_nodes_whole(&n4, &partial, &evidence.present), "all 4 listed, none given");
+        assert!(!holds_nodes_whole(&nodes, &got, &evidence.present), "n1 and n2 only in part");
+        assert!(!holds_nodes_whole(&n3, &[], &evidence.present), "a CPU-only job holds no GPU node whole");
     }
 
     #[test]

@@ -304,12 +304,7 @@ impl Reporter {
         if data.values().any(|entry| !entry.xid.is_empty()) {
             self.xid_timelines(vm, &nodes, &indices, &tiles, &mut data).await?;
         }
-        // The job held its nodes whole when it was given every GPU that reports on them.
-        let whole_nodes = !nodes.is_empty()
-            && nodes.iter().all(|node| {
-                let present = evidence.present.get(node).map_or(0, BTreeSet::len);
-                present > 0 && attributed.iter().filter(|a| &a.gpu.node == node).count() >= present
-            });
+        let whole_nodes = crate::domain::report::holds_nodes_whole(&nodes, &attributed, &evidence.present);
         let (reads, reads_note) = match reads {
             Reads::Rules(_) => (wire::MetricsReads::RecordingRules, None),
             Reads::Raw(note) => (wire::MetricsReads::Raw, note),
