@@ -249,8 +249,10 @@ fn aligned(report: &wire::JobReport, metric: &str, combine: Combine, start: i64)
         return spread.points.iter().map(|(at, _, mean, _)| (at - start, mean * factor)).collect();
     }
     let mut by_time: BTreeMap<i64, (f64, u32)> = BTreeMap::new();
-    let series = report.gpus.iter().flat_map(|gpu| gpu.series.iter());
-    // A shared node's band holds other tenants' GPUs too: its mean counts in a mean, never in a sum.
+    // A shared node's GPUs (listed for staff where no record places the job's, a band for its user) hold
+    // other tenants' GPUs too: their mean counts in a mean, never in a sum.
+    let series =
+        report.gpus.iter().filter(|gpu| combine == Combine::Mean || !gpu.uncertain).flat_map(|gpu| gpu.series.iter());
     let bands =
         report.shared_node_bands.iter().filter(|_| combine == Combine::Mean).flat_map(|band| band.spread.iter());
     for points in series.filter(|series| series.metric == metric).map(|series| series.points.clone()).chain(
@@ -271,4 +273,36 @@ fn aligned(report: &wire::JobReport, metric: &str, combine: Combine, start: i64)
             (at - start, value)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of GPU power: a whole-node GPU at 300 W, and a shared node's two listed GPUs at 100 and
+    /// 800 W (no record says which was the job's).
+    fn report() -> wire::JobReport {
+        let gpu = |node: &str, index: u16, attribution: &str, watts: f64| {
+            serde_json::json!({
+                "node": node, "gpu": index, "attribution": attribution, "uncertain": attribution == "node_only",
+                "summary": [], "series": [{"metric": "power", "unit": "W", "points": [[1060, watts]]}], "xid_events": []
+            })
+        };
+        let catalog = crate::domain::tres::TresCatalog::new([]);
+        let job = crate::app::wire_map::job(&crate::app::report::fixtures::failed_job(), &catalog, "lab", 0);
+        serde_json::from_value(serde_json::json!({
+            "job": job, "source": "final", "generated_at": "2026-11-29T12:00:00Z",
+            "metrics": {"status": "ok", "step_s": 60},
+            "gpus": [gpu("n1", 0, "whole_node", 300.0), gpu("n2", 0, "node_only", 100.0), gpu("n2", 1, "node_only", 800.0)],
+            "nodes": [], "totals": {"gpu_hours": 2.0, "idle_gpu_hours": 0.0}, "verdicts": []
+        }))
+        .expect("a report")
+    }
+
+    #[test]
+    fn a_shared_nodes_listed_gpus_count_in_a_mean_and_never_in_a_sum() {
+        let report = report();
+        assert_eq!(aligned(&report, "power", Combine::Sum, 1000), [(60, 300.0)], "the job's known GPU alone");
+        assert_eq!(aligned(&report, "power", Combine::Mean, 1000), [(60, 400.0)], "(300 + 100 + 800) / 3");
+    }
 }
