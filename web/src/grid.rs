@@ -228,7 +228,7 @@ pub struct GridJob {
     pub end: Option<i64>,
     pub alloc_gpus: u64,
     pub node_list: String,
-    /// The job's [`crate::palette::EFFICIENCY`] class (0: no report yet, as for running jobs).
+    /// The job's [`crate::palette::EFFICIENCY`] class (0: not measured yet, as for running jobs).
     #[serde(default)]
     pub efficiency: u8,
 }

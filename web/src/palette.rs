@@ -63,9 +63,10 @@ pub enum ColourBy {
 }
 
 /// Efficiency classes, from a job's mean GPU utilisation and tensor-pipe activity, with a sequential
-/// (viridis) colour each. "GPU util 100 %" with little tensor work is busy, not efficient.
+/// (viridis) colour each. "GPU util 100 %" with little tensor work is busy, not efficient. "Not
+/// measured": no report yet, no samples, or only a shared node's GPUs, none of them placed as the job's.
 pub const EFFICIENCY: [(&str, &str); 6] = [
-    ("no report", OTHER),
+    ("not measured", OTHER),
     ("idle: GPU util < 5 %", "#440154"),
     ("GPU util 5–40 %", "#3E4A89"),
     ("busy, tensor < 15 % or unknown", "#26828E"),

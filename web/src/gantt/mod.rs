@@ -139,7 +139,7 @@ pub struct GanttJob {
     pub gpus: u64,
     /// Indices into `racks.nodes`.
     pub nodes: Vec<u32>,
-    /// The job's [`crate::palette::EFFICIENCY`] class (0: no report).
+    /// The job's [`crate::palette::EFFICIENCY`] class (0: not measured).
     pub efficiency: u8,
 }
 
