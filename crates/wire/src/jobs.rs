@@ -76,7 +76,8 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarts: Option<u32>,
     /// Mean GPU utilisation (%) over the job, from its archived report (while it runs: so far);
-    /// absent until it has one, or when its report found no metrics (`digest` says which).
+    /// absent until it has one, when its report found no metrics (`digest` says which), or when no
+    /// GPU was placed as the job's (a shared node without GPU records: `digest` is `archived`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_gpu_util: Option<f64>,
     /// Mean tensor-pipe activity (%) over the job, from its archived report.
