@@ -226,7 +226,11 @@ fn compared_job(record: &JobRecord, report: wire::JobReport) -> wire::ComparedJo
         figures: wire::RunFigures {
             run_time_s: job.start.is_some().then_some(job.elapsed_raw),
             nccl_share,
-            wh_per_gpu_hour: per_gpu_hour(report.totals.energy_kwh, Some(report.totals.gpu_hours)),
+            // The energy is the known GPUs': per their hours, not the unplaced ones'.
+            wh_per_gpu_hour: per_gpu_hour(
+                report.totals.energy_kwh,
+                Some(report.totals.gpu_hours - report.totals.unattributed_gpu_hours),
+            ),
             job,
         },
         gpu_hours: report.totals.gpu_hours,

@@ -101,8 +101,9 @@ impl Store {
         Ok(found)
     }
 
-    /// The energy (kWh) and GPU-hours the archived reports among these job records counted, read from
-    /// the stored reports' totals by MariaDB (the reports themselves stay in the database).
+    /// The energy (kWh) the archived reports among these job records counted and the GPU-hours it was
+    /// measured over (the job's known GPUs', not those on unplaced shared-node GPUs), read from the
+    /// stored reports' totals by MariaDB (the reports themselves stay in the database).
     pub async fn energy_among(
         &self,
         cluster: &ClusterName,
@@ -114,7 +115,9 @@ impl Store {
             // `+ 0` reads JSON_VALUE's text as a number (NULL stays NULL).
             let sql = format!(
                 "SELECT job_id, time_submit, JSON_VALUE(report, '$.totals.energy_kwh') + 0, \
-                 JSON_VALUE(report, '$.totals.gpu_hours') + 0 FROM job_reports \
+                 (JSON_VALUE(report, '$.totals.gpu_hours') + 0) \
+                 - COALESCE(JSON_VALUE(report, '$.totals.unattributed_gpu_hours') + 0, 0) \
+                 FROM job_reports \
                  WHERE cluster = ? AND (job_id, time_submit) IN ({placeholders})"
             );
             let mut query = sqlx::query_as::<_, (u32, u64, Option<f64>, Option<f64>)>(&sql).bind(cluster.as_str());

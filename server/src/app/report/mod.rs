@@ -142,7 +142,8 @@ impl Reporter {
             mean_tensor_active: report.totals.mean_tensor_active,
             blame: report.failure.as_ref().map(|failure| failure.blame.as_str().to_string()),
             has_metrics: report.metrics.status == wire::MetricsState::Ok,
-            energy_kwh: report.totals.energy_kwh,
+            // Showback applies it to all the job's GPU hours: not when some were on unplaced GPUs.
+            energy_kwh: report.totals.energy_kwh.filter(|_| report.totals.unattributed_gpu_hours <= 0.0),
         };
         let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
         if let Err(error) = archived.await {
