@@ -30,7 +30,7 @@ impl Peer {
     /// (the proxy), as a proxy on loopback counts as one address.
     pub fn rate_key(&self) -> IpAddr {
         match self {
-            Self::Tcp(address) => address.ip().to_canonical(),
+            Self::Tcp(address) => address.ip(),
             Self::UnixSocket => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         }
     }

@@ -143,7 +143,6 @@ fn GpuTable(gpus: Vec<wire::GpuReport>) -> impl IntoView {
     if gpus.is_empty() {
         return ().into_any();
     }
-    let cell = |gpu: &wire::GpuReport, metric: &str, peak: bool| summary_cell(&gpu.summary, metric, peak);
     let rows = by_deviation(&gpus)
         .into_iter()
         .map(|gpu| {
@@ -157,33 +156,57 @@ fn GpuTable(gpus: Vec<wire::GpuReport>) -> impl IntoView {
                 <tr data-testid="report-gpu" data-node=gpu.node.clone() data-gpu=gpu.gpu>
                     <td>{gpu.node.clone()}</td>
                     <td>{gpu.gpu}</td>
-                    <td>{cell(gpu, "gpu_util", false)}</td>
-                    <td>{cell(gpu, "tensor_active", false)}</td>
-                    <td>{cell(gpu, "sm_active", false)}</td>
-                    <td>{cell(gpu, "fb_used", true)}</td>
-                    <td>{cell(gpu, "power", false)}</td>
+                    {metric_cells(&gpu.summary)}
                     <td>{gpu.xid_events.len()}</td>
                     <td>{attribution}</td>
                 </tr>
             }
         })
         .collect_view();
-    let open = gpus.len() <= OPEN_ROWS;
+    let head = view! {
+        <th scope="col">"Node"</th><th scope="col">"GPU"</th>{metric_headers()}<th scope="col">"XIDs"</th>
+        <th scope="col">"How the GPU is known to be the job's"</th>
+    };
+    let title = format!("Per GPU ({} GPUs, the most different first)", gpus.len());
+    folded_table("report-table", "report-gpus", gpus.len(), title, head, rows).into_any()
+}
+
+/// The GPU metrics the GPU tables show, each a mean or a peak, with their column headers.
+const GPU_COLUMNS: [(&str, bool, &str); 5] = [
+    ("gpu_util", false, "Utilisation (mean)"),
+    ("tensor_active", false, "Tensor cores (mean)"),
+    ("sm_active", false, "SMs busy (mean)"),
+    ("fb_used", true, "Memory (peak)"),
+    ("power", false, "Power (mean)"),
+];
+
+fn metric_headers() -> impl IntoView {
+    GPU_COLUMNS.iter().map(|(_, _, header)| view! { <th scope="col">{*header}</th> }).collect_view()
+}
+
+/// A summary's cells in the columns of [`GPU_COLUMNS`].
+fn metric_cells(summary: &[wire::MetricSummary]) -> impl IntoView {
+    GPU_COLUMNS.iter().map(|(metric, peak, _)| view! { <td>{summary_cell(summary, metric, *peak)}</td> }).collect_view()
+}
+
+/// A report table in a fold, open when it has no more than [`OPEN_ROWS`] rows: `head` the header cells.
+fn folded_table(
+    class: &'static str,
+    testid: &'static str,
+    rows: usize,
+    title: String,
+    head: impl IntoView,
+    body: impl IntoView,
+) -> impl IntoView {
     view! {
-        <details class="report-table" data-testid="report-gpus" open=open>
-            <summary>{format!("Per GPU ({} GPUs, the most different first)", gpus.len())}</summary>
+        <details class=class data-testid=testid open=rows <= OPEN_ROWS>
+            <summary>{title}</summary>
             <table class="compact">
-                <thead><tr>
-                    <th scope="col">"Node"</th><th scope="col">"GPU"</th><th scope="col">"Utilisation (mean)"</th>
-                    <th scope="col">"Tensor cores (mean)"</th><th scope="col">"SMs busy (mean)"</th>
-                    <th scope="col">"Memory (peak)"</th><th scope="col">"Power (mean)"</th><th scope="col">"XIDs"</th>
-                    <th scope="col">"How the GPU is known to be the job's"</th>
-                </tr></thead>
-                <tbody>{rows}</tbody>
+                <thead><tr>{head}</tr></thead>
+                <tbody>{body}</tbody>
             </table>
         </details>
     }
-    .into_any()
 }
 
 /// One metric's mean (or peak) in a summary, with its unit; a dash where there is none.
@@ -204,37 +227,22 @@ fn SharedNodeTable(bands: Vec<wire::SharedNodeBand>) -> impl IntoView {
     let rows = bands
         .iter()
         .map(|band| {
-            let cell = |metric: &str, peak: bool| summary_cell(&band.summary, metric, peak);
             view! {
                 <tr data-testid="report-shared-node" data-node=band.node.clone()>
                     <td>{band.node.clone()}</td>
                     <td>{band.gpus}</td>
-                    <td>{cell("gpu_util", false)}</td>
-                    <td>{cell("tensor_active", false)}</td>
-                    <td>{cell("sm_active", false)}</td>
-                    <td>{cell("fb_used", true)}</td>
-                    <td>{cell("power", false)}</td>
+                    {metric_cells(&band.summary)}
                 </tr>
             }
         })
         .collect_view();
-    view! {
-        <details class="report-table" data-testid="report-shared-nodes" open=bands.len() <= OPEN_ROWS>
-            <summary>{format!(
-                "Shared nodes ({}): the job held some of their GPUs, and no record says which, so each row is all of a node's GPUs, other tenants' too",
-                bands.len()
-            )}</summary>
-            <table class="compact">
-                <thead><tr>
-                    <th scope="col">"Node"</th><th scope="col">"GPUs"</th><th scope="col">"Utilisation (mean)"</th>
-                    <th scope="col">"Tensor cores (mean)"</th><th scope="col">"SMs busy (mean)"</th>
-                    <th scope="col">"Memory (highest peak)"</th><th scope="col">"Power (mean per GPU)"</th>
-                </tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </details>
-    }
-    .into_any()
+    let head = view! { <th scope="col">"Node"</th><th scope="col">"GPUs"</th>{metric_headers()} };
+    let title = format!(
+        "Shared nodes ({}): the job held some of their GPUs, and no record says which, so each row is all of a \
+         node's GPUs, other tenants' too",
+        bands.len()
+    );
+    folded_table("report-table", "report-shared-nodes", bands.len(), title, head, rows).into_any()
 }
 
 /// "Was the failure mine?": the verdict, why, and the evidence in time order.
@@ -417,23 +425,14 @@ fn NodeTable(nodes: Vec<wire::NodeNetworkReport>, metrics_ok: bool) -> impl Into
             })
             .into_any();
     }
-    let open = rows.len() <= OPEN_ROWS;
     let title =
         format!("Nodes ({}, mean / peak; whole-node figures, shared with other jobs on a shared node)", rows.len());
-    view! {
-            <details class="report-table node-signals" data-testid="report-nodes" open=open>
-                <summary>{title}</summary>
-                <table class="compact">
-                    <thead><tr>
-                        <th scope="col">"Node"</th><th scope="col">"CPU busy"</th><th scope="col">"iowait"</th>
-                        <th scope="col">"I/O pressure"</th><th scope="col">"Memory"</th><th scope="col">"Mem. pressure"</th>
-                        <th scope="col">"Net in"</th><th scope="col">"Power"</th>
-                    </tr></thead>
-                    <tbody>{rows}</tbody>
-                </table>
-            </details>
-    }
-    .into_any()
+    let head = view! {
+        <th scope="col">"Node"</th><th scope="col">"CPU busy"</th><th scope="col">"iowait"</th>
+        <th scope="col">"I/O pressure"</th><th scope="col">"Memory"</th><th scope="col">"Mem. pressure"</th>
+        <th scope="col">"Net in"</th><th scope="col">"Power"</th>
+    };
+    folded_table("report-table node-signals", "report-nodes", rows.len(), title, head, rows).into_any()
 }
 
 /// The job's Lustre I/O in one line: where the figures come from, bytes and mean rates.
