@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use slurmlens::config::AnonymousAccess;
 use slurmlens_wire::{Comparison, JobDetail, PreviousRuns, WorkMatch};
 
-use crate::support::{TestApp, database_shared, lab, spawn_app, test_config};
+use crate::support::{TestApp, database_shared, lab, slurm, spawn_app, test_config};
 
 /// Submits `body` as a batch script named `name` of `user`; its id.
 fn submit(name: &str, user: &str, body: &str) -> u32 {
@@ -22,15 +22,8 @@ fn submit_with(name: &str, user: &str, body: &str, export: &str) -> u32 {
     let path = dir.join(format!("compare-{name}-{user}-{}.sh", std::process::id()));
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("writing the script");
     let (uid, gid) = (format!("--uid={user}"), format!("--gid={user}"));
-    let output = lab()
-        .command("sbatch")
-        .args(["--parsable", "-J", name, &uid, &gid, "--time=1", "-o", "/dev/null"])
-        .arg(format!("--export={export}"))
-        .arg(&path)
-        .output()
-        .expect("sbatch runs");
-    assert!(output.status.success(), "sbatch: {}", String::from_utf8_lossy(&output.stderr));
-    let text = String::from_utf8_lossy(&output.stdout);
+    let (export, path) = (format!("--export={export}"), path.to_string_lossy());
+    let text = slurm("sbatch", &["--parsable", "-J", name, &uid, &gid, "--time=1", "-o", "/dev/null", &export, &path]);
     text.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id")
 }
 

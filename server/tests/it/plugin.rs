@@ -121,20 +121,21 @@ struct Submitted {
 fn sbatch(name: &str, args: &[&str], script: &str) -> Submitted {
     let lab = lab();
     let jobs = lab.dir.join("jobs");
-    let started = Instant::now();
-    let output = lab
-        .command("sbatch")
-        .args(["--parsable", "-J", name, "--uid=alice", "--gid=alice", "-A", "ml", "--time=5"])
-        .arg(format!("--chdir={}", jobs.display()))
-        .arg(format!("--output={}/{name}-%j.out", jobs.display()))
-        .args(args)
-        .args(["--wrap", script])
-        .output()
-        .expect("running sbatch");
+    let mut started = Instant::now();
+    let output = crate::support::run_slurm("sbatch", || {
+        started = Instant::now();
+        let mut command = lab.command("sbatch");
+        command
+            .args(["--parsable", "-J", name, "--uid=alice", "--gid=alice", "-A", "ml", "--time=5"])
+            .arg(format!("--chdir={}", jobs.display()))
+            .arg(format!("--output={}/{name}-%j.out", jobs.display()))
+            .args(args)
+            .args(["--wrap", script]);
+        command
+    });
     let took = started.elapsed();
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert!(output.status.success(), "sbatch failed: {stderr}");
     let job_id: u32 = stdout.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch --parsable id");
     Submitted { job_id, stderr, took, output: jobs.join(format!("{name}-{job_id}.out")) }
 }

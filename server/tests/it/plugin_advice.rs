@@ -74,31 +74,32 @@ impl Drop for ClientConf {
 /// `sbatch` as root on alice's behalf with a one-day limit; its stderr and how long it took.
 fn submit(client: &ClientConf, name: &str, env: &[(&str, &str)]) -> (String, Duration) {
     let jobs = lab().dir.join("jobs");
-    let started = Instant::now();
-    let output = lab()
-        .command("sbatch")
-        .env("SLURM_CONF", client.dir.join("slurm.conf"))
-        .args([
-            "-v",
-            "--parsable",
-            "-J",
-            name,
-            "--uid=alice",
-            "--gid=alice",
-            "-A",
-            "ml",
-            "--time=1-0",
-            "-o",
-            "/dev/null",
-        ])
-        .arg(format!("--chdir={}", jobs.display()))
-        .args(["--wrap", "true"])
-        .envs(env.iter().copied())
-        .output()
-        .expect("running sbatch");
+    let mut started = Instant::now();
+    let output = crate::support::run_slurm("sbatch", || {
+        started = Instant::now();
+        let mut command = lab().command("sbatch");
+        command
+            .env("SLURM_CONF", client.dir.join("slurm.conf"))
+            .args([
+                "-v",
+                "--parsable",
+                "-J",
+                name,
+                "--uid=alice",
+                "--gid=alice",
+                "-A",
+                "ml",
+                "--time=1-0",
+                "-o",
+                "/dev/null",
+            ])
+            .arg(format!("--chdir={}", jobs.display()))
+            .args(["--wrap", "true"])
+            .envs(env.iter().copied());
+        command
+    });
     let took = started.elapsed();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert!(output.status.success(), "sbatch failed: {stderr}");
     (stderr, took)
 }
 

@@ -21,15 +21,15 @@ fn submit_with_script(secret: &str) -> u32 {
     let padding = "# padding so that the script is longer than the server's cap ..\n"
         .repeat(usize::try_from(SCRIPT_CAP_CHARS / 64).expect("fits") + 100);
     std::fs::write(&path, format!("#!/bin/sh\n# {secret}\ntrue\n{padding}")).expect("writing the script");
-    let output = lab()
-        .command("sbatch")
-        .env("SLURMLENS_TEST_SECRET", secret)
-        .args(["--parsable", "-J", "script-test", "--uid=alice", "--gid=alice", "--export=ALL", "--time=1"])
-        .args(["-o", "/dev/null"])
-        .arg(&path)
-        .output()
-        .expect("sbatch runs");
-    assert!(output.status.success(), "sbatch: {}", String::from_utf8_lossy(&output.stderr));
+    let output = crate::support::run_slurm("sbatch", || {
+        let mut command = lab().command("sbatch");
+        command
+            .env("SLURMLENS_TEST_SECRET", secret)
+            .args(["--parsable", "-J", "script-test", "--uid=alice", "--gid=alice", "--export=ALL", "--time=1"])
+            .args(["-o", "/dev/null"])
+            .arg(&path);
+        command
+    });
     let text = String::from_utf8_lossy(&output.stdout);
     text.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id")
 }

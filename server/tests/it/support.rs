@@ -222,9 +222,43 @@ pub async fn fresh_database(name: &str) -> String {
 
 /// Runs a Slurm command against the lab; its stdout, or a panic with its stderr.
 pub fn slurm(program: &str, args: &[&str]) -> String {
-    let output = lab().command(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(output.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    let output = run_slurm(&format!("{program} {args:?}"), || {
+        let mut command = lab().command(program);
+        command.args(args);
+        command
+    });
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// What slurmctld answers when it is too busy to take a request in time (CI runs the whole suite on
+/// two cores): asked again a moment later, it takes it.
+const SLURMCTLD_BUSY: [&str; 4] = [
+    "Socket timed out on send/recv operation",
+    "Unable to contact slurm controller",
+    "Zero Bytes were transmitted or received",
+    "Resource temporarily unavailable",
+];
+
+/// Runs the command `make` builds until it succeeds, asking again (three times at most) where
+/// slurmctld was too busy; its output, or a panic that names the exit status and the error lines
+/// first (a verbose command's option dump would hide them).
+pub fn run_slurm(what: &str, mut make: impl FnMut() -> Command) -> std::process::Output {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let output = make().output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        if output.status.success() {
+            return output;
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if tries < 3 && SLURMCTLD_BUSY.iter().any(|busy| stderr.contains(busy)) {
+            eprintln!("{what}: slurmctld was busy, asking again: {}", stderr.trim());
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            continue;
+        }
+        let errors: Vec<&str> = stderr.lines().filter(|line| line.contains("error")).collect();
+        panic!("{what} failed ({}): {}\n--- its whole stderr ---\n{stderr}", output.status, errors.join(" | "));
+    }
 }
 
 /// Submits a job of `user` named `name` holding `gpus` GPUs of `node`: it waits until `release`

@@ -254,14 +254,8 @@ fn submit_torchrun() -> u32 {
     let script = "#!/bin/sh\n#SBATCH --job-name=tags-torchrun\n# a training run as sites write them\n\
         srun torchrun --nnodes=1 --nproc-per-node=1 train.py --epochs 1 || true\n";
     std::fs::write(&path, script).expect("writing the script");
-    let output = lab()
-        .command("sbatch")
-        .args(["--parsable", "--uid=alice", "--gid=alice", "--time=1", "-o", "/dev/null"])
-        .arg(&path)
-        .output()
-        .expect("sbatch runs");
-    assert!(output.status.success(), "sbatch: {}", String::from_utf8_lossy(&output.stderr));
-    let text = String::from_utf8_lossy(&output.stdout);
+    let path = path.to_string_lossy();
+    let text = slurm("sbatch", &["--parsable", "--uid=alice", "--gid=alice", "--time=1", "-o", "/dev/null", &path]);
     text.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id")
 }
 
