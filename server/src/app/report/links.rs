@@ -3,8 +3,9 @@
 //! from) over the report's window and step, as a VictoriaMetrics vmui link and a Grafana Explore link;
 //! and the site's per-job Grafana dashboard with the job's id, hosts and window as variables.
 //!
-//! Tenant safety: the queries name only the job's nodes and, where the report shows each of its nodes'
-//! GPUs by index, those indices: the series the page already shows, never another tenant's selector.
+//! Tenant safety and trust: a GPU chart's query names the GPUs the page shows, node by node (nodes
+//! that show the same indices share one selector), and a shared node the page draws as a band is
+//! queried as that band (lowest, mean, highest of its GPUs), never as another tenant's GPU series.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -105,22 +106,64 @@ impl LinkSettings {
     }
 }
 
-/// The GPU indices every one of `nodes` shows in `report`, when they are the same on each node and no
-/// node is shown as a shared band; otherwise none (the queries then name the nodes alone).
-fn shown_indices(report: &wire::JobReport, nodes: &[String]) -> Vec<u16> {
-    if !report.shared_node_bands.is_empty() {
-        return Vec::new();
-    }
+/// Some of a report's GPUs as its page shows them: each GPU of `nodes` at `indices` as a line, or
+/// (`band`) every GPU of `nodes` as one band, the lowest, mean and highest of them.
+#[derive(Debug, PartialEq)]
+struct GpuScope {
+    nodes: Vec<String>,
+    indices: Vec<u16>,
+    band: bool,
+}
+
+/// How `report` shows its GPUs, as few scopes as the page allows: nodes showing the same indices
+/// share one, and the shared nodes drawn as a band (a tenant's view) are one band together, as the
+/// page merges them.
+fn gpu_scopes(report: &wire::JobReport) -> Vec<GpuScope> {
     let mut per_node: BTreeMap<&str, BTreeSet<u16>> = BTreeMap::new();
     for gpu in &report.gpus {
         per_node.entry(gpu.node.as_str()).or_default().insert(gpu.gpu);
     }
-    let mut sets = nodes.iter().map(|node| per_node.get(node.as_str()));
-    let Some(Some(first)) = sets.next() else { return Vec::new() };
-    if sets.all(|set| set == Some(first)) { first.iter().copied().collect() } else { Vec::new() }
+    let mut by_indices: BTreeMap<BTreeSet<u16>, Vec<String>> = BTreeMap::new();
+    for (node, indices) in per_node {
+        by_indices.entry(indices).or_default().push(node.to_string());
+    }
+    let mut scopes: Vec<GpuScope> = by_indices
+        .into_iter()
+        .map(|(indices, nodes)| GpuScope { nodes, indices: indices.into_iter().collect(), band: false })
+        .collect();
+    let banded: Vec<String> = report.shared_node_bands.iter().map(|band| band.node.clone()).collect();
+    if !banded.is_empty() {
+        scopes.push(GpuScope { nodes: banded, indices: Vec::new(), band: true });
+    }
+    scopes
+}
+
+/// The band a page draws across the GPUs of `lines` (one series per GPU): three series, labelled
+/// `band="lowest"`, `"mean"` and `"highest"`, in PromQL that any Prometheus-compatible tool runs.
+fn band_of(lines: &str) -> String {
+    [("min", "lowest"), ("avg", "mean"), ("max", "highest")]
+        .into_iter()
+        .map(|(aggregate, name)| format!(r#"label_replace({aggregate}({lines}), "band", "{name}", "", "")"#))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 impl Reporter {
+    /// The query of a GPU metric's chart as the page draws it: per scope its GPUs' lines or its band,
+    /// joined with `or`; none where the page shows no GPU.
+    fn gpu_chart_query(&self, key: &str, scopes: &[GpuScope], step_s: u64) -> Option<String> {
+        let spec = self.settings.catalog.gpu_metric(key)?;
+        let parts: Vec<String> = scopes
+            .iter()
+            .map(|scope| {
+                let selectors = self.gpu_selectors(&spec.name, &scope.nodes, &scope.indices);
+                let lines = self.bucket_means(&selectors, step_s);
+                if scope.band { band_of(&lines) } else { lines }
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(" or "))
+    }
+
     /// Puts on `report` (as the viewer will see it) each chart's query with its links, and the per-job
     /// dashboard link. `nodes` are the job's nodes. A report without a window or a step gets none.
     pub fn attach_links(&self, report: &mut wire::JobReport, job_id: u32, nodes: &[String]) {
@@ -132,22 +175,27 @@ impl Reporter {
             return;
         }
         let tiles = Tiles::new(start, end, step_s);
-        let indices = shown_indices(report, nodes);
-        let plan = self.plan(job_id, nodes, &indices, &tiles, &FaultScope::default(), &Reads::Raw(None));
+        let scopes = gpu_scopes(report);
+        // The nodes' own charts (network, node, I/O) from the plan; the GPU charts per scope.
+        let plan = self.plan(job_id, nodes, &[], &tiles, &FaultScope::default(), &Reads::Raw(None));
         let (from, to) = (tiles.first_bucket_end(), tiles.end);
         report.chart_queries = plan
             .into_iter()
             .filter_map(|planned| {
-                let metric = match planned.what {
-                    Wanted::Buckets(key, _) | Wanted::NodeTimeline(key, _) => key,
-                    Wanted::Io(key, _, false) => key.to_string(),
+                let (metric, query) = match planned.what {
+                    Wanted::Buckets(key, _) => {
+                        let query = self.gpu_chart_query(&key, &scopes, step_s)?;
+                        (key, query)
+                    }
+                    Wanted::NodeTimeline(key, _) => (key, planned.query),
+                    Wanted::Io(key, _, false) => (key.to_string(), planned.query),
                     _ => return None,
                 };
                 Some(wire::ChartQuery {
-                    vmui_url: links.vmui(&planned.query, from, to, step_s),
-                    grafana_url: links.explore(&planned.query, from, to, step_s),
+                    vmui_url: links.vmui(&query, from, to, step_s),
+                    grafana_url: links.explore(&query, from, to, step_s),
                     metric,
-                    query: planned.query,
+                    query,
                     start: from,
                     end: to,
                     step_s,
@@ -259,14 +307,44 @@ mod tests {
         }
         assert!(report.dashboard_url.as_deref().is_some_and(|url| url.contains("&var-job=4242&var-host=gpu001")));
 
-        // Nodes shown with different GPUs, or one shown as a shared band: the queries name the nodes alone.
+        // Nodes shown with different GPUs: each node's own, and no index of one asked on the other.
         let mut uneven = report_showing(&[("gpu001", 0), ("gpu002", 5)]);
         reporter_with_links().attach_links(&mut uneven, 4242, &nodes);
         let util = uneven.chart_queries.iter().find(|q| q.metric == "gpu_util").expect("a query");
-        assert!(!util.query.contains(r#"gpu=~"#), "{}", util.query);
+        assert!(util.query.contains(r#"{Hostname=~"gpu001",gpu=~"0"}"#), "{}", util.query);
+        assert!(util.query.contains(r#"{Hostname=~"gpu002",gpu=~"5"}"#), "{}", util.query);
+        assert!(!util.query.contains("gpu001|gpu002") && !util.query.contains(r#"gpu=~"0|5""#), "{}", util.query);
         let mut without_metrics = report_showing(&[]);
         reporter().attach_links(&mut without_metrics, 4242, &nodes);
         assert!(without_metrics.chart_queries.is_empty(), "no metrics source, no queries");
+    }
+
+    #[test]
+    fn a_shared_node_drawn_as_a_band_is_queried_as_that_band() {
+        let nodes = vec!["gpu001".to_string(), "gpu002".to_string()];
+        // A tenant's view: gpu001's GPUs 0 and 1 are the job's; gpu002 was shared without a record.
+        let mut report = report_showing(&[("gpu001", 0), ("gpu001", 1)]);
+        report.shared_node_bands =
+            vec![wire::SharedNodeBand { node: "gpu002".into(), gpus: 8, summary: Vec::new(), spread: Vec::new() }];
+        reporter_with_links().attach_links(&mut report, 4242, &nodes);
+        let util = report.chart_queries.iter().find(|q| q.metric == "gpu_util").expect("a query");
+        let lines = r#"max by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu002"}[60s]))"#;
+        for (aggregate, name) in [("min", "lowest"), ("avg", "mean"), ("max", "highest")] {
+            let band = format!(r#"label_replace({aggregate}({lines}"#);
+            assert!(util.query.contains(&band), "{band} in {}", util.query);
+            assert!(util.query.contains(&format!(r#""band", "{name}", "", "")"#)), "{name}: {}", util.query);
+        }
+        assert!(util.query.contains(r#"{Hostname=~"gpu001",gpu=~"0|1"}"#), "the job's own GPUs: {}", util.query);
+        // gpu002 is never asked GPU by GPU outside the band.
+        let outside = util.query.split("label_replace(").next().unwrap_or_default();
+        assert!(!outside.contains("gpu002"), "{}", util.query);
+        assert_eq!(
+            gpu_scopes(&report),
+            [
+                GpuScope { nodes: vec!["gpu001".into()], indices: vec![0, 1], band: false },
+                GpuScope { nodes: vec!["gpu002".into()], indices: Vec::new(), band: true },
+            ]
+        );
     }
 
     #[test]

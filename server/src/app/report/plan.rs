@@ -70,6 +70,11 @@ impl Reporter {
             .join(" or ")
     }
 
+    /// A GPU metric's timeline, one series per GPU: each bucket's mean of the `selectors`' samples.
+    pub(super) fn bucket_means(&self, selectors: &[Selector], step_s: u64) -> String {
+        self.per_gpu("max", "", selectors, |s| format!("avg_over_time({s}[{step_s}s])"), "")
+    }
+
     /// Every VictoriaMetrics request of one job's report, planned before any is sent so that all go out
     /// at once. Per GPU metric: one range query of bucket means ending at the job's end (the timeline a
     /// chart draws), and one instant query over exactly the job's window (`aggr_over_time`: the window's
@@ -101,7 +106,7 @@ impl Reporter {
                 plan.extend(self.rule_queries(spec, &selectors, split, step_s));
                 continue;
             }
-            let means = self.per_gpu("max", "", &selectors, |s| format!("avg_over_time({s}[{step_s}s])"), "");
+            let means = self.bucket_means(&selectors, step_s);
             plan.push(planned(Wanted::Buckets(spec.key.clone(), spec.scale), buckets, means, &selectors));
             let window = self.per_gpu("max", ", rollup", &selectors, aggregate(window_s), "");
             plan.push(planned(Wanted::Window(spec.key.clone(), spec.scale), instant, window, &selectors));

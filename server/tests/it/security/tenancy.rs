@@ -277,6 +277,39 @@ fn assert_banded(report: &JobReport, body: &str, node: &str) {
     }
 }
 
+/// The link of the band's chart, run in VictoriaMetrics over the link's own range, answers the band
+/// the page draws: its lowest, mean and highest line, point for point, and no GPU's series.
+async fn assert_link_draws_the_band(report: &JobReport, vm_url: &str) {
+    let link = report.chart_queries.iter().find(|query| query.metric == "gpu_util").expect("the chart's link");
+    let band = report.shared_node_bands[0].spread.iter().find(|spread| spread.metric == "gpu_util").expect("a band");
+    let vm = slurmlens::sources::victoriametrics::VictoriaMetrics::new(vm_url, Duration::from_secs(5)).expect("client");
+    // As a person opens it: once VictoriaMetrics serves the job's last samples, which it may not yet
+    // do for a job that ended a moment ago.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answer = loop {
+        let answer = vm.query_range(&link.query, link.start, link.end, link.step_s).await.expect("the query runs");
+        if answer.len() >= 3 || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let names: Vec<Option<&String>> = answer.iter().map(|series| series.labels.get("band")).collect();
+    assert_eq!(names.len(), 3, "the band's three lines and no GPU's series: {names:?} from {}", link.query);
+    let line = |name: &str| -> BTreeMap<i64, f64> {
+        let series = answer.iter().find(|series| series.labels.get("band").map(String::as_str) == Some(name));
+        series.map(|series| series.points.iter().copied().collect()).unwrap_or_default()
+    };
+    let lines = [line("lowest"), line("mean"), line("highest")];
+    assert!(!band.points.is_empty());
+    for &(at, lowest, mean, highest) in &band.points {
+        for (queried, drawn) in lines.iter().zip([lowest, mean, highest]) {
+            let queried = queried.get(&at).unwrap_or_else(|| panic!("the link has no point at {at}: {}", link.query));
+            assert!((queried - drawn).abs() < 1e-6, "at {at}: the link's {queried}, the page's {drawn}");
+        }
+    }
+    assert!(lines.iter().all(|line| line.len() == band.points.len()), "no point the page lacks");
+}
+
 /// M1: a 1-GPU job on a 4-GPU node, with no record of which GPU was its own: its user sees the node's
 /// GPUs as one band (no GPU's series, summary, UUID or XID message), when computed and when read back
 /// from the archive the first read made; staff see the four GPUs one by one.
@@ -328,6 +361,7 @@ async fn a_shared_nodes_gpus_reach_a_tenant_only_as_a_band_live_and_archived() {
     let (computed, body) = json_as::<JobReport>(&app, "alice", &path).await;
     assert_eq!(computed.source, ReportSource::Final);
     assert_banded(&computed, &body, &node);
+    assert_link_draws_the_band(&computed, &vm_url).await;
 
     let (staff, staff_body) = json_as::<JobReport>(&app, "root", &path).await;
     assert_eq!(staff.source, ReportSource::Archived, "the first read archived the report");
