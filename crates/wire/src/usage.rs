@@ -43,7 +43,8 @@ pub struct UsageRow {
     /// inside it), as `sreport` counts them.
     pub gpu_hours: f64,
     /// Of `gpu_hours`, those whose utilisation is known (an archived report with metrics, or a running
-    /// job's means so far).
+    /// job's means so far); a job's hours on a shared node's GPUs that no record placed as its own
+    /// are not.
     pub gpu_hours_measured: f64,
     /// Idle GPU-hours among the measured ones: allocated × (1 − mean utilisation). Absent when none
     /// is measured: unknown, never 0.

@@ -162,6 +162,7 @@ impl App {
                             job.tensor_active = digest.mean_tensor_active;
                         }
                         job.energy_kwh = digest.energy_kwh;
+                        job.measured_share = digest.measured_share.unwrap_or(1.0);
                         job.blame = digest.blame.as_deref().and_then(super::jobs::blame_named);
                     }
                 }
@@ -267,6 +268,7 @@ async fn read_jobs(
             gpu_util: None,
             tensor_active: None,
             energy_kwh: None,
+            measured_share: 1.0,
             blame: None,
         })
         .collect();

@@ -29,6 +29,9 @@ pub struct UsageJob {
     pub tensor_active: Option<f64>,
     /// The GPUs' energy over the whole job (kWh), from its archived report.
     pub energy_kwh: Option<f64>,
+    /// The share (0–1) of its GPU hours those figures were measured over: 1, or less where some ran on
+    /// a shared node's GPUs no record placed as the job's (they are unmeasured, never idle).
+    pub measured_share: f64,
     /// Its archived report's blame, if it ended badly and has one.
     pub blame: Option<Blame>,
 }
@@ -132,20 +135,21 @@ impl Sums {
             self.gpu_jobs += 1;
         }
         self.gpu_hours += hours;
-        if let Some(util) = job.gpu_util.filter(|_| hours > 0.0) {
+        let measured = hours * job.measured_share.clamp(0.0, 1.0);
+        if let Some(util) = job.gpu_util.filter(|_| measured > 0.0) {
             let util = util.clamp(0.0, 100.0);
-            self.measured += hours;
-            self.idle += hours * (1.0 - util / 100.0);
-            self.util_weighted += hours * util;
+            self.measured += measured;
+            self.idle += measured * (1.0 - util / 100.0);
+            self.util_weighted += measured * util;
             if let Some(tensor) = job.tensor_active {
-                self.tensor_weighted += hours * tensor.clamp(0.0, 100.0);
-                self.tensor_weight += hours;
+                self.tensor_weighted += measured * tensor.clamp(0.0, 100.0);
+                self.tensor_weight += measured;
             }
         }
-        if let Some(energy) = job.energy_kwh.filter(|energy| *energy >= 0.0 && hours > 0.0) {
+        if let Some(energy) = job.energy_kwh.filter(|energy| *energy >= 0.0 && measured > 0.0) {
             let run = job.run_end(window.now).saturating_sub(job.time_start).max(1);
             self.energy += energy * seconds as f64 / run as f64;
-            self.energy_gpu_hours += hours;
+            self.energy_gpu_hours += measured;
             self.energy_known = true;
         }
         if failed {
@@ -354,6 +358,7 @@ mod tests {
             gpu_util: None,
             tensor_active: None,
             energy_kwh: None,
+            measured_share: 1.0,
             blame: None,
         }
     }
@@ -386,6 +391,20 @@ mod tests {
         assert_eq!(row.idle_gpu_hours, Some(1.5));
         assert_eq!(row.mean_gpu_util, Some(25.0));
         assert_eq!(row.mean_tensor_active, Some(10.0));
+    }
+
+    #[test]
+    fn a_partly_placed_jobs_figures_count_over_its_measured_share_only() {
+        // 4 GPUs for 2 h, half of its GPU hours on a shared node's unplaced GPUs: 25 % busy and 2 kWh
+        // over the other half. Idle is 3 of the 4 measured hours, never of the 8.
+        let mut partly = job("a", "ml", 4, 3600, 3600, 3 * 3600);
+        (partly.gpu_util, partly.tensor_active, partly.energy_kwh) = (Some(25.0), Some(10.0), Some(2.0));
+        partly.measured_share = 0.5;
+        let row = &by_user(&[partly], WINDOW, None).rows[0];
+        assert_eq!((row.gpu_hours, row.gpu_hours_measured), (8.0, 4.0));
+        assert_eq!(row.idle_gpu_hours, Some(3.0));
+        assert_eq!((row.mean_gpu_util, row.mean_tensor_active), (Some(25.0), Some(10.0)));
+        assert_eq!((row.energy_kwh, row.gpu_hours_with_energy), (Some(2.0), 4.0));
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub struct ReportDigest {
     pub has_metrics: bool,
     /// The GPUs' energy over the job (kWh), where the report has it.
     pub energy_kwh: Option<f64>,
+    /// The share (0–1) of the job's GPU hours its utilisation and energy were measured over: those on
+    /// GPUs placed as its own. None: all of them.
+    pub measured_share: Option<f64>,
 }
 
 /// Job records are looked up this many at a time (two placeholders each).
@@ -55,11 +58,12 @@ impl Store {
         sqlx::query(
             "INSERT INTO job_reports \
              (cluster, job_id, time_submit, archived_at, report, mean_gpu_util, mean_tensor_active, blame, \
-              has_metrics, energy_kwh) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+              has_metrics, energy_kwh, measured_share) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON DUPLICATE KEY UPDATE archived_at = VALUES(archived_at), report = VALUES(report), \
              mean_gpu_util = VALUES(mean_gpu_util), mean_tensor_active = VALUES(mean_tensor_active), \
-             blame = VALUES(blame), has_metrics = VALUES(has_metrics), energy_kwh = VALUES(energy_kwh)",
+             blame = VALUES(blame), has_metrics = VALUES(has_metrics), energy_kwh = VALUES(energy_kwh), \
+             measured_share = VALUES(measured_share)",
         )
         .bind(cluster.as_str())
         .bind(job_id)
@@ -71,6 +75,7 @@ impl Store {
         .bind(digest.blame.as_deref())
         .bind(digest.has_metrics)
         .bind(digest.energy_kwh)
+        .bind(digest.measured_share)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -85,16 +90,17 @@ impl Store {
         records: &[(u32, u64)],
     ) -> Result<BTreeMap<(u32, u64), ReportDigest>, StoreError> {
         let wanted: BTreeSet<(u32, u64)> = records.iter().copied().collect();
-        // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics, energy
-        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool, Option<f64>);
-        let select = "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh \
-                      FROM job_reports";
+        // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics, energy, measured share
+        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool, Option<f64>, Option<f64>);
+        let select = "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh, \
+                      measured_share FROM job_reports";
         let mut found = BTreeMap::new();
         for row in &self.rows_among(select, cluster, records).await? {
-            let (job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh): DigestRow =
+            let (job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh, measured_share): DigestRow =
                 sqlx::FromRow::from_row(row)?;
             if wanted.contains(&(job_id, submit)) {
-                let digest = ReportDigest { mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh };
+                let digest =
+                    ReportDigest { mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh, measured_share };
                 found.insert((job_id, submit), digest);
             }
         }

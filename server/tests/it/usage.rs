@@ -275,6 +275,8 @@ async fn an_archived_reports_utilisation_makes_idle_gpu_hours() {
         blame: None,
         has_metrics: true,
         energy_kwh: Some(0.5),
+        // Half of its GPU hours ran on a shared node's GPUs no record placed: unmeasured, never idle.
+        measured_share: Some(0.5),
     };
     store.archive_report(&"lab".parse().expect("a cluster"), job, submit, "{}", &digest).await.expect("archived");
     let start = detail.job.start.expect("started") - Duration::minutes(1);
@@ -306,9 +308,10 @@ async fn an_archived_reports_utilisation_makes_idle_gpu_hours() {
         eprintln!("job {job} was missing from dave's row {} times first:\n{}", missed.len(), missed.join("\n"));
     }
     let idle = row.idle_gpu_hours.expect("measured");
-    // Only this job is measured in the window: its GPU-hours × 75 %.
+    // Only this job is measured in the window: half its GPU-hours (1 GPU), and 75 % of them idle.
+    assert!((row.gpu_hours_measured - 0.5 * hours).abs() < 1e-9, "{row:?}");
     assert!((idle - 0.75 * row.gpu_hours_measured).abs() < 1e-9, "{row:?}");
-    assert!(row.gpu_hours_measured > 0.0 && row.gpu_hours_measured <= row.gpu_hours + 1e-9);
+    assert!((row.gpu_hours_with_energy - row.gpu_hours_measured).abs() < 1e-9, "{row:?}");
     assert_eq!(row.mean_gpu_util, Some(25.0));
     let kwh = row.energy_kwh.expect("energy");
     assert!((row.co2_kg.expect("co2") - kwh * 0.4).abs() < 1e-9);

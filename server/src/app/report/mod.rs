@@ -142,8 +142,8 @@ impl Reporter {
             mean_tensor_active: report.totals.mean_tensor_active,
             blame: report.failure.as_ref().map(|failure| failure.blame.as_str().to_string()),
             has_metrics: report.metrics.status == wire::MetricsState::Ok,
-            // Showback applies it to all the job's GPU hours: not when some were on unplaced GPUs.
-            energy_kwh: report.totals.energy_kwh.filter(|_| report.totals.unattributed_gpu_hours <= 0.0),
+            energy_kwh: report.totals.energy_kwh,
+            measured_share: measured_share(&report.totals),
         };
         let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
         if let Err(error) = archived.await {
@@ -454,6 +454,13 @@ fn classifies(record: &JobRecord) -> bool {
 /// The end of a report's window: the job's end, or now while it runs.
 fn window_end(record: &JobRecord, now: DateTime<Utc>) -> DateTime<Utc> {
     epoch(record.time_end).unwrap_or(now).min(now)
+}
+
+/// The share of a report's GPU hours its figures were measured over (those on GPUs placed as the
+/// job's), for showback; none when that is all of them.
+fn measured_share(totals: &wire::ReportTotals) -> Option<f64> {
+    (totals.unattributed_gpu_hours > 0.0 && totals.gpu_hours > 0.0)
+        .then(|| (1.0 - totals.unattributed_gpu_hours / totals.gpu_hours).clamp(0.0, 1.0))
 }
 
 #[cfg(test)]
