@@ -3,9 +3,10 @@
 #  1. builds it (packaging/build-deb.sh --ci: the debug binary the tests built) and checks its contents;
 #  2. installs it (dpkg -i) and checks the installed unit: `systemd-analyze verify`, its security
 #     exposure, and a binary MemoryDenyWriteExecute= allows (no executable stack, no text relocations);
-#  3. points the installed configuration at the lab, as a site edits it, and starts the unit's ExecStart
-#     the way systemd would: the configuration handed over as its credential, a transient uid without
-#     privileges, the unit's umask and descriptor limit (systemd is not PID 1 here);
+#  3. points the installed configuration at the lab (and an empty database of its own), as a site edits
+#     it, and runs the unit's ExecStartPre (the schema) and ExecStart the way systemd would: the
+#     configuration handed over as its credential, a transient uid without privileges, the unit's umask
+#     and descriptor limit (systemd is not PID 1 here);
 #  4. reads /api/v1/health, a lab job it just submitted in a job list, the web bundle, and a 401 without
 #     identity; under strace, so that every system call the server made is checked against the unit's
 #     SystemCallFilter=, its sockets against RestrictAddressFamilies=, its mappings against
@@ -92,9 +93,15 @@ stack=$(readelf -lW /usr/bin/slurmlens | awk '$1 == "GNU_STACK" { print $7 }')
 [[ $(stat -c %a:%U "$CONFIG") == 600:root ]] || die "$CONFIG is $(stat -c %a:%U "$CONFIG"), not 600:root"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base=http://127.0.0.1:$port
+# slurmlens's own database: a new, empty one, whose schema the unit's ExecStartPre makes.
+[[ $SLURMLENS_DATABASE_URL =~ ^mysql://([^:]+):([^@]+)@([^:/]+):([0-9]+)/ ]] ||
+  die "SLURMLENS_DATABASE_URL is not mysql://user:password@host:port/db"
+MYSQL_PWD=${BASH_REMATCH[2]} mysql -u"${BASH_REMATCH[1]}" -h"${BASH_REMATCH[3]}" -P"${BASH_REMATCH[4]}" \
+  -e "DROP DATABASE IF EXISTS slurmlens_test_deb; CREATE DATABASE slurmlens_test_deb CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+database_url=${SLURMLENS_DATABASE_URL%/*}/slurmlens_test_deb
 # The lines a site edits: its address and its databases' URLs, each in its own section.
 awk -v listen="127.0.0.1:$port" -v base="$base" -v slurmdbd="$SLURMLENS_SLURMDBD_URL" \
-    -v database="$SLURMLENS_DATABASE_URL" -v vm="$SLURMLENS_VM_URL" '
+    -v database="$database_url" -v vm="$SLURMLENS_VM_URL" '
   /^\[/ { section = $0 }
   /^listen = / && section == "" { $0 = "listen = \"" listen "\"" }
   /^public_url = / && section == "" { $0 = "public_url = \"" base "\"" }
@@ -105,7 +112,7 @@ awk -v listen="127.0.0.1:$port" -v base="$base" -v slurmdbd="$SLURMLENS_SLURMDBD
   /^archive_interval_s = / && section == "[report]" { $0 = "archive_interval_s = 0" }
   { print }' "$CONFIG" >"$WORK/slurmlens.toml"
 cat "$WORK/slurmlens.toml" >"$CONFIG"   # in place: the conffile keeps its owner and mode
-for edited in "listen = \"127.0.0.1:$port\"" "url = \"$SLURMLENS_SLURMDBD_URL\"" "url = \"$SLURMLENS_DATABASE_URL\"" \
+for edited in "listen = \"127.0.0.1:$port\"" "url = \"$SLURMLENS_SLURMDBD_URL\"" "url = \"$database_url\"" \
   "url = \"$SLURMLENS_VM_URL\"" "archive_interval_s = 0"; do
   grep -qxF "$edited" "$CONFIG" || die "the installed configuration has no line to edit into $edited"
 done
@@ -116,6 +123,8 @@ password=${SLURMLENS_SLURMDBD_URL#*://*:}
 # The unit's own lines, read from the installed file, so that the test follows the unit.
 unit_value() { sed -n "s/^$1=//p" "$unit" | tail -1; }
 exec_start=$(unit_value ExecStart)
+exec_start_pre=$(unit_value ExecStartPre)
+[[ $exec_start_pre == *" migrate" ]] || die "the unit no longer applies the schema before the server starts"
 credential=$(unit_value LoadCredential)
 nofile=$(unit_value LimitNOFILE)
 umask_value=$(unit_value UMask)
@@ -128,16 +137,24 @@ credentials=$WORK/credentials
 mkdir -m 0500 "$credentials"
 install -m 0400 -o "$uid" -g "$uid" "${credential#*:}" "$credentials/${credential%%:*}"
 chown "$uid:$uid" "$credentials"
+read -ra pre <<<"${exec_start_pre//%d/$credentials}"
 read -ra command <<<"${exec_start//%d/$credentials}"
 touch "$WORK/strace" && chown "$uid" "$WORK/strace"
-(
+# Runs a unit's command as systemd would, under `strace` (its options first, then the command); it
+# replaces the shell it runs in, so call it in a subshell.
+as_the_unit() {
   umask "$umask_value"
   ulimit -n "$nofile"
   cd /
   exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all \
-    strace -f -qq -o "$WORK/strace" \
-    env -i PATH=/usr/bin:/bin CREDENTIALS_DIRECTORY="$credentials" "${command[@]}"
-) >"$WORK/server.log" 2>&1 &
+    strace -f -qq "$@"
+}
+unit_env=(env -i PATH=/usr/bin:/bin CREDENTIALS_DIRECTORY="$credentials")
+(as_the_unit -o "$WORK/strace" "${unit_env[@]}" "${pre[@]}") >"$WORK/migrate.log" 2>&1 \
+  || die "the unit's ExecStartPre failed:"$'\n'"$(cat "$WORK/migrate.log")"
+grep -q "migrations applied" "$WORK/migrate.log" || die "ExecStartPre applied no migrations: $(cat "$WORK/migrate.log")"
+# Its system calls are checked with the server's below (strace appends).
+(as_the_unit -A -o "$WORK/strace" "${unit_env[@]}" "${command[@]}") >"$WORK/server.log" 2>&1 &
 server_pid=$!
 ready=0
 for _ in $(seq 600); do

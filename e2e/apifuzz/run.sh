@@ -35,13 +35,15 @@ if ! cmp -s "$HERE/requirements.txt" "$VENV/requirements.txt" 2>/dev/null; then
   cp "$HERE/requirements.txt" "$VENV/requirements.txt"
 fi
 
-# A throwaway database, created afresh by the user slurmlens's own database has (the server migrates it).
+# A throwaway database, created afresh by the user slurmlens's own database has, with slurmlens's schema
+# (`slurmlens migrate`, as a site runs it before the server starts).
 [[ $SLURMLENS_DATABASE_URL =~ ^mysql://([^:]+):([^@]+)@([^:/]+):([0-9]+)/ ]] ||
   { echo "SLURMLENS_DATABASE_URL is not mysql://user:password@host:port/db" >&2; exit 1; }
 DATABASE=slurmlens_test_apifuzz
 MYSQL_PWD=${BASH_REMATCH[2]} mysql -u"${BASH_REMATCH[1]}" -h"${BASH_REMATCH[3]}" -P"${BASH_REMATCH[4]}" \
   -e "DROP DATABASE IF EXISTS $DATABASE; CREATE DATABASE $DATABASE CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 DATABASE_URL=${SLURMLENS_DATABASE_URL%/*}/$DATABASE
+SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_DATABASE_URL="$DATABASE_URL" "$BIN" migrate >/dev/null
 export APIFUZZ_INGEST_SECRET=apifuzz-ingest-secret-$RANDOM$RANDOM$RANDOM APIFUZZ_USER=apifuzz
 
 rm -f "$OUT/standins.url"

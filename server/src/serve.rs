@@ -294,15 +294,32 @@ pub fn log_panics() {
     }));
 }
 
+/// Refuses to serve a database whose schema is behind this release: `serve` never alters the schema
+/// (its user needs no right to), `slurmlens migrate` does, before the server starts (the Debian unit's
+/// `ExecStartPre`). A database that does not answer is no reason to refuse: the archive, GPU records
+/// and tokens degrade until it does, as for any source.
+async fn check_schema(store: &crate::store::Store) -> anyhow::Result<()> {
+    match store.pending_migrations().await {
+        Ok(pending) if !pending.is_empty() => anyhow::bail!(
+            "slurmlens's database lacks {} migration(s) of this release ({}): run `slurmlens migrate` \
+             (as a database user allowed to alter slurmlens's tables), then start the server again",
+            pending.len(),
+            pending.join(", ")
+        ),
+        Ok(_) => Ok(()),
+        Err(error) => {
+            tracing::warn!(%error, "slurmlens's schema could not be checked; archive and GPU records degrade");
+            Ok(())
+        }
+    }
+}
+
 /// Serves the API on `listener` until SIGINT/SIGTERM.
 pub async fn serve(config: &Config, listener: Listener) -> anyhow::Result<()> {
     log_panics();
     let state = http_state(config)?;
-    // Our schema is forward-only and sqlx serialises concurrent runs, so every replica may apply it.
-    if let Some(store) = state.app().store()
-        && let Err(error) = store.migrate().await
-    {
-        tracing::warn!(%error, "applying slurmlens's migrations failed; archive and GPU records degrade");
+    if let Some(store) = state.app().store() {
+        check_schema(store).await?;
     }
     if config.report.archive_interval_s > 0 {
         let every = Duration::from_secs(config.report.archive_interval_s);

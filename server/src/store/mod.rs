@@ -130,6 +130,33 @@ impl Store {
         MIGRATOR.run(&self.pool).await.map_err(|e| StoreError::Query(e.to_string()))
     }
 
+    /// The migrations of this release the database lacks: never applied, applied and failed, or
+    /// applied from a different text (named `0015_report_measured_share`). Reads only; empty when the
+    /// schema is this release's.
+    pub async fn pending_migrations(&self) -> Result<Vec<String>, StoreError> {
+        let (tables,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = '_sqlx_migrations'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let applied: Vec<(i64, bool, Vec<u8>)> = if tables == 0 {
+            Vec::new()
+        } else {
+            sqlx::query_as("SELECT version, success, checksum FROM _sqlx_migrations").fetch_all(&self.pool).await?
+        };
+        let done: BTreeSet<(i64, &[u8])> = applied
+            .iter()
+            .filter(|(_, success, _)| *success)
+            .map(|(version, _, checksum)| (*version, checksum.as_slice()))
+            .collect();
+        Ok(MIGRATOR
+            .iter()
+            .filter(|migration| !done.contains(&(migration.version, migration.checksum.as_ref())))
+            .map(|migration| format!("{:04}_{}", migration.version, migration.description.replace(' ', "_")))
+            .collect())
+    }
+
     /// Deletes everything this store holds about `cluster`'s jobs (GPU records, report digests and tries,
     /// trace summaries): for a demo cluster whose history was replaced, whose job ids now name other
     /// jobs. Never called by the server.

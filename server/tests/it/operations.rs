@@ -390,3 +390,50 @@ async fn the_metrics_listener_serves_metrics_alone() {
     let other = client.get(format!("http://{address}/api/v1/jobs")).send().await.expect("a response");
     assert_eq!(other.status(), 404, "the API is not served there");
 }
+
+/// `serve` never alters slurmlens's schema (its database user needs no right to): on a database
+/// behind this release it refuses to start, naming the migrations and `slurmlens migrate`, and
+/// creates nothing; once `slurmlens migrate` ran, the same server starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_on_a_database_behind_its_release_names_the_migrations_and_starts_after_migrate() {
+    let url = crate::support::empty_database("ops_schema_behind").await;
+    let run = |command: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_slurmlens"));
+        for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("SLURMLENS_")) {
+            child.env_remove(name);
+        }
+        child
+            .arg(command)
+            .env("SLURMLENS_LISTEN", "127.0.0.1:0")
+            .env("SLURMLENS_CLUSTERS", "lab")
+            .env("SLURMLENS_SLURMDBD__URL", lab().var("SLURMLENS_SLURMDBD_URL"))
+            .env("SLURMLENS_DATABASE__URL", &url)
+            .env("SLURMLENS_REPORT__ARCHIVE_INTERVAL_S", "0")
+            .output()
+            .unwrap_or_else(|e| panic!("slurmlens {command}: {e}"))
+    };
+    let tables = || async {
+        let pool = sqlx::MySqlPool::connect(&url).await.expect("the test database");
+        let (count,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()")
+                .fetch_one(&pool)
+                .await
+                .expect("counting tables");
+        pool.close().await;
+        count
+    };
+
+    let refused = run("serve");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "serve started on an empty schema: {stderr}");
+    assert!(stderr.contains("run `slurmlens migrate`"), "{stderr}");
+    assert!(stderr.contains("0001_gpu_allocations") && stderr.contains("0015_report_measured_share"), "{stderr}");
+    assert_eq!(tables().await, 0, "serve created nothing");
+
+    let migrated = run("migrate");
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    assert!(tables().await > 0);
+    let (_child, address) = crate::support::serve_child(&[("SLURMLENS_DATABASE__URL", &url)], false).await;
+    let health = reqwest::get(format!("http://{address}/api/v1/health")).await.expect("health");
+    assert_eq!(health.status(), 200, "{:?}", health.text().await);
+}

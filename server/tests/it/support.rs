@@ -203,6 +203,16 @@ pub async fn fresh_database(name: &str) -> String {
     if let Some(url) = created.get(name) {
         return url.clone();
     }
+    let url = empty_database(name).await;
+    let store = slurmlens::store::Store::new(&url, std::time::Duration::from_secs(10)).expect("store");
+    store.migrate().await.expect("applying migrations");
+    created.insert(name.to_string(), url.clone());
+    url
+}
+
+/// A new, empty database `slurmlens_test_{name}` on the lab's MariaDB (dropped first if it exists),
+/// without slurmlens's schema; its URL.
+pub async fn empty_database(name: &str) -> String {
     let base = lab().var("SLURMLENS_DATABASE_URL");
     let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
     let database = format!("slurmlens_test_{name}");
@@ -213,11 +223,7 @@ pub async fn fresh_database(name: &str) -> String {
         .await
         .expect("creating the test database");
     admin.close().await;
-    let url = format!("{server}/{database}");
-    let store = slurmlens::store::Store::new(&url, std::time::Duration::from_secs(10)).expect("store");
-    store.migrate().await.expect("applying migrations");
-    created.insert(name.to_string(), url.clone());
-    url
+    format!("{server}/{database}")
 }
 
 /// Runs a Slurm command against the lab; its stdout, or a panic with its stderr.

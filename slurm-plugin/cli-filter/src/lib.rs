@@ -33,6 +33,7 @@ const SLURM_SUCCESS: c_int = 0;
 
 unsafe extern "C" {
     fn slurm_info(format: *const c_char, ...);
+    fn slurm_verbose(format: *const c_char, ...);
     fn slurm_error(format: *const c_char, ...);
     /// libslurm's `char *slurm_option_get(slurm_opt_t *opt, const char *name)`: a copy of the option's
     /// value as text, or NULL.
@@ -62,6 +63,15 @@ fn option(options: *mut c_void, name: &std::ffi::CStr, only_if_set: bool) -> Opt
 
 /// Slurm's logger of the client (sbatch prints errors on the terminal, info with `-v`).
 struct SlurmLog;
+
+impl SlurmLog {
+    /// A line shown only with `-v`: why there is no advice, which is no news to the user otherwise.
+    fn verbose(&self, message: &str) {
+        let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: a constant "%s" format with one NUL-terminated string argument.
+        unsafe { slurm_verbose(c"%s".as_ptr(), message.as_ptr()) }
+    }
+}
 
 impl Log for SlurmLog {
     fn info(&self, message: &str) {
@@ -160,9 +170,9 @@ pub extern "C" fn cli_filter_p_post_submit(offset: c_int, job_id: u32, step_id: 
                 let _ = writeln!(std::io::stderr(), "{line}");
             }
             // Shown with `sbatch -v`: why there is no advice, never in the user's way.
-            Some(Err(reason)) => SlurmLog.info(&format!("slurmlens: no advice: {reason}")),
-            Some(Ok(None)) => SlurmLog.info("slurmlens: no advice for this job"),
-            None => SlurmLog.info("slurmlens: advice not asked for"),
+            Some(Err(reason)) => SlurmLog.verbose(&format!("slurmlens: no advice: {reason}")),
+            Some(Ok(None)) => SlurmLog.verbose("slurmlens: no advice for this job"),
+            None => SlurmLog.verbose("slurmlens: advice not asked for"),
         }
     }));
 }
