@@ -149,6 +149,9 @@ pub fn now() -> i64 {
 pub struct Loader {
     #[cfg(feature = "ssr")]
     server: Option<(crate::server::WebContext, std::sync::Arc<dyn crate::server::PageData>)>,
+    /// The clusters the request's viewer may read (none named before sign-in).
+    #[cfg(feature = "ssr")]
+    clusters: Option<Result<Vec<String>, DataError>>,
 }
 
 #[cfg(feature = "ssr")]
@@ -164,11 +167,13 @@ impl Loader {
             use leptos::prelude::use_context;
             let context = use_context::<crate::server::WebContext>();
             let request = use_context::<axum::http::request::Parts>();
+            let mut clusters = None;
             let server = context.zip(request).map(|(context, request)| {
+                clusters = Some(context.clusters_for(&request));
                 let data = context.for_request(&request);
                 (context, data)
             });
-            Self { server }
+            Self { server, clusters }
         }
         #[cfg(not(feature = "ssr"))]
         {
@@ -176,12 +181,12 @@ impl Loader {
         }
     }
 
-    /// The clusters served.
+    /// The clusters the viewer may read, the default first.
     pub fn clusters(&self) -> impl Future<Output = Result<Vec<String>, DataError>> + Send + use<> {
         #[cfg(feature = "ssr")]
         {
-            let server = self.server.clone();
-            async move { server.map(|(context, _)| context.clusters()).ok_or_else(no_source) }
+            let clusters = self.clusters.clone();
+            async move { clusters.unwrap_or_else(|| Err(no_source())) }
         }
         #[cfg(not(feature = "ssr"))]
         {

@@ -127,8 +127,10 @@ fn Header() -> impl IntoView {
                     let path = location.pathname.get();
                     let path = if path.starts_with("/jobs/") { "/jobs".to_string() } else { path };
                     let current = cluster().or_else(|| names.first().cloned());
+                    // Before sign-in no cluster is named: no menu, not even its label.
+                    let none = names.is_empty();
                     view! {
-                        <nav class="clusters" aria-label="clusters" data-testid="cluster-switch">
+                        <nav class="clusters" aria-label="clusters" data-testid="cluster-switch" hidden=none>
                             {names
                                 .into_iter()
                                 .map(|name| {

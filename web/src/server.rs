@@ -45,6 +45,11 @@ pub type DataFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DataError>> +
 pub trait WebData: Send + Sync + 'static {
     /// Clusters served, the default first.
     fn clusters(&self) -> Vec<String>;
+    /// The clusters the viewer of `request` may read, the default first (`/web/v1/clusters`); the
+    /// server names none before sign-in. Every one served by default.
+    fn clusters_for(&self, _request: &Parts) -> Result<Vec<String>, DataError> {
+        Ok(self.clusters())
+    }
     /// The data the request described by `request` may read: the server binds it to the viewer its
     /// sign-in layer put into the request's extensions, so a page shows exactly what the REST API
     /// shows the same person.
@@ -228,11 +233,17 @@ impl WebContext {
         self.data.clusters()
     }
 
+    /// The clusters the viewer of `request` may read, the default first ([`WebData::clusters_for`]).
+    pub fn clusters_for(&self, request: &Parts) -> Result<Vec<String>, DataError> {
+        self.data.clusters_for(request)
+    }
+
     fn cluster_or_default(&self, cluster: Option<&str>) -> Result<String, DataError> {
         let clusters = self.clusters();
         match cluster {
             Some(name) if clusters.iter().any(|known| known == name) => Ok(name.to_string()),
-            Some(name) => Err(DataError::invalid(format!("unknown cluster `{name}`; known: {}", clusters.join(", ")))),
+            // Not naming the others: a page's error can reach a viewer before sign-in.
+            Some(name) => Err(DataError::invalid(format!("unknown cluster `{name}`"))),
             None => clusters.first().cloned().ok_or_else(|| DataError::unavailable("no cluster is configured")),
         }
     }
@@ -490,6 +501,8 @@ impl IntoResponse for DataError {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let code = match status.as_u16() {
             400 => "invalid_parameter",
+            401 => "unauthorized",
+            403 => "forbidden",
             404 => "not_found",
             503 => "source_unavailable",
             504 => "query_timeout",
@@ -508,8 +521,11 @@ fn lookup(pairs: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
     move |name| pairs.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone())
 }
 
-async fn clusters_json(State(state): State<WebState>) -> axum::Json<Vec<String>> {
-    axum::Json(state.context.clusters())
+async fn clusters_json(State(state): State<WebState>, request: Parts) -> Response {
+    match state.context.clusters_for(&request) {
+        Ok(clusters) => axum::Json(clusters).into_response(),
+        Err(error) => error.into_response(),
+    }
 }
 
 async fn gantt_json(State(state): State<WebState>, request: Parts, Query(pairs): Pairs) -> Response {

@@ -186,6 +186,19 @@ impl App {
         self.inner.clusters.values()
     }
 
+    /// The clusters `viewer` may read, the default first: every one served to a signed-in viewer (and
+    /// to anyone where the site lets anonymous viewers read), a shared link's job's alone to its holder;
+    /// `Unauthorized` before sign-in otherwise, so that no name leaves before it.
+    pub fn clusters_for(&self, viewer: &Viewer) -> Result<Vec<String>, AppError> {
+        match viewer {
+            Viewer::Shared(grant) => Ok(vec![grant.cluster.clone()]),
+            Viewer::Anonymous if self.inner.access.anonymous == AnonymousAccess::Nobody => {
+                Err(AppError::Unauthorized("sign in through the site, or send a personal token".into()))
+            }
+            Viewer::Operator | Viewer::Signed(_) | Viewer::Anonymous => Ok(self.cluster_names()),
+        }
+    }
+
     /// The clusters served, the default first.
     pub fn cluster_names(&self) -> Vec<String> {
         let default = self.inner.default_cluster.as_str().to_string();
@@ -243,6 +256,9 @@ impl App {
         })
     }
 
+    /// Where a viewer reads the names of the clusters served, said beside an unknown one.
+    pub const CLUSTERS_LISTED: &'static str = "GET /api/v1/clusters lists those served";
+
     /// The reader of cluster `name`, or of the default cluster.
     pub fn cluster(&self, name: Option<&str>) -> Result<&SlurmDbd, AppError> {
         let Some(name) = name else {
@@ -252,10 +268,8 @@ impl App {
                 .get(&self.inner.default_cluster)
                 .ok_or_else(|| AppError::Internal("no cluster".into()));
         };
-        let unknown = || {
-            let known = self.inner.clusters.keys().map(ClusterName::as_str).collect::<Vec<_>>().join(", ");
-            AppError::invalid("cluster", format!("unknown cluster `{name}`; known: {known}"))
-        };
+        // The served clusters are not named here: this answer goes out before sign-in.
+        let unknown = || AppError::invalid("cluster", format!("unknown cluster `{name}` ({})", Self::CLUSTERS_LISTED));
         let parsed: ClusterName = name.parse().map_err(|_| unknown())?;
         self.inner.clusters.get(&parsed).ok_or_else(unknown)
     }

@@ -49,6 +49,28 @@ pub async fn health(State(app): State<App>) -> Result<Json<wire::Health>, ApiErr
     Ok(Json(wire::Health { status: "ok".into(), slurmdbd: "ok".into() }))
 }
 
+/// `GET /api/v1/clusters`: the clusters the viewer may read, the default first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/clusters",
+    tag = "service",
+    operation_id = "list_clusters",
+    summary = "The clusters served, the default first",
+    description = "The names a `cluster` parameter takes, the default (used where none is given) first. \
+        A shared link's holder reads its job's cluster alone. Names no cluster before sign-in.",
+    responses(
+        (status = 200, description = "The clusters, the default first", body = Vec<String>),
+        (status = 401, description = "No identity (`unauthorized`)", body = wire::ErrorEnvelope),
+    ),
+    security(("token" = []), ("user_header" = [])),
+)]
+pub async fn clusters(
+    State(app): State<App>,
+    Extension(viewer): Extension<Viewer>,
+) -> Result<Json<Vec<String>>, ApiError> {
+    Ok(Json(app.clusters_for(&viewer)?))
+}
+
 /// `GET /api/v1/jobs`: jobs overlapping `[start, end)` (default: the last 24 h), newest first.
 #[utoipa::path(
     get,

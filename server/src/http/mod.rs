@@ -107,6 +107,7 @@ impl FromRef<HttpState> for App {
 fn api_routes() -> OpenApiRouter<HttpState> {
     OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(jobs::health))
+        .routes(routes!(jobs::clusters))
         .routes(routes!(openapi::serve_document))
         .routes(routes!(jobs::list))
         .routes(routes!(export::export))

@@ -23,6 +23,7 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("GET", "/api/v1/gpus/held"),
     ("GET", "/api/v1/gpus/values"),
     ("GET", "/api/v1/health"),
+    ("GET", "/api/v1/clusters"),
     ("GET", "/api/v1/jobs"),
     ("GET", "/api/v1/jobs/export"),
     ("GET", "/api/v1/jobs/{job_id}"),

@@ -54,6 +54,11 @@ impl WebData for Pages {
         self.app.cluster_names()
     }
 
+    fn clusters_for(&self, request: &Parts) -> Result<Vec<String>, DataError> {
+        let viewer = request.extensions.get::<Viewer>().cloned().unwrap_or_default();
+        self.app.clusters_for(&viewer).map_err(data_error)
+    }
+
     fn for_request(&self, request: &Parts) -> Arc<dyn PageData> {
         // The sign-in layer runs before every page; a request it did not see is nobody's.
         let viewer = request.extensions.get::<Viewer>().cloned().unwrap_or_default();

@@ -133,6 +133,8 @@ async fn every_endpoint_answers_each_viewer_as_scoped_and_leaks_nothing() {
         "/api/v1/gpus/values?cluster=lab&metric=gpu_util".to_string(),
         "/api/v1/gpus/held?cluster=lab".to_string(),
         "/api/v1/tokens".to_string(),
+        "/api/v1/clusters".to_string(),
+        "/web/v1/clusters".to_string(),
         format!("/web/v1/jobs.csv?cluster=lab&{epochs}"),
         format!("/web/v1/jobs.json?cluster=lab&{epochs}"),
         format!("/web/v1/gantt?cluster=lab&{gantt_hour}"),
@@ -178,6 +180,15 @@ async fn every_endpoint_answers_each_viewer_as_scoped_and_leaks_nothing() {
             }
             if *sees != Some(true) && (body.contains(job_name) || body.contains("\"bob\"")) {
                 failures.push(format!("{label}: {path} leaks bob's job: {body:.300}"));
+            }
+        }
+        // Before sign-in no cluster is named, not even beside one that is unknown (security review L4).
+        for path in ["/api/v1/clusters", "/web/v1/clusters", "/api/v1/jobs?cluster=nope", "/?cluster=nope"] {
+            let (status, body) = get(&app, who, path).await;
+            let named = ["\"lab\"", "lab\\\"", ">lab<", "`lab`"].iter().any(|name| body.contains(name));
+            let lists = path.ends_with("/clusters");
+            if if sees.is_none() { named } else { lists && (status != 200 || !named) } {
+                failures.push(format!("{label}: {path} {status} names lab: {named}: {body:.200}"));
             }
         }
         // The page: the job for those who may see it; the same "not found" for everyone else.
