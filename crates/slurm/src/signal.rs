@@ -23,6 +23,10 @@ pub fn signal_name(signal: u32) -> (&'static str, Option<&'static str>) {
     }
 }
 
+/// Slurm's mark for a step its memory cgroup ran out of memory in: no signal of the kernel's, but
+/// `SIG_OOM` (253) less the signal flag (128), which sacct prints as `0:125`.
+pub const OUT_OF_MEMORY_MARK: u32 = 125;
+
 /// A sacct exit code (`status:signal`) in words, for a page beside the code: "killed by SIGKILL",
 /// "exit status 1"; `None` for a clean `0:0` or text that is not an exit code.
 pub fn exit_code_in_words(code: &str) -> Option<String> {
@@ -31,6 +35,7 @@ pub fn exit_code_in_words(code: &str) -> Option<String> {
     match (status, signal) {
         (0, 0) => None,
         (_, 0) => Some(format!("exit status {status}")),
+        (_, OUT_OF_MEMORY_MARK) => Some("out of memory: Slurm's mark, no signal".to_string()),
         (_, signal) => Some(format!("killed by {}", signal_name(signal).0)),
     }
 }
@@ -46,5 +51,6 @@ mod tests {
         assert_eq!(exit_code_in_words("0:0"), None);
         assert_eq!(exit_code_in_words("n/a"), None);
         assert_eq!(signal_name(11).0, "SIGSEGV");
+        assert_eq!(exit_code_in_words("0:125").as_deref(), Some("out of memory: Slurm's mark, no signal"));
     }
 }

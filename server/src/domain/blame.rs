@@ -14,6 +14,7 @@
 
 use slurmlens_wire::{EvidenceSource, EvidenceStrength};
 
+use super::counted;
 use super::exit_code::ExitCode;
 use super::state::JobStateBase;
 
@@ -228,23 +229,31 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
             format!(
                 "Slurm ended the job {} because a node failed{}",
                 ending.state.name(),
-                if local_strong > 0 { format!("; {local_strong} infrastructure fact(s) agree") } else { String::new() }
+                match local_strong {
+                    0 => String::new(),
+                    1 => "; 1 infrastructure fact agrees".to_string(),
+                    n => format!("; {n} infrastructure facts agree"),
+                }
             ),
         ),
         _ if local_strong > 0 => (
             Blame::Infrastructure,
-            format!("{local_strong} hardware fault(s) on the job's own GPUs, nodes or links during its run"),
+            format!("{} on the job's own GPUs, nodes or links during its run", counted(local_strong, "hardware fault")),
         ),
         JobStateBase::Failed if app > 0 => (
             Blame::Application,
             format!(
-                "the program {exit} after {app} GPU fault(s) of a kind programs cause (such as an illegal memory \
-                 address); no hardware fault showed on its GPUs or nodes"
+                "the program {exit} after {} of a kind programs cause (such as an illegal memory address); no \
+                 hardware fault showed on its GPUs or nodes",
+                counted(app, "GPU fault")
             ),
         ),
         _ if path_strong > 0 => (
             Blame::Infrastructure,
-            format!("sustained packet loss on {path_strong} network path(s) the job's nodes used, while it ran"),
+            format!(
+                "sustained packet loss on {} the job's nodes used, while it ran",
+                counted(path_strong, "network path")
+            ),
         ),
         JobStateBase::OutOfMemory => {
             (Blame::Application, "the job used more memory than it asked for (OUT_OF_MEMORY)".to_string())
@@ -273,10 +282,17 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
             Blame::Unknown,
             format!("cancelled by uid {} with no infrastructure fault recorded", ending.cancelled_by.unwrap_or(0)),
         ),
-        _ => (Blame::Unknown, format!("{weak} fact(s) consistent with an infrastructure problem, none conclusive")),
+        _ => (
+            Blame::Unknown,
+            format!("{} consistent with an infrastructure problem, none conclusive", counted(weak, "fact")),
+        ),
     };
     if aside > 0 {
-        reason.push_str(&format!("; {aside} fact(s) seen near the job were set aside as not on its path or long over"));
+        let were = if aside == 1 { "was" } else { "were" };
+        reason.push_str(&format!(
+            "; {} seen near the job {were} set aside as not on its path or long over",
+            counted(aside, "fact")
+        ));
     }
     Classification { blame, reason, evidence }
 }

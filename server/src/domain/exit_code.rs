@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use slurmlens_slurm::signal::signal_name;
+use slurmlens_slurm::signal::{OUT_OF_MEMORY_MARK, signal_name};
 
 /// A decoded wait status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,9 @@ impl ExitCode {
     /// The end in words, for people: "exited with code 1", "was killed by SIGSEGV (signal 11: a
     /// segmentation fault …)".
     pub fn in_words(&self) -> String {
-        if self.signal != 0 {
+        if self.signal == OUT_OF_MEMORY_MARK {
+            format!("ran out of memory (Slurm marks that as signal {OUT_OF_MEMORY_MARK}, no signal was sent)")
+        } else if self.signal != 0 {
             let (name, meaning) = signal_name(self.signal);
             match meaning {
                 Some(meaning) => format!("was killed by {name} (signal {}: {meaning})", self.signal),
@@ -69,6 +71,7 @@ mod tests {
         assert!(ExitCode { status: 0, signal: 9 }.in_words().starts_with("was killed by SIGKILL (signal 9: "));
         assert!(ExitCode { status: 0, signal: 11 }.in_words().contains("SIGSEGV (signal 11: a segmentation fault"));
         assert_eq!(ExitCode { status: 0, signal: 60 }.in_words(), "was killed by an unnamed signal (signal 60)");
+        assert!(ExitCode { status: 0, signal: 125 }.in_words().starts_with("ran out of memory"));
     }
 
     proptest! {

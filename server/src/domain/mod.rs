@@ -35,3 +35,8 @@ pub mod verdicts;
 
 #[cfg(test)]
 pub(crate) mod fuzz_tests;
+
+/// `n` of a countable `noun`, as a sentence says it: "1 fact", "3 facts".
+pub(crate) fn counted(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}

@@ -345,15 +345,15 @@ pub fn burst_finding(ports: &[PortBursts<'_>], window_s: f64) -> Option<Finding>
         })
         .collect();
     if bursty.len() > 4 {
-        evidence.push(format!("… and {} more port(s)", bursty.len() - 4));
+        evidence.push(format!("… and {} more", super::counted(bursty.len() - 4, "port")));
     }
     Some(Finding {
         kind: "micro_bursts",
         severity: Severity::Info,
         message: format!(
-            "the job's network traffic came in line-rate bursts on {} port(s) (up to {:.1} % of the run): \
+            "the job's network traffic came in line-rate bursts on {} (up to {:.1} % of the run): \
              its all-reduces saturate the links in short windows that scrape averages hide",
-            bursty.len(),
+            super::counted(bursty.len(), "port"),
             100.0 * most / window_s
         ),
         evidence,

@@ -17,9 +17,16 @@ pub fn gpu_hours(value: f64, total: f64) -> String {
 /// The report's verdicts, totals, per-GPU means and peaks, and its charts.
 #[component]
 pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: String) -> impl IntoView {
+    let state = match report.metrics.status {
+        wire::MetricsState::Ok => "metrics read",
+        wire::MetricsState::NoData => "no metrics",
+        wire::MetricsState::Unavailable => "metrics unavailable",
+    };
     let mut metrics = match report.metrics.message.clone() {
-        Some(message) => format!("metrics {}: {message}", report.metrics.status),
-        None => format!("metrics {}", report.metrics.status),
+        // The source's own message may already say it ("metrics unavailable: …").
+        Some(message) if message.starts_with(state) => message,
+        Some(message) => format!("{state}: {message}"),
+        None => state.to_string(),
     };
     // A long job says how its window was read: through the recording rules, or raw and why.
     if report.metrics.reads == wire::MetricsReads::RecordingRules {

@@ -68,12 +68,16 @@ impl Reporter {
                 .iter()
                 .filter_map(|spec| {
                     let entry = entry?;
-                    let timeline = entry.timelines.get(&spec.key).filter(|timeline| !timeline.is_empty());
+                    // Drawn only where the job's own window has samples: a bucket is a step long, so a
+                    // job shorter than one would otherwise be drawn from the samples before it started.
+                    let mean = *entry.means.get(&spec.key)?;
+                    let timeline =
+                        entry.timelines.get(&spec.key).filter(|timeline| !timeline.is_empty() && window_s >= step_s);
                     // A job shorter than a step (or whose last bucket is still being written) has no
-                    // range point yet; its exact mean over the window stands for it at the window's end.
+                    // range point of its own; its exact mean over the window stands for it at its end.
                     let points = match timeline {
                         Some(timeline) => report::downsample(timeline, points),
-                        None => vec![(end.timestamp(), *entry.means.get(&spec.key)?)],
+                        None => vec![(end.timestamp(), mean)],
                     };
                     Some(wire::MetricSeries { metric: spec.key.clone(), unit: spec.unit.clone(), points })
                 })
@@ -556,6 +560,29 @@ mod tests {
         let gpu0 = &report.gpus[0];
         assert_eq!((gpu0.node.as_str(), gpu0.gpu, gpu0.attribution.as_str()), ("gpu001", 0, "whole_node"));
         assert_eq!(gpu0.series.iter().find(|s| s.metric == "gpu_util").map(|s| s.points.len()), Some(60));
+    }
+
+    #[test]
+    fn a_job_shorter_than_a_step_is_drawn_from_its_own_samples_or_not_at_all() {
+        // A 4-second job read at 15-second steps: the range's one bucket reaches back before its start.
+        let mut gathered = gathered();
+        (gathered.step_s, gathered.window_s) = (15, 4);
+        for entry in gathered.data.values_mut() {
+            entry.timelines.insert("gpu_util".into(), vec![(END, 99.0)]);
+        }
+        // GPU 1 of gpu001 had a sample in the job's window; the others none.
+        let sampled = |node: &str, index: u16| node == "gpu001" && index == 1;
+        for (_, entry) in gathered.data.iter_mut().filter(|(gpu, _)| !sampled(&gpu.node, gpu.index)) {
+            (entry.means, entry.maxes, entry.counts) = Default::default();
+        }
+        let mut report = empty_report();
+        reporter().fill(&mut report, &failed_job(), gathered, at(END), 120);
+        let others = report.gpus.iter().filter(|gpu| !sampled(&gpu.node, gpu.gpu));
+        assert!(others.clone().all(|gpu| gpu.series.is_empty()), "no series without a sample in the window");
+        assert_eq!(others.count(), 15);
+        let one = report.gpus.iter().find(|gpu| sampled(&gpu.node, gpu.gpu)).expect("GPU 1");
+        let series = one.series.iter().find(|series| series.metric == "gpu_util").expect("its utilisation");
+        assert_eq!(series.points, [(END, 10.0)], "the window's own mean, never the bucket reaching before it");
     }
 
     /// The report's shape, pinned: a change to any field's name, type or order shows up as a diff
