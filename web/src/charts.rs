@@ -334,6 +334,16 @@ pub fn timeline(span: &Span, title: &str, unit: &str, series: &[(String, &[(i64,
             escape(label),
             escape(label)
         );
+        // One point (a job shorter than a step) is no line: a dot shows it.
+        if let [(at, value)] = points.iter().filter(|&&(at, _)| span.shows(at)).collect::<Vec<_>>()[..] {
+            let _ = write!(
+                out,
+                r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}</title></circle>"#,
+                span.x(*at),
+                plot.y(*value),
+                escape(label)
+            );
+        }
         let _ = write!(
             out,
             r##"<rect x="{legend_x:.1}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="{FONT}" fill="#333">{}</text>"##,

@@ -132,6 +132,10 @@ fn timelines_draw_lines_for_few_gpus_and_a_band_for_many() {
     let many = gpu_timeline(&report(MAX_LINES + 4, &points), "gpu_util", Zone::UTC).expect("chart");
     assert!(many.contains(r#"data-banded="true""#) && many.contains(r#"class="band""#));
     assert_eq!(many.matches(r#"class="line""#).count(), 0);
+    // A job shorter than a step has one point per series: a dot each, no invisible line alone.
+    let one = gpu_timeline(&report(2, &[(T0 + 3600, 40.0)]), "gpu_util", Zone::UTC).expect("chart");
+    assert_eq!(one.matches(r#"class="point""#).count(), 2);
+    assert_eq!(few.matches(r#"class="point""#).count(), 0, "lines need no dots");
 }
 
 #[test]

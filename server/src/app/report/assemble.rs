@@ -144,30 +144,34 @@ impl Reporter {
             .map(|spec| (spec.key.clone(), spec.unit.clone()))
             .chain(node_signals::NODE_SIGNALS.into_iter().map(|(key, unit)| (key.to_string(), unit.to_string())))
             .collect();
+        // A job shorter than a step has one bucket reaching back before its start: its nodes are drawn
+        // from the window's own means, as its GPUs are.
+        let inside = window_s >= step_s;
         for node in record.nodes.hosts() {
             let Some(entry) = network.get(node) else { continue };
+            let timeline = |key: &str| entry.timelines.get(key).filter(|timeline| inside && !timeline.is_empty());
             let summary = node_keys
                 .iter()
                 .filter_map(|(key, unit)| {
                     let mean = *entry.means.get(key)?;
-                    let max = entry.timelines.get(key).map_or(mean, |t| t.iter().map(|&(_, v)| v).fold(mean, f64::max));
+                    let max = timeline(key).map_or(mean, |t| t.iter().map(|&(_, v)| v).fold(mean, f64::max));
                     Some(wire::MetricSummary { metric: key.clone(), unit: unit.clone(), mean, max, samples: 0 })
                 })
                 .collect();
             let series = node_keys
                 .iter()
                 .filter_map(|(key, unit)| {
-                    let timeline = entry.timelines.get(key)?;
-                    Some(wire::MetricSeries {
-                        metric: key.clone(),
-                        unit: unit.clone(),
-                        points: report::downsample(timeline, points),
-                    })
+                    let points = match timeline(key) {
+                        Some(timeline) => report::downsample(timeline, points),
+                        None if inside => return None,
+                        None => vec![(end.timestamp(), *entry.means.get(key)?)],
+                    };
+                    Some(wire::MetricSeries { metric: key.clone(), unit: unit.clone(), points })
                 })
                 .collect();
             report.nodes.push(wire::NodeNetworkReport { node: node.clone(), summary, series });
         }
-        let io = io_report(&io, window_s, points);
+        let io = io_report(&io, window_s, points, (!inside).then_some(end));
         // The job's mean Lustre read rate and whose it is, for the findings.
         let lustre_read = io
             .as_ref()
@@ -346,8 +350,14 @@ pub(super) fn node_facts<'a>(
 }
 
 /// The job's Lustre I/O: its own job statistics where the file system keeps them, else the clients of
-/// its nodes; `None` when neither is scraped.
-pub(super) fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option<(IoSource, wire::IoReport)> {
+/// its nodes; `None` when neither is scraped. `shorter_than_a_step`: the job's end, where its one bucket
+/// reaches back before its start (its means are drawn there instead).
+pub(super) fn io_report(
+    io: &IoReadings,
+    window_s: u64,
+    points: usize,
+    shorter_than_a_step: Option<DateTime<Utc>>,
+) -> Option<(IoSource, wire::IoReport)> {
     let source = [IoSource::JobStats, IoSource::Nodes].into_iter().find(|source| {
         io.iter().any(|((from, _), (timeline, mean))| from == source && (mean.is_some() || !timeline.is_empty()))
     })?;
@@ -355,16 +365,18 @@ pub(super) fn io_report(io: &IoReadings, window_s: u64, points: usize) -> Option
     let mut series = Vec::new();
     let mut totals = (0.0, 0.0);
     for (key, unit) in node_signals::IO_SIGNALS {
-        let Some((timeline, mean)) = io.get(&(source, key)) else { continue };
-        let mean = mean.unwrap_or(0.0);
+        let Some((timeline, window_mean)) = io.get(&(source, key)) else { continue };
+        let timeline: &[(i64, f64)] = if shorter_than_a_step.is_some() { &[] } else { timeline };
+        let mean = window_mean.unwrap_or(0.0);
         let max = timeline.iter().map(|&(_, v)| v).fold(mean, f64::max);
         summary.push(wire::MetricSummary { metric: key.to_string(), unit: unit.into(), mean, max, samples: 0 });
-        if !timeline.is_empty() {
-            series.push(wire::MetricSeries {
-                metric: key.to_string(),
-                unit: unit.into(),
-                points: report::downsample(timeline, points),
-            });
+        let points = match (shorter_than_a_step, window_mean) {
+            _ if !timeline.is_empty() => report::downsample(timeline, points),
+            (Some(end), Some(mean)) => vec![(end.timestamp(), *mean)],
+            _ => Vec::new(),
+        };
+        if !points.is_empty() {
+            series.push(wire::MetricSeries { metric: key.to_string(), unit: unit.into(), points });
         }
         match key {
             "lustre_read" => totals.0 = mean * window_s as f64,
@@ -571,6 +583,9 @@ mod tests {
             entry.timelines.insert("gpu_util".into(), vec![(END, 99.0)]);
         }
         // GPU 1 of gpu001 had a sample in the job's window; the others none.
+        if let Some(node) = gathered.network.get_mut("gpu001") {
+            node.timelines.insert("node_power".into(), vec![(END, 9000.0)]);
+        }
         let sampled = |node: &str, index: u16| node == "gpu001" && index == 1;
         for (_, entry) in gathered.data.iter_mut().filter(|(gpu, _)| !sampled(&gpu.node, gpu.index)) {
             (entry.means, entry.maxes, entry.counts) = Default::default();
@@ -583,6 +598,10 @@ mod tests {
         let one = report.gpus.iter().find(|gpu| sampled(&gpu.node, gpu.gpu)).expect("GPU 1");
         let series = one.series.iter().find(|series| series.metric == "gpu_util").expect("its utilisation");
         assert_eq!(series.points, [(END, 10.0)], "the window's own mean, never the bucket reaching before it");
+        let node = report.nodes.iter().find(|node| node.node == "gpu001").expect("gpu001's signals");
+        let power = node.series.iter().find(|series| series.metric == "node_power").expect("its power");
+        assert_eq!(power.points, [(END, 4000.0)], "the node's too");
+        assert!(node.summary.iter().all(|summary| summary.max == summary.mean), "no peak from before the job");
     }
 
     /// The report's shape, pinned: a change to any field's name, type or order shows up as a diff
@@ -716,11 +735,11 @@ mod tests {
         let mut io: IoReadings = BTreeMap::new();
         io.insert((IoSource::Nodes, "lustre_read"), (vec![(START + 60, 9e9)], Some(9e9)));
         io.insert((IoSource::JobStats, "lustre_read"), (vec![(START + 60, 2e6), (START + 120, 4e6)], Some(3e6)));
-        let (source, report) = io_report(&io, 3600, 120).unwrap_or_else(|| panic!("an I/O report"));
+        let (source, report) = io_report(&io, 3600, 120, None).unwrap_or_else(|| panic!("an I/O report"));
         assert_eq!(source, IoSource::JobStats);
         assert!((report.read_bytes - 3e6 * 3600.0).abs() < 1e-3, "the mean rate over the window");
         assert_eq!(report.summary.iter().find(|s| s.metric == "lustre_read").map(|s| s.max), Some(4e6));
-        assert!(io_report(&BTreeMap::new(), 3600, 120).is_none(), "no exporter, no I/O section");
+        assert!(io_report(&BTreeMap::new(), 3600, 120, None).is_none(), "no exporter, no I/O section");
     }
 
     #[test]
