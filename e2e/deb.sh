@@ -12,7 +12,10 @@
 #     SystemCallFilter=, its sockets against RestrictAddressFamilies=, its mappings against
 #     MemoryDenyWriteExecute=, the files it opened against ProtectSystem= and ProtectHome= (what
 #     systemd would refuse it);
-#  5. stops it (SIGTERM: it exits 0), then `dpkg -r` (the conffile stays) and `--purge` (nothing stays).
+#  5. stops it (SIGTERM: it exits 0) and starts it again with the packaged Unix socket drop-in
+#     (examples/unix-socket.conf: its Group= and RuntimeDirectory=): a member of the group reads
+#     /api/v1/health over the socket, another user may not connect, the socket goes with the server;
+#  6. checks both runs' system calls, then `dpkg -r` (the conffile stays) and `--purge` (nothing stays).
 # Needs root, a running lab (lab/lab.sh up) and target/debug/slurmlens; prints each phase's seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,6 +48,8 @@ WORK=$(mktemp -d /tmp/slurmlens-deb.XXXXXX)
 chmod 755 "$WORK"
 server_pid=   # strace's; the server is its child
 installed_here=0
+group_made=0   # the socket drop-in's group, made here (removed at the end)
+runtime=       # its runtime directory, made here as systemd would
 server_child() { ps -o pid= --ppid "$server_pid" | tr -d ' '; }
 cleanup() {
   if [[ -n $server_pid ]]; then
@@ -55,6 +60,8 @@ cleanup() {
     wait "$server_pid" 2>/dev/null || true
   fi
   if ((installed_here)); then dpkg --purge "$PACKAGE" >/dev/null 2>&1 || true; fi
+  [[ $runtime != /run/?* ]] || rm -rf "$runtime"
+  ((group_made == 0)) || groupdel "$group" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -146,10 +153,11 @@ as_the_unit() {
   umask "$umask_value"
   ulimit -n "$nofile"
   cd /
-  exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all \
+  exec setpriv --reuid="$uid" --regid="$run_gid" --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all \
     strace -f -qq "$@"
 }
 unit_env=(env -i PATH=/usr/bin:/bin CREDENTIALS_DIRECTORY="$credentials")
+run_gid=$uid   # the transient user's own group; the socket drop-in's Group= below
 (as_the_unit -o "$WORK/strace" "${unit_env[@]}" "${pre[@]}") >"$WORK/migrate.log" 2>&1 \
   || die "the unit's ExecStartPre failed:"$'\n'"$(cat "$WORK/migrate.log")"
 grep -q "migrations applied" "$WORK/migrate.log" || die "ExecStartPre applied no migrations: $(cat "$WORK/migrate.log")"
@@ -194,7 +202,7 @@ page=$(curl -fsS "${as_staff[@]}" "$base/jobs/$job?cluster=lab")
 grep -q 'pkg/slurmlens_web' <<<"$page" || die "the job page does not load the packaged bundle"
 phase "lab job $job listed, its page and the bundle served"
 
-# --- 5. stop, check its system calls, remove ------------------------------------------------------------
+# --- 5. stop, start again on the Unix socket drop-in ------------------------------------------------------
 slurmlens_pid=$(server_child)
 [[ -n $slurmlens_pid ]] || die "no server process under strace"
 kill -TERM "$slurmlens_pid"
@@ -202,6 +210,49 @@ code=0
 wait "$server_pid" || code=$?
 server_pid=
 ((code == 0)) || die "the server exited $code on SIGTERM; its log:"$'\n'"$(tail -20 "$WORK/server.log")"
+phase "stopped"
+
+# --- 5b. the Unix socket drop-in, as systemd would apply it ----------------------------------------------
+dropin=/usr/share/doc/slurmlens/examples/unix-socket.conf
+[[ -f $dropin ]] || die "the package has no $dropin"
+dropin_value() { sed -n "s/^$1=//p" "$dropin" | tail -1; }
+group=$(dropin_value Group)
+runtime=/run/$(dropin_value RuntimeDirectory)
+[[ -n $group && $runtime != /run/ ]] || die "$dropin names no Group= or RuntimeDirectory="
+group_made=0
+getent group "$group" >/dev/null || { groupadd --system "$group"; group_made=1; }
+gid=$(getent group "$group" | cut -d: -f3)
+[[ ! -e $runtime ]] || die "$runtime exists already"
+install -d -m "$(dropin_value RuntimeDirectoryMode)" -o "$uid" -g "$gid" "$runtime"
+socket=$runtime/http.sock
+sed -i "s|^listen = .*|listen = \"unix:$socket\"|" "$CONFIG"
+install -m 0400 -o "$uid" -g "$uid" "${credential#*:}" "$credentials/${credential%%:*}"   # systemd's copy, anew
+run_gid=$gid
+(as_the_unit -A -o "$WORK/strace" "${unit_env[@]}" "${command[@]}") >"$WORK/socket.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 600); do [[ -S $socket ]] && break; kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+[[ -S $socket ]] || die "no socket at $socket; the server's log:"$'\n'"$(cat "$WORK/socket.log")"
+[[ $(stat -c %a:%G "$socket") == 660:"$group" ]] || die "$socket is $(stat -c %a:%G "$socket"), not 660:$group"
+# A member of the group (the proxy's user), and a user who is not one.
+as_nobody=(setpriv --reuid=nobody --regid=nogroup --no-new-privs)
+health=$("${as_nobody[@]}" --groups="$gid" curl -fsS --unix-socket "$socket" http://localhost/api/v1/health) \
+  || die "the group's member could not read /api/v1/health over $socket"
+! "${as_nobody[@]}" --clear-groups curl -fsS --unix-socket "$socket" http://localhost/api/v1/health >/dev/null 2>&1 \
+  || die "a user outside $group connected to $socket"
+slurmlens_pid=$(server_child)
+kill -TERM "$slurmlens_pid"
+code=0
+wait "$server_pid" || code=$?
+server_pid=
+((code == 0)) || die "the socket's server exited $code on SIGTERM; its log:"$'\n'"$(tail -20 "$WORK/socket.log")"
+[[ ! -e $socket ]] || die "the server left $socket behind"
+rm -rf "$runtime"
+runtime=
+((group_made == 0)) || groupdel "$group"
+group_made=0
+phase "served on $socket to $group's members alone ($health)"
+
+# --- 6. the system calls of both runs, remove ------------------------------------------------------------
 # The unit's filter: its allow list less its deny list, each group expanded as systemd expands it.
 expand() {
   local name
@@ -241,7 +292,6 @@ writes=$(grep -E '^[0-9]+ +(open|openat|openat2|creat)\(.*O_(WRONLY|RDWR|CREAT)'
 homes=$(grep -E '^[0-9]+ +[a-z0-9_]*(open|stat|access|readlink|execve|chdir|mkdir)[a-z0-9_]*\(' "$WORK/strace" \
   | grep -E '"(/home|/root|/run/user)(/[^"]*)?"' || true)
 [[ -z $homes ]] || die "the server looked under the homes, which ProtectHome= hides: $homes"
-phase "stopped"
 
 dpkg -r "$PACKAGE" >/dev/null
 for gone in /usr/bin/slurmlens "$unit" /usr/share/slurmlens; do
