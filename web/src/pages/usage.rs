@@ -102,9 +102,15 @@ fn UsageBody(report: wire::UsageReport, query: UsageQuery, order: (UsageColumn, 
         .idle_gpu_hours
         .filter(|_| total.gpu_hours_measured > 0.0)
         .map(|idle| 100.0 * idle / total.gpu_hours_measured);
+    // Energy is read from archived reports only: say over which of the GPU-hours.
+    let over = if total.gpu_hours_with_energy < total.gpu_hours * 0.999 {
+        format!(" over the {} GPU-hours with a reading", hours(total.gpu_hours_with_energy))
+    } else {
+        String::new()
+    };
     let energy = match (total.energy_kwh, total.co2_kg) {
-        (Some(kwh), Some(co2)) => format!("{kwh:.1} kWh ({co2:.1} kg CO₂)"),
-        (Some(kwh), None) => format!("{kwh:.1} kWh"),
+        (Some(kwh), Some(co2)) => format!("{kwh:.1} kWh ({co2:.1} kg CO₂){over}"),
+        (Some(kwh), None) => format!("{kwh:.1} kWh{over}"),
         _ => "no energy readings".to_string(),
     };
     let summary = format!(
@@ -186,9 +192,14 @@ fn UsageBars(rows: Vec<UsageRow>) -> impl IntoView {
 
 /// One row's cells.
 fn cells(row: &UsageRow) -> impl IntoView + use<> {
+    let over = if row.gpu_hours_with_energy < row.gpu_hours * 0.999 {
+        format!(" (of {} GPU-h)", hours(row.gpu_hours_with_energy))
+    } else {
+        String::new()
+    };
     let energy = match (row.energy_kwh, row.co2_kg) {
-        (Some(kwh), Some(co2)) => format!("{kwh:.1} kWh / {co2:.1} kg"),
-        (Some(kwh), None) => format!("{kwh:.1} kWh"),
+        (Some(kwh), Some(co2)) => format!("{kwh:.1} kWh / {co2:.1} kg{over}"),
+        (Some(kwh), None) => format!("{kwh:.1} kWh{over}"),
         _ => "—".to_string(),
     };
     let failed = &row.failed_jobs;
