@@ -242,7 +242,7 @@ fn NodeView(page: wire::NodePage) -> impl IntoView {
         </p>
         <p class="muted">"From " <Time at=window.0 /> " to " <Time at=window.1 /> " · " <a href=gantt_href>"Gantt of this window"</a></p>
         <section aria-label="health">
-            <h2>{format!("Health: {level}")}</h2>
+            <h2>{format!("Health in this window: {level}")}</h2>
             <ul data-testid="node-health-reasons">{health_reasons}</ul>
             {metrics_note}
         </section>

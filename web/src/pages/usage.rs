@@ -109,8 +109,8 @@ fn UsageBody(report: wire::UsageReport, query: UsageQuery, order: (UsageColumn, 
         String::new()
     };
     let energy = match (total.energy_kwh, total.co2_kg) {
-        (Some(kwh), Some(co2)) => format!("{kwh:.1} kWh ({co2:.1} kg CO₂){over}"),
-        (Some(kwh), None) => format!("{kwh:.1} kWh{over}"),
+        (Some(kwh), Some(co2)) => format!("{} kWh ({co2:.1} kg CO₂){over}", hours(kwh)),
+        (Some(kwh), None) => format!("{} kWh{over}", hours(kwh)),
         _ => "no energy readings".to_string(),
     };
     let summary = format!(
@@ -198,8 +198,8 @@ fn cells(row: &UsageRow) -> impl IntoView + use<> {
         String::new()
     };
     let energy = match (row.energy_kwh, row.co2_kg) {
-        (Some(kwh), Some(co2)) => format!("{kwh:.1} kWh / {co2:.1} kg{over}"),
-        (Some(kwh), None) => format!("{kwh:.1} kWh{over}"),
+        (Some(kwh), Some(co2)) => format!("{} kWh / {co2:.1} kg{over}", hours(kwh)),
+        (Some(kwh), None) => format!("{} kWh{over}", hours(kwh)),
         _ => "—".to_string(),
     };
     let failed = &row.failed_jobs;
