@@ -367,6 +367,34 @@ fn xid_faults(gpus: &[GpuFacts]) -> Vec<Finding> {
     findings
 }
 
+/// Where the job's GPU samples stop well before its window ends (more than three steps and five
+/// minutes): the exporter or its scrape stopped on a running job, or the telemetry ended before the job
+/// did. The figures and charts then cover the job up to `last`, which a page would not say otherwise.
+/// `last` is the newest bucket with a sample, `end` the window's end (now, while the job runs).
+pub fn telemetry_gap(last: i64, end: i64, step_s: u64, running: bool) -> Option<Finding> {
+    let gap = end - last;
+    if gap <= (3 * i64::try_from(step_s).unwrap_or(i64::MAX / 4)).max(300) {
+        return None;
+    }
+    let (since, missing) = (iso_utc(last), super::history::duration(gap as f64));
+    let message = if running {
+        format!("no GPU samples since {since} ({missing} ago): the figures and charts cover the job up to then")
+    } else {
+        format!("the GPU samples end at {since}, {missing} before the job did: the figures cover it up to then")
+    };
+    Some(Finding {
+        kind: "telemetry_gap",
+        severity: Severity::Warning,
+        message,
+        evidence: Vec::new(),
+        next_step: Some(
+            "nothing in the job needs changing; if it lasts, tell your provider: the nodes' GPU exporter \
+             (dcgm-exporter) or its scrape stopped"
+                .into(),
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,5 +482,24 @@ mod tests {
         let found = verdicts(&[facts("n1", 1, 20.0, 10.0), full]);
         assert!(kinds(&found).contains(&"unbalanced_gpus"), "{:?}", kinds(&found));
         assert!(kinds(&found).contains(&"memory_nearly_full"), "{:?}", kinds(&found));
+    }
+
+    #[test]
+    fn samples_that_stop_before_the_window_ends_are_said() {
+        // 15 s steps: a running job whose newest bucket is 23 minutes old.
+        let end = 1_796_032_800;
+        let running = telemetry_gap(end - 23 * 60, end, 15, true).expect("a gap");
+        assert_eq!((running.kind, running.severity), ("telemetry_gap", Severity::Warning));
+        assert!(
+            running.message.starts_with("no GPU samples since 2026-11-30T09:37:00Z (23m 00s ago)"),
+            "{}",
+            running.message
+        );
+        let ended = telemetry_gap(end - 7200, end, 60, false).expect("a gap");
+        assert!(ended.message.contains("2h 00m before the job did"), "{}", ended.message);
+        // A step or a few late is the scrape's rhythm, not a gap; long steps allow three of theirs.
+        assert!(telemetry_gap(end - 60, end, 15, true).is_none());
+        assert!(telemetry_gap(end - 299, end, 15, true).is_none());
+        assert!(telemetry_gap(end - 2 * 3600, end, 3600, false).is_none());
     }
 }

@@ -339,6 +339,7 @@ fn verdict_title(kind: &str) -> String {
         "power_readings_disagree" => "inconsistent power readings".into(),
         "micro_bursts" => "network micro-bursts".into(),
         "attribution_uncertain" => "which GPUs were the job's".into(),
+        "telemetry_gap" => "GPU samples stop early".into(),
         other => other.replace('_', " "),
     }
 }

@@ -219,6 +219,12 @@ impl Reporter {
         }
         report.verdicts = verdicts::verdicts(&facts).into_iter().map(verdict).collect();
         report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(verdict));
+        let known = attributed.iter().filter(|a| !a.uncertain).filter_map(|a| data.get(&a.gpu));
+        let last = known.flat_map(|entry| entry.timelines.values().filter_map(|t| t.last())).map(|&(at, _)| at).max();
+        let running = !record.state.run_is_over();
+        report
+            .verdicts
+            .extend(last.and_then(|last| verdicts::telemetry_gap(last, end.timestamp(), step_s, running)).map(verdict));
         if attributed.iter().any(|a| a.uncertain) {
             report.verdicts.push(wire::Verdict {
                 kind: "attribution_uncertain".into(),
