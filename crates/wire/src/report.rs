@@ -277,7 +277,9 @@ pub struct ReportTotals {
 pub struct Verdict {
     /// `idle_gpus`, `outlier_node`, `low_tensor_activity`, `memory_nearly_full`, `unbalanced_gpus`,
     /// `xid_errors` (hardware or driver), `program_gpu_faults` (XIDs programs cause), `good`, and the node
-    /// signals' `io_bound`, `node_memory_pressure`, `node_power`, `power_readings_disagree`, `micro_bursts`.
+    /// signals' `io_bound`, `node_memory_pressure`, `node_power`, `power_readings_disagree`, `micro_bursts`;
+    /// `attribution_uncertain` (a shared node's GPUs no record placed) and `telemetry_gap` (the GPU
+    /// samples end well before the window does).
     pub kind: String,
     /// `info`, `warning` or `critical`.
     pub severity: Severity,
