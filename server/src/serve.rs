@@ -301,9 +301,9 @@ pub fn log_panics() {
 async fn check_schema(store: &crate::store::Store) -> anyhow::Result<()> {
     match store.pending_migrations().await {
         Ok(pending) if !pending.is_empty() => anyhow::bail!(
-            "slurmlens's database lacks {} migration(s) of this release ({}): run `slurmlens migrate` \
+            "slurmlens's database lacks {} of this release ({}): run `slurmlens migrate` \
              (as a database user allowed to alter slurmlens's tables), then start the server again",
-            pending.len(),
+            crate::domain::counted(pending.len(), "migration"),
             pending.join(", ")
         ),
         Ok(_) => Ok(()),

@@ -256,9 +256,6 @@ impl App {
         })
     }
 
-    /// Where a viewer reads the names of the clusters served, said beside an unknown one.
-    pub const CLUSTERS_LISTED: &'static str = "GET /api/v1/clusters lists those served";
-
     /// The reader of cluster `name`, or of the default cluster.
     pub fn cluster(&self, name: Option<&str>) -> Result<&SlurmDbd, AppError> {
         let Some(name) = name else {
@@ -269,7 +266,9 @@ impl App {
                 .ok_or_else(|| AppError::Internal("no cluster".into()));
         };
         // The served clusters are not named here: this answer goes out before sign-in.
-        let unknown = || AppError::invalid("cluster", format!("unknown cluster `{name}` ({})", Self::CLUSTERS_LISTED));
+        let unknown = || {
+            AppError::invalid("cluster", format!("unknown cluster `{name}` (GET /api/v1/clusters lists those served)"))
+        };
         let parsed: ClusterName = name.parse().map_err(|_| unknown())?;
         self.inner.clusters.get(&parsed).ok_or_else(unknown)
     }

@@ -372,8 +372,8 @@ fn xid_faults(gpus: &[GpuFacts]) -> Vec<Finding> {
 /// did. The figures and charts then cover the job up to `last`, which a page would not say otherwise.
 /// `last` is the newest bucket with a sample, `end` the window's end (now, while the job runs).
 pub fn telemetry_gap(last: i64, end: i64, step_s: u64, running: bool) -> Option<Finding> {
-    let gap = end - last;
-    if gap <= (3 * i64::try_from(step_s).unwrap_or(i64::MAX / 4)).max(300) {
+    let gap = u64::try_from(end - last).unwrap_or(0);
+    if gap <= step_s.saturating_mul(3).max(300) {
         return None;
     }
     let (since, missing) = (iso_utc(last), super::history::duration(gap as f64));

@@ -17,28 +17,18 @@ pub(crate) fn fresh_name(prefix: &str) -> String {
     format!("{prefix}-{}", chrono::Utc::now().timestamp_millis())
 }
 
+/// `sbatch`'s options for a job of alice (account ml) named `name` with a one-day limit, its output
+/// discarded: what the advice compares a submission with.
+pub(crate) fn alice_day_job(name: &str) -> [&str; 10] {
+    ["--parsable", "-J", name, "--uid=alice", "--gid=alice", "-A", "ml", "--time=1-0", "-o", "/dev/null"]
+}
+
 /// Submits `runs` short jobs of alice named `name` with a one-day limit and waits until slurmdbd has
 /// each one's end (as `sacct` shows it).
 pub(crate) async fn alice_history(name: &str, runs: usize) {
     let ids: Vec<String> = (0..runs)
         .map(|_| {
-            let out = slurm(
-                "sbatch",
-                &[
-                    "--parsable",
-                    "-J",
-                    name,
-                    "--uid=alice",
-                    "--gid=alice",
-                    "-A",
-                    "ml",
-                    "--time=1-0",
-                    "-o",
-                    "/dev/null",
-                    "--wrap",
-                    "true",
-                ],
-            );
+            let out = slurm("sbatch", &[&alice_day_job(name)[..], &["--wrap", "true"]].concat());
             out.trim().split(';').next().expect("a job id").to_string()
         })
         .collect();

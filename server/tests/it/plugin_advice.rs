@@ -80,19 +80,8 @@ fn submit(client: &ClientConf, name: &str, env: &[(&str, &str)]) -> (String, Dur
         let mut command = lab().command("sbatch");
         command
             .env("SLURM_CONF", client.dir.join("slurm.conf"))
-            .args([
-                "-v",
-                "--parsable",
-                "-J",
-                name,
-                "--uid=alice",
-                "--gid=alice",
-                "-A",
-                "ml",
-                "--time=1-0",
-                "-o",
-                "/dev/null",
-            ])
+            .arg("-v")
+            .args(crate::advice::alice_day_job(name))
             .arg(format!("--chdir={}", jobs.display()))
             .args(["--wrap", "true"])
             .envs(env.iter().copied());

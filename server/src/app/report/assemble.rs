@@ -30,6 +30,9 @@ impl Reporter {
         let catalog = &self.settings.catalog;
         let Gathered { attributed, data, network, io, whole_nodes, step_s, window_s, reads, reads_note, .. } = gathered;
         let hours = window_s as f64 / 3600.0;
+        // Buckets end at the job's end and step back; a job shorter than a step has one bucket, which
+        // reaches back before its start: its series are then drawn from the window's own means.
+        let inside = window_s >= step_s;
         let mut facts = Vec::new();
         let mut energy_mj = 0.0;
         let mut energy_known = false;
@@ -68,11 +71,9 @@ impl Reporter {
                 .iter()
                 .filter_map(|spec| {
                     let entry = entry?;
-                    // Drawn only where the job's own window has samples: a bucket is a step long, so a
-                    // job shorter than one would otherwise be drawn from the samples before it started.
+                    // Drawn only where the job's own window has samples.
                     let mean = *entry.means.get(&spec.key)?;
-                    let timeline =
-                        entry.timelines.get(&spec.key).filter(|timeline| !timeline.is_empty() && window_s >= step_s);
+                    let timeline = entry.timelines.get(&spec.key).filter(|timeline| inside && !timeline.is_empty());
                     // A job shorter than a step (or whose last bucket is still being written) has no
                     // range point of its own; its exact mean over the window stands for it at its end.
                     let points = match timeline {
@@ -144,9 +145,6 @@ impl Reporter {
             .map(|spec| (spec.key.clone(), spec.unit.clone()))
             .chain(node_signals::NODE_SIGNALS.into_iter().map(|(key, unit)| (key.to_string(), unit.to_string())))
             .collect();
-        // A job shorter than a step has one bucket reaching back before its start: its nodes are drawn
-        // from the window's own means, as its GPUs are.
-        let inside = window_s >= step_s;
         for node in record.nodes.hosts() {
             let Some(entry) = network.get(node) else { continue };
             let timeline = |key: &str| entry.timelines.get(key).filter(|timeline| inside && !timeline.is_empty());
