@@ -4,7 +4,8 @@
 # VictoriaLogs fed by rsyslog and an OpenTelemetry Collector, all with their state in one folder ($LAB).
 # See README.md next to this file.
 #
-#   lab.sh up                 start what is not running, register what is missing
+#   lab.sh up [--demo]        start what is not running, register what is missing (--demo: without the
+#                             servers only the tests use, a current VictoriaMetrics and an OTel Collector)
 #   lab.sh down [--purge]     stop what this lab started (and delete its data with --purge)
 #   lab.sh status             one line per daemon; exit status 1 if any is down
 #   lab.sh mysql-stop|mysql-start   take only MariaDB away and back (503 tests)
@@ -91,6 +92,11 @@ DAEMONS+=(victoria-metrics node-exporter vmagent vmalert vmauth)
 DAEMONS+=(vm-current)
 DAEMONS+=(victoria-logs rsyslogd)
 DAEMONS+=(otelcol)
+# The servers only the tests read (`up --demo` leaves them out): their Go builds take minutes once per
+# machine, the Collector's most of all.
+declare -A TEST_ONLY=([vm-current]=1 [otelcol]=1)
+# 1 after `up --demo`.
+DEMO_ONLY=0
 
 log() { printf 'lab: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -546,17 +552,24 @@ $targets
     static_configs:
       - targets: ["$SLURMLENS_SCRAPE_TARGET"]
 EOF
-  # A running vmagent re-reads its scrape configuration on SIGHUP, keeping its queue: no restart.
+  # It writes to each VictoriaMetrics that runs (`up --demo` starts no current one).
+  local writes=(-remoteWrite.url="http://127.0.0.1:$VM_PORT/api/v1/write")
+  if alive vm-current; then writes+=(-remoteWrite.url="http://127.0.0.1:$VM_CURRENT_PORT/api/v1/write"); fi
+  # A running vmagent re-reads its scrape configuration on SIGHUP, keeping its queue: no restart, unless
+  # it writes elsewhere than it should now (a demo's lab that the tests bring up whole).
   if alive vmagent; then
-    kill -HUP "$(pid_of vmagent)"
-    return 0
+    if [[ $(cat "$RUN/vmagent.writes" 2>/dev/null) == "${writes[*]}" ]]; then
+      kill -HUP "$(pid_of vmagent)"
+      return 0
+    fi
+    stop_daemon vmagent
   fi
   rm -f "${PIDFILE[vmagent]}"
+  printf '%s' "${writes[*]}" >"$RUN/vmagent.writes"
   start-stop-daemon --start --background --make-pidfile --pidfile "${PIDFILE[vmagent]}" \
     --output "$LOG/vmagent.log" --exec /usr/bin/vmagent -- \
     -httpListenAddr="127.0.0.1:$VMAGENT_PORT" -promscrape.config="$ETC/vmagent.yml" \
-    -remoteWrite.url="http://127.0.0.1:$VM_PORT/api/v1/write" \
-    -remoteWrite.url="http://127.0.0.1:$VM_CURRENT_PORT/api/v1/write" -remoteWrite.tmpDataPath="$LAB/vmagent" \
+    "${writes[@]}" -remoteWrite.tmpDataPath="$LAB/vmagent" \
     -remoteWrite.flushInterval=1s
 }
 
@@ -827,7 +840,13 @@ print_status() {
   local name pid state down=0
   for name in "${DAEMONS[@]}"; do
     pid=$(pid_of "$name")
-    if alive "$name"; then state=alive; else state=dead; down=1; fi
+    if alive "$name"; then
+      state=alive
+    elif ((DEMO_ONLY)) && [[ -n ${TEST_ONLY[$name]:-} ]]; then
+      state='not started (--demo)'
+    else
+      state=dead down=1
+    fi
     printf '%-18s %-8s %s\n' "$name" "${pid:--}" "$state"
   done
   return "$down"
@@ -937,7 +956,7 @@ cmd_up() {
   write_configs
   start_munged
   start_vm # no dependencies; its start-up overlaps with the database's
-  start_vm_current
+  ((DEMO_ONLY)) || start_vm_current
   start_vlogs
   start_mariadb
   setup_mysql_users
@@ -949,7 +968,8 @@ cmd_up() {
   register_accounting
   wait_for "slurmctld to learn the lab users" "$LAB_TIMEOUT" "$LOG/slurmctld.log" ctld_knows_users
   wait_for "VictoriaMetrics on 127.0.0.1:$VM_PORT" "$LAB_TIMEOUT" "$LOG/victoria-metrics.log" vm_ok
-  wait_for "VictoriaMetrics $VM_CURRENT_VERSION on 127.0.0.1:$VM_CURRENT_PORT" "$LAB_TIMEOUT" "$LOG/vm-current.log" vm_current_ok
+  ((DEMO_ONLY)) || wait_for "VictoriaMetrics $VM_CURRENT_VERSION on 127.0.0.1:$VM_CURRENT_PORT" "$LAB_TIMEOUT" \
+    "$LOG/vm-current.log" vm_current_ok
   start_node_exporter
   wait_for "node_exporter on 127.0.0.1:$NODE_EXPORTER_PORT" "$LAB_TIMEOUT" "$LOG/node-exporter.log" node_exporter_ok
   start_vmagent
@@ -961,8 +981,10 @@ cmd_up() {
   wait_for "VictoriaLogs on 127.0.0.1:$VLOGS_PORT" "$LAB_TIMEOUT" "$LOG/victoria-logs.log" vlogs_ok
   start_rsyslog
   wait_for "rsyslog shipping to VictoriaLogs" "$LAB_TIMEOUT" "$LOG/rsyslogd.out" rsyslog_ok
-  start_otelcol
-  wait_for "the OpenTelemetry Collector on 127.0.0.1:$OTELCOL_OTLP_PORT" "$LAB_TIMEOUT" "$LOG/otelcol.log" otelcol_ok
+  if ((!DEMO_ONLY)); then
+    start_otelcol
+    wait_for "the OpenTelemetry Collector on 127.0.0.1:$OTELCOL_OTLP_PORT" "$LAB_TIMEOUT" "$LOG/otelcol.log" otelcol_ok
+  fi
   wait_for "MariaDB on 127.0.0.1:$MYSQL_PORT" "$LAB_TIMEOUT" "$MYSQL_DIR/log/mariadbd.err" mysql_tcp_ok
   write_env
   print_status
@@ -1084,7 +1106,14 @@ usage() {
 }
 
 case ${1:-} in
-up) cmd_up ;;
+up)
+  case ${2:-} in
+  --demo) DEMO_ONLY=1 ;;
+  '') ;;
+  *) usage ;;
+  esac
+  cmd_up
+  ;;
 down) cmd_down "${2:-}" ;;
 status) print_status ;;
 mysql-stop) cmd_mysql_stop ;;

@@ -12,8 +12,8 @@ use slurmlens_wire::{CreatedToken, TokenInfo};
 
 use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, test_config};
 
-/// A configuration file with `access` as its `[access]` table, on the lab's slurmdbd, loaded as
-/// `slurmlens serve` loads it.
+/// A configuration file with `access` as its `[access]` table, on the lab's slurmdbd and an ephemeral
+/// port (the default 8080 may be the demo's), loaded as `slurmlens serve` loads it.
 fn load_with_access(access: &str) -> Result<Config, String> {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -22,7 +22,7 @@ fn load_with_access(access: &str) -> Result<Config, String> {
     let slurmdbd = lab().var("SLURMLENS_SLURMDBD_URL");
     write!(
         file,
-        "clusters = [\"lab\"]\n[slurmdbd]\nurl = \"{slurmdbd}\"\nmax_connections = 4\nacquire_timeout_ms = 1500\n\
+        "clusters = [\"lab\"]\nlisten = \"127.0.0.1:0\"\n[slurmdbd]\nurl = \"{slurmdbd}\"\nmax_connections = 4\nacquire_timeout_ms = 1500\n\
          [access]\nanonymous = \"nobody\"\nstaff_users = [\"root\"]\n{access}\n"
     )
     .expect("writing it");
