@@ -73,7 +73,8 @@ phase "package built ($(($(stat -c %s "$deb") / 1048576)) MiB)"
 contents=$(dpkg-deb -c "$deb")
 for wanted in ' ./usr/bin/slurmlens$' '/systemd/system/slurmlens.service$' \
   '^-rw------- (root/root|0/0) .* ./etc/slurmlens/slurmlens.toml$' ' ./usr/share/slurmlens/site/pkg/slurmlens_web_bg.wasm$' \
-  ' ./usr/share/slurmlens/site/pkg/slurmlens_web.js$' ' ./usr/share/doc/slurmlens/README.md$'; do
+  ' ./usr/share/slurmlens/site/pkg/slurmlens_web.js$' ' ./usr/share/doc/slurmlens/README.md$' \
+  ' ./usr/share/doc/slurmlens/docs/DEPLOY.md$'; do
   grep -Eq -- "$wanted" <<<"$contents" || die "the package lacks $wanted; it holds:"$'\n'"$contents"
 done
 dpkg-deb -I "$deb" conffiles | grep -qx "$CONFIG" || die "$CONFIG is not a conffile"

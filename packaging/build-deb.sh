@@ -5,6 +5,7 @@
 #
 #   bash packaging/build-deb.sh          # a release build: what a site installs
 #   bash packaging/build-deb.sh --ci     # packages the debug binary already built, gzip -1 (CI)
+#   bash packaging/build-deb.sh --tool   # only builds cargo-deb (e2e/test.sh, while its tests run)
 #
 # cargo-deb comes from crates.io at a pinned version, built once per machine into
 # $SLURMLENS_TOOLS_CACHE (default ~/.cache/slurmlens), whole or not at all, under a lock.
@@ -20,7 +21,8 @@ mode=release
 case ${1:-} in
   "") ;;
   --ci) mode=ci ;;
-  *) die "usage: $0 [--ci]" ;;
+  --tool) mode=tool ;;
+  *) die "usage: $0 [--ci|--tool]" ;;
 esac
 cd "$ROOT"
 
@@ -35,6 +37,7 @@ if [[ ! -x $TOOL/bin/cargo-deb ]]; then
     rm -rf "$TOOL" && mv "$TOOL.tmp" "$TOOL"
   ) 9>"$CACHE/.cargo-deb.lock" || die "installing cargo-deb failed"
 fi
+[[ $mode != tool ]] || { log "cargo-deb $CARGO_DEB_VERSION ready"; exit 0; }
 
 # The package's configuration is the example's, but for the paths that name this repository's folders:
 # the bundle is installed under /usr/share, and the lab's rack layout is only an example for a site.
