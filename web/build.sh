@@ -21,8 +21,18 @@ RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc /usr/bin/cargo rustc -q -p slurmle
   --crate-type cdylib
 WASM=$ROOT/target/wasm32-unknown-unknown/$PROFILE/slurmlens_web.wasm
 
+# The site is made from this very wasm already (a second demo, the tests after it): wasm-opt alone takes
+# half a minute.
+STAMP=$SITE.made-from
+made_from="$WASM $(stat -c %Y.%s "$WASM")"
+if [[ -f $SITE/pkg/slurmlens_web_bg.wasm.gz && $(cat "$STAMP" 2>/dev/null) == "$made_from" ]]; then
+  log "site in $SITE already made from this build"
+  exit 0
+fi
+
 log "wasm-bindgen $(wasm-bindgen --version | cut -d' ' -f2)"
 mkdir -p "$SITE/pkg"
+rm -f "$STAMP"
 rm -f "$SITE"/pkg/slurmlens_web*
 wasm-bindgen --target web --no-typescript --out-dir "$SITE/pkg" --out-name slurmlens_web "$WASM"
 
@@ -32,5 +42,6 @@ if [[ $PROFILE != dev ]]; then
     "$SITE/pkg/slurmlens_web_bg.wasm" -o "$SITE/pkg/slurmlens_web_bg.wasm"
 fi
 gzip -9 -k -f "$SITE/pkg/slurmlens_web_bg.wasm" "$SITE/pkg/slurmlens_web.js"
+printf '%s\n' "$made_from" >"$STAMP"
 size() { stat -c %s "$1"; }
 log "site ready in $SITE: wasm $(size "$SITE/pkg/slurmlens_web_bg.wasm") B ($(size "$SITE/pkg/slurmlens_web_bg.wasm.gz") B gzip), js $(size "$SITE/pkg/slurmlens_web.js") B ($(size "$SITE/pkg/slurmlens_web.js.gz") B gzip)"
