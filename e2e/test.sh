@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: starts the lab (real MariaDB, munge, slurmdbd, slurmctld,
 # 4 slurmd, VictoriaMetrics on loopback), then formatting, lints, the architecture's boundaries, unit,
-# property and integration tests, the fuzzers (docs/FUZZING.md), then the web bundle, the browser tests
-# and the Debian package.
+# property and integration tests, the fuzzers (docs/FUZZING.md), then the web bundle (built in the
+# background while the tests run), the browser tests and the Debian package. Each step prints when it
+# starts; at the end (or at a failure) a table says how long each took.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-step() { printf "\n=== %s (%ss, disk free %s)\n" "$*" "$SECONDS" "$(df -h --output=avail . | tail -1 | tr -d " ")"; }
+STEPS=()
+step_name='' step_start=0
+# Closes the step that is running (its name and seconds into STEPS), and starts the next one, if named.
+step() {
+  [[ -n $step_name ]] && STEPS+=("$(printf '%5ss  %s' "$((SECONDS - step_start))" "$step_name")")
+  step_name=$* step_start=$SECONDS
+  [[ -n $step_name ]] || return 0
+  printf "\n=== %s (%ss, disk free %s)\n" "$*" "$SECONDS" "$(df -h --output=avail . | tail -1 | tr -d " ")"
+}
+summary() {
+  local status=$?
+  [[ -z ${WEB_PID:-} ]] || kill -- -"$WEB_PID" 2>/dev/null || true
+  step
+  printf '\n=== time per step (%s after %ss)\n' "$( ((status == 0)) && echo passed || echo "FAILED, exit $status")" "$SECONDS"
+  printf '%s\n' "${STEPS[@]}"
+}
+trap summary EXIT
 
 step "lab up"
 bash lab/lab.sh up
@@ -15,7 +32,7 @@ bash lab/lab.sh up
 source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 
 step "slurm plugins: Slurm headers, build, install into the lab"
-bash lab/install-plugins.sh debug
+bash lab/install-plugins.sh dev
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -36,8 +53,19 @@ step "sakura's demo history and telemetry in the lab (the digests, grid and brow
 cargo build -q -p slurmlens-server --bin slurmlens -p slurmlens-tools --bin slurmlens-dev
 bash e2e/seed-sakura.sh
 
-step "cargo test (unit, property, SSR, integration against the lab)"
+step "cargo test --no-run (the test binaries)"
 # One cargo invocation for the whole workspace: one feature resolution, so nothing is built twice.
+cargo test -q --workspace --no-run
+
+# The web bundle (and its toolchain, set up once per machine), then the Debian packager, build while the
+# tests run: they wait on Slurm and the databases as much as they compute, and the bundle's last crate
+# holds one core.
+WEB_LOG=$ROOT/.lab/web-build.log
+# Its own session, so that a failure before the wait stops the whole build (summary()).
+setsid bash -c 'bash web/setup-wasm.sh && bash web/build.sh && bash packaging/build-deb.sh --tool' >"$WEB_LOG" 2>&1 &
+WEB_PID=$!
+
+step "cargo test (unit, property, SSR, integration against the lab; the web bundle builds beside them)"
 cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$ROOT/.lab/last-test.log" \
   | grep -E '^(test |running |test result|failures|---- |thread )' || true
 if ! grep -q '^test result' "$ROOT/.lab/last-test.log" || grep -Eq '^test result: FAILED|error: test failed|could not compile' "$ROOT/.lab/last-test.log"; then
@@ -81,9 +109,13 @@ if [[ ${CI_PRUNE_BUILD:-0} == 1 ]]; then
   rm -rf target/debug/deps target/debug/build target/debug/.fingerprint target/debug/incremental
 fi
 
-step "web: wasm toolchain (once per machine) and the browser bundle"
-bash web/setup-wasm.sh
-bash web/build.sh
+step "web: the browser bundle (built since the tests started; log $WEB_LOG)"
+if ! wait "$WEB_PID"; then
+  tail -40 "$WEB_LOG"
+  echo "the web bundle did not build" >&2
+  exit 1
+fi
+grep -E '^\[(setup-wasm|web/build|build-deb)' "$WEB_LOG"
 
 step "browser tests (Debian's headless Chromium against the server on sakura + lab; screenshots in e2e/out)"
 bash e2e/browser/run.sh

@@ -437,7 +437,8 @@ async function xid79Run() {
 const wallClock = (epoch, offsetMinutes) => new Date((epoch + offsetMinutes * 60) * 1000).toISOString().slice(0, 16).replace('T', ' ');
 
 /** Every `<time>` of `html` (the server's) or of the page (hydrated): [RFC 3339, text shown]. */
-const timesIn = (html) => [...html.matchAll(/<time datetime="([^"]+)"[^>]*>([^<]*)<\/time>/g)].map((m) => [m[1], m[2]]);
+// leptos's empty hydration markers (`<!>`) may follow a time's text: they are no part of what it reads.
+const timesIn = (html) => [...html.replaceAll('<!>', '').matchAll(/<time datetime="([^"]+)"[^>]*>([^<]*)<\/time>/g)].map((m) => [m[1], m[2]]);
 const timesOnPage = (page) => page.$$eval('time', (all) => all.map((t) => [t.getAttribute('datetime'), t.textContent]));
 
 /** Chooses `value` in the header's zone menu and waits for the page to come back in that zone. */
