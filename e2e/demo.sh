@@ -89,6 +89,11 @@ export SLURMLENS_VICTORIALOGS__URL=$LAB_VLOGS_URL SLURMLENS_VICTORIALOGS__NODE_F
   SLURMLENS_CLUSTERS=lab,sakura SLURMLENS_LISTEN=$LISTEN SLURMLENS_ACCESS__ANONYMOUS=staff \
   SLURMLENS_SITE_ROOT="$ROOT/target/site" SLURMLENS_TOPOLOGY="$ROOT/e2e/topology.toml"
 SERVER_LOG=$LAB/log/demo-server.log
+# Another server on the address (an earlier demo still running) would answer for this one.
+if curl -s -o /dev/null --max-time 2 "http://$LISTEN/"; then
+  echo "demo: something already answers on $LISTEN (an earlier demo?): stop it, or set SLURMLENS_DEMO_LISTEN" >&2
+  exit 1
+fi
 step "slurmlens serve (log: $SERVER_LOG), its archiver's first round"
 "$BIN" serve >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
@@ -108,8 +113,8 @@ ended=$(sql "SELECT COUNT(*) FROM slurm_acct_db.sakura_job_table
   WHERE time_end > UNIX_TIMESTAMP() - $(((HOURS + 23) / 24)) * 86400")
 shown=''
 round_ended() { local at; at=$(metric slurmlens_archive_last_round_timestamp_seconds); [[ -n $at && $at != 0 && $at != 0.0 ]]; }
-until round_ended; do
-  kill -0 "$SERVER_PID" 2>/dev/null || { tail -20 "$SERVER_LOG" >&2; echo "demo: the server stopped" >&2; exit 1; }
+server_runs() { kill -0 "$SERVER_PID" 2>/dev/null || { tail -20 "$SERVER_LOG" >&2; echo "demo: the server stopped" >&2; exit 1; }; }
+until server_runs && round_ended; do
   progress="reports archived: $(sql "SELECT COUNT(*) FROM slurmlens.job_reports WHERE cluster = 'sakura'") of sakura's $ended ended jobs"
   [[ $progress != "$shown" ]] && printf '  %s (%ss)\n' "$progress" "$SECONDS" && shown=$progress
   sleep 10
