@@ -19,10 +19,11 @@ bash lab/lab.sh up --demo
 source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 
 # The web pages' browser bundle (Debian's rustc-web for wasm32; the first run sets its tools up) builds
-# beside the server: its last crate is one codegen unit, so for most of its time it holds one core.
+# beside the server, on what the server's build leaves idle (niced: the server's build, its seeding and
+# its archiver come first, the server serves the bundle once it is there).
 WEB_LOG=$LAB/log/demo-web.log
 step "web bundle: building in the background (log: $WEB_LOG)"
-setsid bash -c 'bash web/setup-wasm.sh && bash web/build.sh' >"$WEB_LOG" 2>&1 &
+setsid nice -n 10 bash -c 'bash web/setup-wasm.sh && bash web/build.sh' >"$WEB_LOG" 2>&1 &
 WEB_PID=$!
 # Its own session: a failure before the wait stops the whole build.
 trap 'kill -- -"$WEB_PID" 2>/dev/null || true' EXIT
@@ -40,6 +41,15 @@ bash lab/install-plugins.sh "$PROFILE"
 jobs_in() {
   mariadb --defaults-file="$LAB_MYCNF" -N -e "SELECT COUNT(*) FROM slurm_acct_db.${1}_job_table"
 }
+
+# The lab's real jobs run (and wait for their end states) while sakura is seeded.
+MIX_PID=''
+MIX_LOG=$LAB/log/demo-mix.log
+if [[ $(jobs_in lab) -lt 1 ]]; then
+  step "lab: a mix of real jobs on its 4 nodes, in the background (log: $MIX_LOG)"
+  bash lab/submit-mix.sh "$LAB/mix.tsv" >"$MIX_LOG" 2>&1 &
+  MIX_PID=$!
+fi
 
 step "sakura: 30 days of slurmdbd history (once per lab)"
 if [[ ${SLURMLENS_DEMO_FRESH:-0} == 1 || $(jobs_in sakura) -lt 1000 ]]; then
@@ -63,18 +73,6 @@ fi
 if [[ ${SLURMLENS_DEMO_LONGJOB:-0} == 1 ]]; then
   E2E_SLURMLENS_DEV_BIN=$DEV_BIN bash e2e/seed-longjob.sh
 fi
-if [[ $(jobs_in lab) -lt 1 ]]; then
-  step "lab: a mix of real jobs on its 4 nodes"
-  bash lab/submit-mix.sh "$LAB/mix.tsv"
-fi
-
-step "web bundle: waiting for it"
-if ! wait "$WEB_PID"; then
-  tail -30 "$WEB_LOG" >&2
-  echo "demo: the web bundle did not build (log: $WEB_LOG)" >&2
-  exit 1
-fi
-tail -1 "$WEB_LOG"
 
 # The lab's Slurm plugins post GPU records with this cluster secret (written when they were installed).
 SECRET=$(cat "$LAB/etc/slurmlens-plugin.secret")
@@ -102,7 +100,7 @@ SERVER_PID=$!
 # hour of samples). Both stop with this script.
 "$DEV_BIN" demo live --cluster sakura &
 LIVE_PID=$!
-trap 'kill "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+trap 'kill -- -"$WEB_PID" 2>/dev/null; kill "$LIVE_PID" "$SERVER_PID" 2>/dev/null; wait "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 # The archiver's first round: done when /metrics has its end time (a round that finds nothing due ends
@@ -119,6 +117,17 @@ until server_runs && round_ended; do
   [[ $progress != "$shown" ]] && printf '  %s (%ss)\n' "$progress" "$SECONDS" && shown=$progress
   sleep 10
 done
+
+step "web bundle: waiting for it"
+if ! wait "$WEB_PID"; then
+  tail -30 "$WEB_LOG" >&2
+  echo "demo: the web bundle did not build (log: $WEB_LOG)" >&2
+  exit 1
+fi
+tail -1 "$WEB_LOG"
+if [[ -n $MIX_PID ]] && kill -0 "$MIX_PID" 2>/dev/null; then
+  echo "lab: its job mix is still running (log: $MIX_LOG); its jobs show as they start and end"
+fi
 echo
 echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /jobs/<id>; API under /api/v1; clusters: lab, sakura)"
 echo "(ready in ${SECONDS}s; the server's log: $SERVER_LOG; Ctrl-C stops it)"
