@@ -95,7 +95,7 @@ DAEMONS+=(otelcol)
 # The servers only the tests read (`up --demo` leaves them out): their Go builds take minutes once per
 # machine, the Collector's most of all.
 declare -A TEST_ONLY=([vm-current]=1 [otelcol]=1)
-# 1 after `up --demo`.
+# 1 in `up --demo`; the lab remembers it (`$RUN/demo-only`) for `status`.
 DEMO_ONLY=0
 
 log() { printf 'lab: %s\n' "$*" >&2; }
@@ -842,7 +842,7 @@ print_status() {
     pid=$(pid_of "$name")
     if alive "$name"; then
       state=alive
-    elif ((DEMO_ONLY)) && [[ -n ${TEST_ONLY[$name]:-} ]]; then
+    elif [[ -f $RUN/demo-only && -n ${TEST_ONLY[$name]:-} ]]; then
       state='not started (--demo)'
     else
       state=dead down=1
@@ -953,6 +953,7 @@ cmd_up() {
   ensure_packages
   ensure_users
   make_dirs
+  if ((DEMO_ONLY)); then touch "$RUN/demo-only"; else rm -f "$RUN/demo-only"; fi
   write_configs
   start_munged
   start_vm # no dependencies; its start-up overlaps with the database's
