@@ -100,7 +100,9 @@ SERVER_PID=$!
 # hour of samples). Both stop with this script.
 "$DEV_BIN" demo live --cluster sakura &
 LIVE_PID=$!
-trap 'kill -- -"$WEB_PID" 2>/dev/null; kill "$LIVE_PID" "$SERVER_PID" 2>/dev/null; wait "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true' EXIT
+# (Each step `|| true`: under set -e a failed kill, of a bundle already built, would end the trap there.)
+trap 'kill -- -"$WEB_PID" 2>/dev/null || true; kill "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true
+  wait "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 # The archiver's first round: done when /metrics has its end time (a round that finds nothing due ends
