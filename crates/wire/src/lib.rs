@@ -43,7 +43,7 @@ pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, Job
 pub use notify::{MyNotifications, Notification, NotificationRule, NotificationRuleUpdate};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
-    NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, Verdict, XidEvent,
+    NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, TelemetryCoverage, Verdict, XidEvent,
 };
 pub use script::{EnvironmentAccess, JobScript, StoredText};
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};

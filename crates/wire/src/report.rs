@@ -269,6 +269,24 @@ pub struct ReportTotals {
     pub node_power_w: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_energy_kwh: Option<f64>,
+    /// What part of the run the GPU samples cover: every figure above (idle hours, means, energy) is
+    /// of that part alone, never extrapolated to the rest. Absent when no sample covers the job (and
+    /// in reports archived before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<TelemetryCoverage>,
+}
+
+/// The part of a job's run its GPU samples cover.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TelemetryCoverage {
+    /// GPU-hours with samples, on the GPUs known to be the job's (of `gpu_hours`).
+    pub measured_gpu_hours: f64,
+    /// `measured_gpu_hours` over the job's GPU-hours on the GPUs known to be its own, 0–1.
+    pub share: f64,
+    /// The first and last sampled moments.
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
 }
 
 /// A finding with the evidence that triggered it.

@@ -65,6 +65,92 @@ fn host_of<'a>(series: &'a Series, catalog: &SeriesCatalog) -> Option<&'a str> {
     catalog.gpu_host_labels.iter().find_map(|label| series.labels.get(label.as_str())).map(String::as_str)
 }
 
+/// One onset of a GPU fault: the step it was found in (its end, epoch seconds), the GPU and the XID
+/// code (0 for a counter's rise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XidOnset {
+    pub at: i64,
+    pub node: String,
+    pub gpu: u16,
+    pub code: u32,
+}
+
+/// How an onset shows in its raw samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnsetKind {
+    /// The first sample carrying the XID code.
+    Code,
+    /// The first sample above the one before it (a counter's rise).
+    Rise,
+}
+
+/// Dates each XID onset by its own first raw sample inside the step it was found in: a range query's
+/// steps move with its window, so a time read from them would differ between pages and loads.
+pub async fn date_xids(
+    vm: &VictoriaMetrics,
+    catalog: &SeriesCatalog,
+    nodes: &[String],
+    onsets: &mut [XidOnset],
+    step_s: u64,
+) -> Result<(), crate::sources::victoriametrics::VmError> {
+    date_onsets(vm, catalog, (&catalog.xid, OnsetKind::Code), nodes, onsets, step_s).await
+}
+
+/// Dates each onset of `metric` by its raw samples inside the step it was found in (one sample more
+/// before it for a rise). One instant query of the raw samples per step and host label; an onset whose
+/// samples do not come back keeps its step's end.
+pub async fn date_onsets(
+    vm: &VictoriaMetrics,
+    catalog: &SeriesCatalog,
+    (metric, kind): (&MetricName, OnsetKind),
+    nodes: &[String],
+    onsets: &mut [XidOnset],
+    step_s: u64,
+) -> Result<(), crate::sources::victoriametrics::VmError> {
+    let steps: BTreeSet<i64> = onsets.iter().map(|onset| onset.at).collect();
+    let selectors = on_node(catalog, metric, nodes);
+    let reach = match kind {
+        OnsetKind::Code => step_s,
+        OnsetKind::Rise => step_s + 4 * catalog.scrape_interval_s.max(1),
+    };
+    let asks: Vec<(i64, String)> = steps
+        .iter()
+        .flat_map(|&at| selectors.iter().map(move |selector| (at, format!("{selector}[{reach}s]"))))
+        .collect();
+    let answers = futures::future::try_join_all(asks.iter().map(|(at, query)| {
+        let at = DateTime::from_timestamp(*at, 0).unwrap_or_default();
+        vm.query(query, at)
+    }))
+    .await?;
+    for ((at, _), answer) in asks.iter().zip(answers) {
+        for series in answer {
+            let (Some(node), Some(gpu)) = (host_of(&series, catalog), gpu_of(&series, &catalog.gpu_index_label)) else {
+                continue;
+            };
+            for onset in onsets.iter_mut().filter(|o| o.at == *at && o.node == node && o.gpu == gpu) {
+                let first = match kind {
+                    OnsetKind::Code => first_sample_of(&series.points, onset.code),
+                    OnsetKind::Rise => first_rise_of(&series.points, *at - i64::try_from(step_s).unwrap_or(0)),
+                };
+                if let Some(first) = first {
+                    onset.at = first;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The time of the first raw sample carrying `code`.
+pub fn first_sample_of(points: &[(i64, f64)], code: u32) -> Option<i64> {
+    points.iter().find(|&&(_, value)| (value - f64::from(code)).abs() < 0.5).map(|&(at, _)| at)
+}
+
+/// The time of the first raw sample after `after` that is above the one before it.
+pub fn first_rise_of(points: &[(i64, f64)], after: i64) -> Option<i64> {
+    points.windows(2).find(|pair| pair[1].0 > after && pair[1].1 > pair[0].1).map(|pair| pair[1].0)
+}
+
 /// Reads one node's GPUs and ping-mesh paths over `[start, end]`; an error's message when
 /// VictoriaMetrics did not answer (in time).
 pub async fn read_node(
@@ -225,6 +311,31 @@ pub async fn read_node(
     }
     if power.is_some() {
         readings.power = timelines(&mut readings.gpus, "power", "W", range_answers.next().unwrap_or_default());
+    }
+    // Each XID at its own first sample, not at the end of this window's step.
+    let mut onsets: Vec<XidOnset> =
+        readings.xid_faults.iter().map(|&(at, gpu, code)| XidOnset { at, node: node.to_string(), gpu, code }).collect();
+    if !onsets.is_empty() {
+        match tokio::time::timeout(timeout, date_xids(vm, catalog, &nodes, &mut onsets, step_s as u64)).await {
+            Ok(Ok(())) => {
+                readings.xid_faults = onsets.into_iter().map(|onset| (onset.at, onset.gpu, onset.code)).collect();
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "dating a node's XID errors failed; their steps' ends stand"),
+            Err(_) => tracing::warn!("dating a node's XID errors took too long; their steps' ends stand"),
+        }
+    }
+    // Each rise of double-bit errors at its own sample too.
+    let mut rises: Vec<XidOnset> =
+        readings.dbe_faults.iter().map(|&(at, gpu, _)| XidOnset { at, node: node.to_string(), gpu, code: 0 }).collect();
+    if !rises.is_empty() {
+        let dbe = (&health.ecc_dbe_aggregate, OnsetKind::Rise);
+        if let Ok(Ok(())) =
+            tokio::time::timeout(timeout, date_onsets(vm, catalog, dbe, &nodes, &mut rises, step_s as u64)).await
+        {
+            for (fault, dated) in readings.dbe_faults.iter_mut().zip(&rises) {
+                fault.0 = dated.at;
+            }
+        }
     }
     readings.xid_faults.sort();
     readings.links = read_links(catalog, link_answers);

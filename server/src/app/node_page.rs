@@ -259,17 +259,18 @@ fn faults_of(readings: &NodeReadings, events: &[crate::sources::slurmdbd::NodeEv
     let mut faults: Vec<wire::NodeFault> = Vec::new();
     for &(seconds, gpu, code) in &readings.xid_faults {
         let (strength, meaning) = blame::xid_strength(code);
-        faults.push(fault(
-            at(seconds),
-            wire::EvidenceSource::Xid,
-            Some(gpu),
-            format!("XID {code}: {meaning}"),
-            strength,
-        ));
+        let mut xid =
+            fault(at(seconds), wire::EvidenceSource::Xid, Some(gpu), format!("XID {code}: {meaning}"), strength);
+        // Dated by its own first sample (`node_metrics::date_xids`): the moment itself.
+        xid.from = xid.at;
+        faults.push(xid);
     }
     for &(seconds, gpu, errors) in &readings.dbe_faults {
         let detail = format!("{errors:.0} uncorrectable (double-bit) ECC errors");
-        faults.push(fault(at(seconds), wire::EvidenceSource::Ecc, Some(gpu), detail, blame::Strength::Strong));
+        // Dated by the counter's own first rise (`node_metrics::date_onsets`).
+        let mut ecc = fault(at(seconds), wire::EvidenceSource::Ecc, Some(gpu), detail, blame::Strength::Strong);
+        ecc.from = ecc.at;
+        faults.push(ecc);
     }
     for event in events {
         let state = NodeState::from_raw(event.state);

@@ -15,6 +15,7 @@
 use slurmlens_wire::{EvidenceSource, EvidenceStrength};
 
 use super::counted;
+use super::coverage::{self, Coverage, Timing};
 use super::exit_code::ExitCode;
 use super::state::JobStateBase;
 
@@ -175,10 +176,12 @@ pub struct Exposure {
     pub multi_node: bool,
     /// The busiest of its nodes' mean RDMA traffic (bytes/s, both directions); `None` when not read.
     pub rdma_bytes_per_s: Option<f64>,
-    /// The job's end (epoch seconds): the moment it failed.
+    /// The job's start and end (epoch seconds): the end is the moment it failed.
+    pub start: i64,
     pub end: i64,
-    /// Whether GPU or node telemetry covers its run: without it, no fault could have been seen.
-    pub telemetry: bool,
+    /// What GPU or node telemetry covers of its run: without it, no fault could have been seen, and
+    /// with part of it, none could have been seen in the rest.
+    pub telemetry: Option<Coverage>,
 }
 
 /// Whether a fact is about the network between racks rather than the job's own GPUs and nodes.
@@ -187,8 +190,27 @@ fn on_a_path(source: EvidenceSource) -> bool {
 }
 
 /// Weighs one fact by its relevance to the job; the reason for setting it aside joins its detail.
+/// A fact after the job's end is at most a possible cause (Slurm drains a node minutes after the fault
+/// that ended a job, but the drain is not the fault); one over before it started is context.
 pub fn weigh(fact: &mut Evidence, exposure: &Exposure) {
-    if !on_a_path(fact.source) || fact.strength == Strength::Application {
+    if fact.strength == Strength::Application {
+        return;
+    }
+    let when = coverage::timing_in_words(fact.at, fact.until, exposure.start, exposure.end);
+    match coverage::timing(fact.at, fact.until, exposure.start, exposure.end) {
+        Timing::AfterEnd if fact.strength > Strength::Context => {
+            fact.strength = Strength::Weak;
+            fact.detail = format!("{} ({when}: a possible cause, not seen during its run)", fact.detail);
+            return;
+        }
+        Timing::BeforeStart if fact.strength > Strength::Context => {
+            fact.strength = Strength::Context;
+            fact.detail = format!("{} ({when})", fact.detail);
+            return;
+        }
+        _ => {}
+    }
+    if !on_a_path(fact.source) {
         return;
     }
     let quiet = exposure.rdma_bytes_per_s.filter(|rate| *rate < QUIET_RDMA_BYTES_PER_S).map(|rate| {
@@ -209,6 +231,22 @@ pub fn weigh(fact: &mut Evidence, exposure: &Exposure) {
     }
 }
 
+/// Whether a fact first showed after the job's end.
+fn after_end(fact: &Evidence, exposure: &Exposure) -> bool {
+    coverage::timing(fact.at, fact.until, exposure.start, exposure.end) == Timing::AfterEnd
+}
+
+/// "during its run", or, where telemetry covers only part of it, "in the part of its run telemetry
+/// covers (5 % of its run, …)": a fault cannot have been seen where nothing was watching.
+fn while_watched(telemetry: Option<&Coverage>) -> String {
+    match telemetry {
+        Some(covered) if !covered.whole() => {
+            format!("in the part of its run its telemetry covers, {}", covered.in_words())
+        }
+        _ => "during its run".to_string(),
+    }
+}
+
 /// The classification of a job's ending from the evidence found in its window on its nodes, each fact
 /// weighed by the job's exposure to it first.
 pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposure) -> Classification {
@@ -220,6 +258,9 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
     let local_strong = count(&|e| e.strength == Strength::Strong && !on_a_path(e.source));
     let path_strong = count(&|e| e.strength == Strength::Strong && on_a_path(e.source));
     let weak = count(&|e| e.strength == Strength::Weak);
+    let later = count(&|e| e.strength == Strength::Weak && after_end(e, exposure));
+    let first_later = evidence.iter().find(|e| e.strength == Strength::Weak && after_end(e, exposure));
+    let watched = while_watched(exposure.telemetry.as_ref());
     let app = count(&|e| e.strength == Strength::Application);
     let aside = count(&|e| e.strength == Strength::Context);
     let exit = ExitCode { status: ending.exit_code, signal: ending.signal }.in_words();
@@ -229,7 +270,7 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
             format!(
                 "Slurm ended the job {} because a node failed{}",
                 ending.state.name(),
-                match local_strong {
+                match local_strong + later {
                     0 => String::new(),
                     1 => "; 1 infrastructure fact agrees".to_string(),
                     n => format!("; {n} infrastructure facts agree"),
@@ -258,7 +299,7 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
         JobStateBase::OutOfMemory => {
             (Blame::Application, "the job used more memory than it asked for (OUT_OF_MEMORY)".to_string())
         }
-        JobStateBase::Failed if weak == 0 && !exposure.telemetry => (
+        JobStateBase::Failed if weak == 0 && exposure.telemetry.is_none() => (
             Blame::Application,
             format!(
                 "the program {exit}; no GPU or network telemetry covers its run, so an infrastructure fault could \
@@ -267,12 +308,14 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
         ),
         JobStateBase::Failed if weak == 0 => (
             Blame::Application,
-            format!("the program {exit}; no fault showed on its GPUs, nodes or network paths during its run"),
+            format!("the program {exit}; no fault showed on its GPUs, nodes or network paths {watched}"),
         ),
         JobStateBase::Timeout | JobStateBase::Deadline if weak == 0 => (
             Blame::Application,
-            if exposure.telemetry {
+            if exposure.telemetry.is_some_and(|covered| covered.whole()) {
                 "the job reached its time limit; no infrastructure fault slowed it".to_string()
+            } else if exposure.telemetry.is_some() {
+                format!("the job reached its time limit; no infrastructure fault showed {watched}")
             } else {
                 "the job reached its time limit; no telemetry covers its run to say whether anything slowed it"
                     .to_string()
@@ -282,6 +325,21 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
             Blame::Unknown,
             format!("cancelled by uid {} with no infrastructure fault recorded", ending.cancelled_by.unwrap_or(0)),
         ),
+        _ if later > 0 && later == weak => (
+            Blame::Unknown,
+            format!(
+                "{}no fault showed {watched}; {} on its nodes came after its end ({}), a possible cause: Slurm often \
+                 drains a node minutes after the fault that ended a job",
+                match ending.state {
+                    JobStateBase::Failed => format!("the program {exit}; "),
+                    _ => String::new(),
+                },
+                counted(later, "fact"),
+                first_later.map_or_else(String::new, |fact| {
+                    coverage::timing_in_words(fact.at, fact.until, exposure.start, exposure.end)
+                }),
+            ),
+        ),
         _ => (
             Blame::Unknown,
             format!("{} consistent with an infrastructure problem, none conclusive", counted(weak, "fact")),
@@ -290,7 +348,7 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
     if aside > 0 {
         let were = if aside == 1 { "was" } else { "were" };
         reason.push_str(&format!(
-            "; {} seen near the job {were} set aside as not on its path or long over",
+            "; {} seen near the job {were} set aside as not on its path, over before it started, or long over",
             counted(aside, "fact")
         ));
     }
@@ -310,7 +368,13 @@ mod tests {
     }
 
     /// A multi-node job with busy links that ended at 1,000 and was watched by telemetry.
-    const BUSY: Exposure = Exposure { multi_node: true, rdma_bytes_per_s: Some(8e9), end: 1_000, telemetry: true };
+    const BUSY: Exposure = Exposure {
+        multi_node: true,
+        rdma_bytes_per_s: Some(8e9),
+        start: -10_000,
+        end: 1_000,
+        telemetry: Some(Coverage { from: -10_000, to: 1_000, share: 1.0 }),
+    };
 
     fn classify(ending: &Ending, evidence: Vec<Evidence>) -> Classification {
         super::classify(ending, evidence, &BUSY)
@@ -381,13 +445,56 @@ mod tests {
 
     #[test]
     fn without_telemetry_the_reason_says_nothing_could_be_seen() {
-        let blind = Exposure { telemetry: false, rdma_bytes_per_s: None, ..BUSY };
+        let blind = Exposure { telemetry: None, rdma_bytes_per_s: None, ..BUSY };
         let mut killed = ending(JobStateBase::Failed, 0);
         killed.signal = 9;
         let verdict = super::classify(&killed, vec![], &blind);
         assert!(verdict.reason.contains("SIGKILL"), "{}", verdict.reason);
         assert!(verdict.reason.contains("could not be looked for"), "{}", verdict.reason);
         assert!(!verdict.reason.contains("nothing"), "{}", verdict.reason);
+    }
+
+    #[test]
+    fn a_drain_after_the_end_is_a_possible_cause_never_one_during_the_run() {
+        // Exited 1 after 5 s; the node was drained for an XID three minutes later.
+        let exposure = Exposure { start: 995, end: 1_000, ..BUSY };
+        let drain = fact(1_180, EvidenceSource::NodeEvent, node_event_strength("Xid 79", false));
+        let verdict = super::classify(&ending(JobStateBase::Failed, 1), vec![drain.clone()], &exposure);
+        assert_eq!(verdict.blame, Blame::Unknown, "{}", verdict.reason);
+        assert!(!verdict.reason.contains("hardware fault on"), "{}", verdict.reason);
+        assert!(verdict.reason.contains("no fault showed during its run"), "{}", verdict.reason);
+        assert!(verdict.reason.contains("3m 00s after the job ended"), "{}", verdict.reason);
+        assert_eq!(verdict.evidence[0].strength, Strength::Weak);
+        assert!(verdict.evidence[0].detail.contains("a possible cause"), "{:?}", verdict.evidence);
+        // Slurm's own NODE_FAIL stays the infrastructure's, the drain agreeing.
+        let verdict = super::classify(&ending(JobStateBase::NodeFail, 0), vec![drain.clone()], &exposure);
+        assert_eq!(verdict.blame, Blame::Infrastructure);
+        assert!(verdict.reason.contains("1 infrastructure fact agrees"), "{}", verdict.reason);
+        // The same fault inside the run is the infrastructure's.
+        let inside = Evidence { at: 998, until: 998, ..drain.clone() };
+        let verdict = super::classify(&ending(JobStateBase::Failed, 1), vec![inside], &exposure);
+        assert_eq!(verdict.blame, Blame::Infrastructure);
+        assert!(verdict.reason.contains("during its run"), "{}", verdict.reason);
+        // Over before the job started: context.
+        let before = Evidence { at: 700, until: 700, ..drain };
+        let verdict = super::classify(&ending(JobStateBase::Failed, 1), vec![before], &exposure);
+        assert_eq!((verdict.blame, verdict.evidence[0].strength), (Blame::Application, Strength::Context));
+    }
+
+    #[test]
+    fn no_fault_is_claimed_only_for_the_part_of_the_run_telemetry_covers() {
+        let covered = Coverage { from: 960, to: 1_000, share: 0.004 };
+        let partly = Exposure { telemetry: Some(covered), ..BUSY };
+        let verdict = super::classify(&ending(JobStateBase::Failed, 1), vec![], &partly);
+        assert_eq!(verdict.blame, Blame::Application);
+        assert!(!verdict.reason.contains("during its run"), "{}", verdict.reason);
+        assert!(
+            verdict.reason.contains("in the part of its run its telemetry covers, <1 % of its run"),
+            "{}",
+            verdict.reason
+        );
+        let verdict = super::classify(&ending(JobStateBase::Timeout, 0), vec![], &partly);
+        assert!(!verdict.reason.contains("no infrastructure fault slowed it"), "{}", verdict.reason);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod blame;
 pub mod bottleneck;
 pub mod cluster;
 pub mod colours;
+pub mod coverage;
 pub mod exit_code;
 pub mod gpu;
 pub mod history;

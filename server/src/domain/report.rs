@@ -164,6 +164,45 @@ pub fn downsample(points: &[(i64, f64)], max_points: usize) -> Vec<(i64, f64)> {
         .collect()
 }
 
+/// How many of a timeline's steps one sample spans: 1 where every step has a point, 2 for samples
+/// every 30 s read at 15 s steps. Found from the data (the mean distance between neighbouring points
+/// over runs without a real gap, of more than four steps), not from the configured scrape interval,
+/// which a site's exporter may not keep. Each timeline's points are `step_s` apart at best.
+pub fn sample_stride<'a>(timelines: impl Iterator<Item = &'a [(i64, f64)]>, step_s: u64) -> u64 {
+    let step = i64::try_from(step_s.max(1)).unwrap_or(i64::MAX);
+    let (mut span, mut gaps) = (0i64, 0i64);
+    for timeline in timelines {
+        for pair in timeline.windows(2) {
+            let distance = pair[1].0 - pair[0].0;
+            if distance > 0 && distance <= 4 * step {
+                span += distance;
+                gaps += 1;
+            }
+        }
+    }
+    if gaps == 0 {
+        return 1;
+    }
+    // A mean of 1.02 steps is a sample lost now and then, not a slower exporter.
+    let stride = span as f64 / gaps as f64 / step as f64;
+    ((stride - 0.05).ceil() as u64).max(1)
+}
+
+/// A timeline on buckets `stride` times as long, still ending at `end` and stepping back: each new
+/// bucket holds the mean of the points that fall in it.
+pub fn regrid(points: &[(i64, f64)], step_s: u64, stride: u64, end: i64) -> Vec<(i64, f64)> {
+    let length = i64::try_from(step_s.saturating_mul(stride).max(1)).unwrap_or(i64::MAX);
+    let mut buckets: BTreeMap<i64, (f64, u32)> = BTreeMap::new();
+    for &(at, value) in points {
+        // The bucket `(t - length, t]` that holds `at`, with `t` on the grid that ends at `end`.
+        let back = (end - at).max(0) / length;
+        let bucket = buckets.entry(end - back * length).or_default();
+        bucket.0 += value;
+        bucket.1 += 1;
+    }
+    buckets.into_iter().map(|(at, (sum, n))| (at, sum / f64::from(n))).collect()
+}
+
 /// Mean and peak of one metric on one GPU, as the report shows them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
@@ -247,6 +286,25 @@ mod tests {
         assert!(names_node("gpu073: XID 79 on 8 GPUs", "gpu073"));
         assert!(names_node("outlier: gpu017.", "gpu017"));
         assert!(!names_node("gpu0021 GPU 3", "gpu002"));
+    }
+
+    #[test]
+    fn samples_every_30_s_read_at_15_s_steps_are_regridded_without_holes() {
+        // dcgm-exporter every 30 s, read at 15 s: every other bucket empty.
+        let end = 10_000;
+        let every_other: Vec<(i64, f64)> = (0..40).map(|i| (end - 30 * i, 50.0)).rev().collect();
+        assert_eq!(sample_stride(std::iter::once(every_other.as_slice()), 15), 2);
+        let regridded = regrid(&every_other, 15, 2, end);
+        assert_eq!(regridded.len(), 40);
+        assert!(regridded.windows(2).all(|pair| pair[1].0 - pair[0].0 == 30), "no hole left");
+        // 30 s samples read at 20 s steps: 20 and 40 s apart by turns, read as 40 s buckets.
+        let uneven: Vec<(i64, f64)> =
+            (0..30).map(|i| (end - 30 * i, 1.0)).rev().map(|(t, v)| (end - (end - t) / 20 * 20, v)).collect();
+        assert_eq!(sample_stride(std::iter::once(uneven.as_slice()), 20), 2);
+        // Every step sampled, a sample lost now and then, and a real gap: all stride 1.
+        let full: Vec<(i64, f64)> = (0..100).filter(|i| i % 50 != 7).map(|i| (i * 15, 1.0)).collect();
+        let gap: Vec<(i64, f64)> = (0..10).chain(200..210).map(|i| (i * 15, 1.0)).collect();
+        assert_eq!(sample_stride([full.as_slice(), gap.as_slice()].into_iter(), 15), 1);
     }
 
     #[test]

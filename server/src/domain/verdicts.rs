@@ -108,17 +108,20 @@ pub const GPU_VERDICT_KINDS: &[&str] = &[
     "program_gpu_faults",
 ];
 
-/// The verdicts for a job's GPUs, each with its evidence, most severe first.
-pub fn verdicts(gpus: &[GpuFacts]) -> Vec<Finding> {
+/// The verdicts for a job's GPUs, each with its evidence, most severe first. `ended_badly`: whether
+/// the job failed (a job that completed is never told to resubmit).
+pub fn verdicts(gpus: &[GpuFacts], ended_badly: bool) -> Vec<Finding> {
     let mut findings = Vec::new();
     findings.extend(idle(gpus));
     let outlier = outlier_nodes(gpus);
-    // A job with a slow node is not "efficient" as a whole, whatever its mean says.
-    findings.extend(tensor_work(gpus).filter(|found| outlier.is_none() || found.kind != "good"));
+    // A job with a slow node, or whose GPUs mostly idled, is not "efficient" as a whole, whatever the
+    // busy GPUs' mean says.
+    let mostly_idle = 2 * idle_count(gpus) >= gpus.iter().filter(|gpu| gpu.gpu_util.is_some()).count();
+    findings.extend(tensor_work(gpus).filter(|found| (outlier.is_none() && !mostly_idle) || found.kind != "good"));
     findings.extend(outlier);
     findings.extend(memory_full(gpus));
     findings.extend(unbalanced(gpus));
-    findings.extend(xid_faults(gpus));
+    findings.extend(xid_faults(gpus, ended_badly));
     findings.sort_by_key(|finding| std::cmp::Reverse(rank(finding.severity)));
     findings
 }
@@ -129,6 +132,17 @@ fn rank(severity: Severity) -> u8 {
         Severity::Warning => 1,
         Severity::Info => 0,
     }
+}
+
+/// GPUs whose mean utilisation is under the idle threshold.
+fn idle_count(gpus: &[GpuFacts]) -> usize {
+    gpus.iter().filter(|gpu| gpu.gpu_util.is_some_and(|util| util.mean < IDLE_UTIL_PCT)).count()
+}
+
+/// "the 8 busy GPUs", "the 1 busy GPU of 8": the population a figure is of.
+fn busy_population(busy: usize, all: usize) -> String {
+    let noun = if busy == 1 { "GPU" } else { "GPUs" };
+    if busy == all { format!("the {busy} busy {noun}") } else { format!("the {busy} busy {noun} of {all}") }
 }
 
 fn idle(gpus: &[GpuFacts]) -> Option<Finding> {
@@ -222,6 +236,7 @@ fn tensor_work(gpus: &[GpuFacts]) -> Option<Finding> {
         gpus.iter().filter(|gpu| gpu.gpu_util.is_some_and(|u| u.mean >= IDLE_UTIL_PCT)).collect();
     let util = mean_of(busy.iter().filter_map(|gpu| gpu.gpu_util.map(|u| u.mean)))?;
     let tensor = mean_of(busy.iter().filter_map(|gpu| gpu.tensor_active.map(|t| t.mean)))?;
+    let population = busy_population(busy.len(), gpus.iter().filter(|gpu| gpu.gpu_util.is_some()).count());
     if util >= BUSY_UTIL_PCT && tensor < LOW_TENSOR_PCT {
         let mut ranked: Vec<(&GpuFacts, f64)> =
             busy.iter().filter_map(|gpu| Some((*gpu, gpu.tensor_active?.mean))).collect();
@@ -239,8 +254,8 @@ fn tensor_work(gpus: &[GpuFacts]) -> Option<Finding> {
             kind: "low_tensor_activity",
             severity: Severity::Warning,
             message: format!(
-                "GPUs look busy (mean utilisation {util:.0} %) but tensor cores were active only {tensor:.1} % of the \
-                 time: \"utilisation\" counts any kernel running, not useful work"
+                "GPUs look busy (mean utilisation {util:.0} % on {population}) but tensor cores were active only \
+                 {tensor:.1} % of the time: \"utilisation\" counts any kernel running, not useful work"
             ),
             evidence,
             next_step: Some(
@@ -253,8 +268,10 @@ fn tensor_work(gpus: &[GpuFacts]) -> Option<Finding> {
         Some(Finding {
             kind: "good",
             severity: Severity::Info,
-            message: format!("tensor cores active {tensor:.0} % of the time on busy GPUs: efficient use"),
-            evidence: vec![format!("mean utilisation {util:.0} %, mean tensor activity {tensor:.1} %")],
+            message: format!("tensor cores active {tensor:.0} % of the time on {population}: efficient use"),
+            evidence: vec![format!(
+                "on {population}: mean utilisation {util:.0} %, mean tensor activity {tensor:.1} %"
+            )],
             next_step: None,
         })
     } else {
@@ -312,7 +329,7 @@ fn unbalanced(gpus: &[GpuFacts]) -> Option<Finding> {
 
 /// XID errors, read as the failure rules read them: a program's own faults (XID 31) as the
 /// program's, hardware and driver faults as the infrastructure's. One line per node and code.
-fn xid_faults(gpus: &[GpuFacts]) -> Vec<Finding> {
+fn xid_faults(gpus: &[GpuFacts], ended_badly: bool) -> Vec<Finding> {
     let mut seen: BTreeMap<(u32, &str), (i64, Vec<u16>)> = BTreeMap::new();
     for gpu in gpus {
         for &(at, xid) in &gpu.xid {
@@ -344,11 +361,15 @@ fn xid_faults(gpus: &[GpuFacts]) -> Vec<Finding> {
             severity: Severity::Critical,
             message: "the GPU driver reported hardware or driver faults on the job's GPUs".into(),
             evidence: capped(hardware),
-            next_step: Some(
+            next_step: Some(if ended_badly {
                 "resubmit (the job can resume from its last checkpoint); if the node is not drained, tell your \
                  provider its name"
-                    .into(),
-            ),
+                    .into()
+            } else {
+                "nothing to rerun: the job ended well despite them; if the node is not drained, tell your provider \
+                 its name"
+                    .into()
+            }),
         });
     }
     if !program.is_empty() {
@@ -367,29 +388,60 @@ fn xid_faults(gpus: &[GpuFacts]) -> Vec<Finding> {
     findings
 }
 
-/// Where the job's GPU samples stop well before its window ends (more than three steps and five
-/// minutes): the exporter or its scrape stopped on a running job, or the telemetry ended before the job
-/// did. The figures and charts then cover the job up to `last`, which a page would not say otherwise.
-/// `last` is the newest bucket with a sample, `end` the window's end (now, while the job runs).
-pub fn telemetry_gap(last: i64, end: i64, step_s: u64, running: bool) -> Option<Finding> {
-    let gap = u64::try_from(end - last).unwrap_or(0);
-    if gap <= step_s.saturating_mul(3).max(300) {
+/// Where the job's GPU samples start well after its window starts or stop well before it ends (more
+/// than three steps and five minutes): an exporter added or a node monitored mid-run, retention, or a
+/// scrape that stopped. The figures and charts then cover only the sampled part, which a page would
+/// not say otherwise. `first` and `last` bound the sampled buckets, `share` is the sampled share of the
+/// job's GPU-time, `run` the window (its end is now while the job runs).
+pub fn telemetry_gap(
+    first: i64,
+    last: i64,
+    share: f64,
+    run: (i64, i64),
+    step_s: u64,
+    running: bool,
+) -> Option<Finding> {
+    let (start, end) = run;
+    let allowed = step_s.saturating_mul(3).max(300);
+    let late = u64::try_from(first - start).unwrap_or(0);
+    let early = u64::try_from(end - last).unwrap_or(0);
+    let (late, early) = (late > allowed, early > allowed);
+    if !late && !early && share >= super::coverage::WHOLE_SHARE {
         return None;
     }
-    let (since, missing) = (iso_utc(last), super::history::duration(gap as f64));
-    let message = if running {
-        format!("no GPU samples since {since} ({missing} ago): the figures and charts cover the job up to then")
-    } else {
-        format!("the GPU samples end at {since}, {missing} before the job did: the figures cover it up to then")
-    };
+    let covers = format!("the figures and charts cover {} of the run", super::coverage::percent(share));
+    let mut parts = Vec::new();
+    if late {
+        parts.push(format!(
+            "the GPU samples start at {}, {} after the job did",
+            iso_utc(first),
+            super::history::duration((first - start) as f64)
+        ));
+    }
+    if early && running {
+        parts.push(format!(
+            "no GPU samples since {} ({} ago)",
+            iso_utc(last),
+            super::history::duration((end - last) as f64)
+        ));
+    } else if early {
+        parts.push(format!(
+            "the GPU samples end at {}, {} before the job did",
+            iso_utc(last),
+            super::history::duration((end - last) as f64)
+        ));
+    }
+    if parts.is_empty() {
+        parts.push("some of the job's GPUs have samples over only part of its run".to_string());
+    }
     Some(Finding {
         kind: "telemetry_gap",
         severity: Severity::Warning,
-        message,
+        message: format!("{}: {covers}, none is extrapolated to the rest", parts.join("; ")),
         evidence: Vec::new(),
         next_step: Some(
             "nothing in the job needs changing; if it lasts, tell your provider: the nodes' GPU exporter \
-             (dcgm-exporter) or its scrape stopped"
+             (dcgm-exporter) or its scrape was missing for part of the run"
                 .into(),
         ),
     })
@@ -420,11 +472,26 @@ mod tests {
 
     #[test]
     fn busy_gpus_without_tensor_work_are_called_out_with_a_next_step() {
-        let found = verdicts(&[facts("n1", 0, 97.0, 3.0), facts("n1", 1, 95.0, 4.0)]);
+        let found = verdicts(&[facts("n1", 0, 97.0, 3.0), facts("n1", 1, 95.0, 4.0)], true);
         assert_eq!(kinds(&found), ["low_tensor_activity"]);
         assert!(found[0].next_step.as_deref().is_some_and(|step| step.contains("mixed precision")));
         assert_eq!(found[0].evidence[0], "2 busy GPUs: tensor activity from 3.0 % to 4.0 %");
-        assert_eq!(verdicts(&[facts("n1", 0, 90.0, 45.0)])[0].kind, "good");
+        assert_eq!(verdicts(&[facts("n1", 0, 90.0, 45.0)], true)[0].kind, "good");
+    }
+
+    #[test]
+    fn a_job_whose_gpus_mostly_idled_is_never_called_efficient() {
+        // One busy GPU of eight: its own figures are named as its own, and no green verdict.
+        let mut gpus: Vec<GpuFacts> = (1..8).map(|g| facts("n1", g, 0.5, 0.0)).collect();
+        gpus.push(facts("n1", 0, 99.0, 45.0));
+        let found = verdicts(&gpus, true);
+        assert!(!kinds(&found).contains(&"good"), "{:?}", kinds(&found));
+        assert!(found.iter().any(|f| f.kind == "idle_gpus" && f.message.starts_with("7 of 8 GPUs")));
+        // Most busy: the efficient verdict names its population.
+        let mut gpus: Vec<GpuFacts> = (1..8).map(|g| facts("n1", g, 99.0, 45.0)).collect();
+        gpus.push(facts("n1", 0, 0.5, 0.0));
+        let good = verdicts(&gpus, true).into_iter().find(|f| f.kind == "good").expect("efficient on the busy ones");
+        assert!(good.message.contains("on the 7 busy GPUs of 8"), "{}", good.message);
     }
 
     #[test]
@@ -434,7 +501,7 @@ mod tests {
         for gpu in gpus.iter_mut().filter(|gpu| gpu.gpu.node == "gpu017") {
             gpu.tensor_active = summary(2.0);
         }
-        let found = verdicts(&gpus);
+        let found = verdicts(&gpus, true);
         let outlier = found.iter().find(|f| f.kind == "outlier_node").expect("an outlier verdict");
         assert_eq!(outlier.evidence, ["gpu017 ran at 2 % tensor activity while the other 31 nodes ran at 46 %"]);
         assert!(outlier.next_step.as_deref().is_some_and(|step| step.contains("--exclude=gpu017")));
@@ -450,7 +517,7 @@ mod tests {
         let mut crashed = facts("gpu046", 3, 99.0, 46.0);
         crashed.xid = vec![(1_796_041_000, 31)];
         gpus.push(crashed);
-        let found = verdicts(&gpus);
+        let found = verdicts(&gpus, true);
         assert_eq!(found[0].kind, "xid_errors", "the most severe first: {:?}", kinds(&found));
         assert_eq!(found[0].evidence.len(), 1);
         assert!(
@@ -468,7 +535,7 @@ mod tests {
     fn idle_gpus_are_named_per_node_and_long_lists_are_cut() {
         let mut gpus: Vec<GpuFacts> = (0..8).map(|g| facts("n1", g, 1.0, 0.0)).collect();
         gpus.push(facts("n2", 0, 20.0, 10.0));
-        let found = verdicts(&gpus);
+        let found = verdicts(&gpus, true);
         let idle = found.iter().find(|f| f.kind == "idle_gpus").expect("idle verdict");
         assert_eq!(idle.evidence, ["n1 GPUs 0-7: mean utilisation at most 1.0 %"]);
         let lines = capped((0..20).map(|i| i.to_string()).collect());
@@ -479,27 +546,30 @@ mod tests {
     fn nearly_full_memory_and_uneven_load_are_found() {
         let mut full = facts("n2", 0, 70.0, 40.0);
         full.fb_used = Some(Summary { mean: 60_000.0, max: 80_000.0, samples: 10 });
-        let found = verdicts(&[facts("n1", 1, 20.0, 10.0), full]);
+        let found = verdicts(&[facts("n1", 1, 20.0, 10.0), full], true);
         assert!(kinds(&found).contains(&"unbalanced_gpus"), "{:?}", kinds(&found));
         assert!(kinds(&found).contains(&"memory_nearly_full"), "{:?}", kinds(&found));
     }
 
     #[test]
-    fn samples_that_stop_before_the_window_ends_are_said() {
+    fn samples_that_start_late_or_stop_early_are_said_with_their_share() {
         // 15 s steps: a running job whose newest bucket is 23 minutes old.
         let end = 1_796_032_800;
-        let running = telemetry_gap(end - 23 * 60, end, 15, true).expect("a gap");
+        let start = end - 7200;
+        let running = telemetry_gap(start, end - 23 * 60, 0.8, (start, end), 15, true).expect("a gap");
         assert_eq!((running.kind, running.severity), ("telemetry_gap", Severity::Warning));
         assert!(
             running.message.starts_with("no GPU samples since 2026-11-30T09:37:00Z (23m 00s ago)"),
             "{}",
             running.message
         );
-        let ended = telemetry_gap(end - 7200, end, 60, false).expect("a gap");
-        assert!(ended.message.contains("2h 00m before the job did"), "{}", ended.message);
+        assert!(running.message.contains("cover 80 % of the run"), "{}", running.message);
+        let late = telemetry_gap(end - 2400, end, 0.05, (end - 48_300, end), 60, false).expect("a late start");
+        assert!(late.message.contains("12h 45m after the job did"), "{}", late.message);
+        assert!(late.message.contains("cover 5 % of the run"), "{}", late.message);
         // A step or a few late is the scrape's rhythm, not a gap; long steps allow three of theirs.
-        assert!(telemetry_gap(end - 60, end, 15, true).is_none());
-        assert!(telemetry_gap(end - 299, end, 15, true).is_none());
-        assert!(telemetry_gap(end - 2 * 3600, end, 3600, false).is_none());
+        assert!(telemetry_gap(start, end - 60, 1.0, (start, end), 15, true).is_none());
+        assert!(telemetry_gap(start + 299, end, 0.99, (start, end), 15, true).is_none());
+        assert!(telemetry_gap(start, end - 2 * 3600, 0.96, (start, end), 3600, false).is_none());
     }
 }

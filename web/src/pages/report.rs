@@ -51,6 +51,18 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         1 => "no record says which of the shared node's GPUs were the job's (all of them are shown below)".to_string(),
         nodes => format!("no record says which of the {nodes} shared nodes' GPUs were the job's (all are shown below)"),
     };
+    // Where the samples cover part of the run, every figure after this says so: it is of that part.
+    let partial = totals.coverage.as_ref().filter(|covered| covered.share < COVERED_WHOLE);
+    let zone = crate::clock::use_zone();
+    if let Some(covered) = partial {
+        total_text.push(format!(
+            "measured over {} ({} of the run on its GPUs, {} to {}); the figures below are of that part",
+            hours(covered.measured_gpu_hours),
+            share(covered.share),
+            zone.short(covered.from.timestamp()),
+            zone.short(covered.to.timestamp()),
+        ));
+    }
     if totals.unattributed_gpu_hours <= 0.0 {
         total_text.push(format!("{} idle", hours(totals.idle_gpu_hours)));
     } else if known <= totals.gpu_hours * 1e-9 {
@@ -63,20 +75,26 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
             hours(totals.unattributed_gpu_hours)
         ));
     }
+    // The means are over the GPUs known to be the job's, each GPU's mean over its samples.
+    let measured_gpus = report.gpus.iter().filter(|gpu| !gpu.uncertain && !gpu.summary.is_empty()).count();
+    let over = match measured_gpus {
+        1 => " on its 1 GPU".to_string(),
+        n => format!(" over its {n} GPUs"),
+    };
     if let Some(util) = totals.mean_gpu_util {
-        total_text.push(format!("mean GPU utilisation {util:.0}%"));
+        total_text.push(format!("mean GPU utilisation {util:.0}%{over}"));
     }
     if let Some(tensor) = totals.mean_tensor_active {
         total_text.push(format!("mean tensor activity {tensor:.0}%"));
     }
+    let of_part = if partial.is_some() { " in the measured part" } else { "" };
     if let Some(energy) = totals.energy_kwh {
-        total_text.push(format!("{energy:.2} kWh"));
+        total_text.push(format!("{energy:.2} kWh{of_part}"));
     }
     if let (Some(power), Some(energy)) = (totals.node_power_w, totals.node_energy_kwh) {
-        total_text.push(format!("nodes {} mean, {energy:.2} kWh (BMC)", charts::human(power, "W")));
+        total_text.push(format!("nodes {} mean, {energy:.2} kWh (BMC){of_part}", charts::human(power, "W")));
     }
     // Moments named in the verdicts' sentences read on the page's clock.
-    let zone = crate::clock::use_zone();
     let verdicts = report
         .verdicts
         .iter()
@@ -98,7 +116,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
     view! {
         <p class="muted">{format!("{} report, {metrics}. ", report.source)} <a data-testid="report-json" href=href>"report JSON"</a></p>
         <p data-testid="report-totals">{total_text.join(" · ")}</p>
-        {report.failure.clone().map(|failure| view! { <FailureCard failure /> })}
+        {report.failure.clone().map(|failure| view! { <FailureCard failure run=run_of(&report) /> })}
         <div class="verdicts">{verdicts}</div>
         <ReportCharts charts queries=report.chart_queries.clone() dashboard=report.dashboard_url.clone() />
         {report.traces.clone().map(|traces| view! { <TimeShares traces /> })}
@@ -112,6 +130,33 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         <NodeTable nodes=report.nodes.clone() metrics_ok=metrics_ok />
         <GpuTable gpus=report.gpus.clone() />
         <SharedNodeTable bands=report.shared_node_bands.clone() />
+    }
+}
+
+/// A share of the run at or above this is all of it (the server's `coverage::WHOLE_SHARE`).
+const COVERED_WHOLE: f64 = 0.95;
+
+/// "5 %", "<1 %": a share as the totals print it.
+fn share(value: f64) -> String {
+    let pct = (value * 100.0).clamp(0.0, 100.0);
+    if pct > 0.0 && pct < 1.0 { "<1 %".into() } else { format!("{pct:.0} %") }
+}
+
+/// The job's run as the report's window gives it (epoch seconds), for placing facts against it.
+fn run_of(report: &wire::JobReport) -> Option<(i64, i64)> {
+    Some((report.window_start?.timestamp(), report.window_end?.timestamp()))
+}
+
+/// Where a fact lies against the run, when outside it: "after the end (+3 min)".
+fn outside_run(at: i64, run: Option<(i64, i64)>) -> Option<String> {
+    let (start, end) = run?;
+    let minutes = |seconds: i64| (seconds + 59) / 60;
+    if at > end {
+        Some(format!("after the end (+{} min)", minutes(at - end)))
+    } else if at < start {
+        Some(format!("before the start (−{} min)", minutes(start - at)))
+    } else {
+        None
     }
 }
 
@@ -254,7 +299,7 @@ fn SharedNodeTable(bands: Vec<wire::SharedNodeBand>) -> impl IntoView {
 
 /// "Was the failure mine?": the verdict, why, and the evidence in time order.
 #[component]
-fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
+fn FailureCard(failure: wire::FailureAnalysis, run: Option<(i64, i64)>) -> impl IntoView {
     let zone = crate::clock::use_zone();
     let (headline, next) = match failure.blame {
         wire::Blame::Infrastructure => (
@@ -263,7 +308,8 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
         ),
         wire::Blame::Application => (
             "Likely the application",
-            "look at the program's own output around its end (the Logs section) and at the verdicts below.",
+            "look at the program's own output around its end: its error file (sbatch --error, by default slurm-<jobid>.out \
+             in the directory it was submitted from); the Logs section holds the nodes' system logs, not the program's.",
         ),
         wire::Blame::Unknown => (
             "Cause unknown",
@@ -276,7 +322,9 @@ fn FailureCard(failure: wire::FailureAnalysis) -> impl IntoView {
         .map(|fact| {
             view! {
                 <tr data-testid="failure-evidence" data-source=fact.source.as_str() data-strength=fact.strength.as_str()>
-                    <td><Time at=fact.at.timestamp() /></td>
+                    <td><Time at=fact.at.timestamp() />{outside_run(fact.at.timestamp(), run).map(|words| view! {
+                        <br /><small class="muted" data-testid="outside-run">{words}</small>
+                    })}</td>
                     <td>{evidence_source(fact.source)}</td>
                     <td>{fact.place.clone()}</td>
                     <td>{zone.restamp(&fact.detail)}</td>
@@ -318,7 +366,7 @@ fn points_to(strength: wire::EvidenceStrength) -> &'static str {
         wire::EvidenceStrength::Weak => "possibly the infrastructure",
         wire::EvidenceStrength::Application => "the program",
         wire::EvidenceStrength::Fact => "Slurm's record",
-        wire::EvidenceStrength::Context => "set aside: not on the job's path",
+        wire::EvidenceStrength::Context => "set aside (see why in its line)",
     }
 }
 

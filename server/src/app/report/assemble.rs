@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
 use super::Reporter;
-use super::gather::{BurstReading, BurstReadings, Gathered, IoReadings, NodeData};
+use super::gather::{BurstReading, BurstReadings, Gathered, GpuData, IoReadings, NodeData};
 use crate::domain::blame::{self, Ending, Evidence, Exposure};
+use crate::domain::coverage::Coverage;
 use crate::domain::gpu::format_gpu_indices;
 use crate::domain::job::JobRecord;
 use crate::domain::node_signals::{self, IoSource, NodeFacts};
@@ -39,6 +40,8 @@ impl Reporter {
         let mut idle_hours = 0.0;
         let mut peak_memory: Option<f64> = None;
         let mut capacity: Option<f64> = None;
+        // The sampled part of the run, over the GPUs known to be the job's: GPU-seconds, first, last.
+        let mut sampled = Sampled::default();
         for AttributedGpu { gpu, rule, uncertain } in &attributed {
             let entry = data.get(gpu);
             let summary_of = |key: &str| -> Option<Summary> {
@@ -116,8 +119,11 @@ impl Reporter {
             if *uncertain {
                 continue;
             }
+            let covered_s = entry.map_or(0, |entry| sampled.add(entry, step_s, window_s, inside, end.timestamp()));
+            // Idle over the sampled time only: the share of samples under the threshold is never
+            // extrapolated to a part of the run no sample covers.
             if let Some(share) = entry.and_then(|entry| entry.idle_share) {
-                idle_hours += share * hours;
+                idle_hours += share * covered_s as f64 / 3600.0;
             }
             if let Some(energy) = entry.and_then(|entry| entry.energy_mj) {
                 energy_mj += energy;
@@ -201,6 +207,7 @@ impl Reporter {
             mean_tensor_active: mean_of("tensor_active"),
             node_power_w: None,
             node_energy_kwh: None,
+            coverage: sampled.coverage(facts.len(), window_s),
         };
         let job_nodes: Vec<(&str, &NodeData)> =
             record.nodes.hosts().iter().filter_map(|node| Some((node.as_str(), network.get(node)?))).collect();
@@ -213,16 +220,19 @@ impl Reporter {
         // A BMC reads its whole node: the job's power only where it held its nodes whole.
         if whole_nodes {
             report.totals.node_power_w = node_facts.node_power_w;
-            report.totals.node_energy_kwh = node_facts.node_power_w.map(|watts| watts * hours / 1e3);
+            report.totals.node_energy_kwh = node_energy_kwh(&job_nodes, step_s, window_s, inside);
         }
-        report.verdicts = verdicts::verdicts(&facts).into_iter().map(verdict).collect();
+        let ended_badly = blame::ended_badly(record.state.base(), record.time_start > 0);
+        report.verdicts = verdicts::verdicts(&facts, ended_badly).into_iter().map(verdict).collect();
         report.verdicts.extend(node_signals::findings(&node_facts).into_iter().map(verdict));
-        let known = attributed.iter().filter(|a| !a.uncertain).filter_map(|a| data.get(&a.gpu));
-        let last = known.flat_map(|entry| entry.timelines.values().filter_map(|t| t.last())).map(|&(at, _)| at).max();
         let running = !record.state.run_is_over();
-        report
-            .verdicts
-            .extend(last.and_then(|last| verdicts::telemetry_gap(last, end.timestamp(), step_s, running)).map(verdict));
+        let start = end.timestamp() - i64::try_from(window_s).unwrap_or(0);
+        if let Some(found) = sampled.span().and_then(|(first, last)| {
+            let share = report.totals.coverage.as_ref().map_or(1.0, |c| c.share);
+            verdicts::telemetry_gap(first, last, share, (start, end.timestamp()), step_s, running)
+        }) {
+            report.verdicts.push(verdict(found));
+        }
         if attributed.iter().any(|a| a.uncertain) {
             report.verdicts.push(wire::Verdict {
                 kind: "attribution_uncertain".into(),
@@ -339,7 +349,11 @@ pub(super) fn node_facts<'a>(
     let totals = &report.totals;
     NodeFacts {
         gpu_idle_share: {
-            let known = totals.gpu_hours - totals.unattributed_gpu_hours;
+            // Idle hours are counted over the sampled time: their share is of that time too.
+            let known = totals
+                .coverage
+                .as_ref()
+                .map_or(totals.gpu_hours - totals.unattributed_gpu_hours, |covered| covered.measured_gpu_hours);
             (known > 0.0).then(|| totals.idle_gpu_hours / known)
         },
         gpu_power_w: sum(gpu_power),
@@ -404,11 +418,21 @@ pub(super) fn failure_analysis(
     end: DateTime<Utc>,
 ) -> wire::FailureAnalysis {
     evidence.extend(xid_evidence(&report.gpus));
+    let start = report.window_start.map_or(end.timestamp(), |start| start.timestamp());
+    let watched = report.metrics.status == wire::MetricsState::Ok;
     let exposure = Exposure {
         multi_node: record.nodes.hosts().len() > 1,
         rdma_bytes_per_s: busiest_rdma(&report.nodes),
+        start,
         end: end.timestamp(),
-        telemetry: report.metrics.status == wire::MetricsState::Ok,
+        // A report archived before coverage was kept, or read without GPU samples but with the
+        // nodes', counts as watched throughout, as it did then.
+        telemetry: watched.then(|| match &report.totals.coverage {
+            Some(covered) => {
+                Coverage { from: covered.from.timestamp(), to: covered.to.timestamp(), share: covered.share }
+            }
+            None => Coverage { from: start, to: end.timestamp(), share: 1.0 },
+        }),
     };
     let verdict = blame::classify(ending, evidence, &exposure);
     let mut listed: Vec<wire::FailureEvidence> = vec![wire::FailureEvidence {
@@ -499,6 +523,76 @@ pub(super) fn burst_verdict(rows: &[wire::NodeBursts], window_s: f64) -> Option<
         })
         .collect();
     node_signals::burst_finding(&ports, window_s).map(verdict)
+}
+
+/// The sampled part of a run, summed over GPUs as they are read.
+#[derive(Default)]
+struct Sampled {
+    gpu_seconds: u64,
+    first: Option<i64>,
+    last: Option<i64>,
+}
+
+impl Sampled {
+    /// Adds one GPU's samples and answers the seconds they cover: a step per bucket with a point of
+    /// any metric (the bucket `(t - step, t]` at `t`), or the whole window of a job shorter than a step
+    /// that has a mean.
+    fn add(&mut self, entry: &GpuData, step_s: u64, window_s: u64, inside: bool, end: i64) -> u64 {
+        let buckets: std::collections::BTreeSet<i64> =
+            entry.timelines.values().flat_map(|timeline| timeline.iter().map(|&(at, _)| at)).collect();
+        let covered = if inside {
+            (buckets.len() as u64 * step_s).min(window_s)
+        } else if entry.means.is_empty() {
+            0
+        } else {
+            window_s
+        };
+        if covered == 0 {
+            return 0;
+        }
+        let step = i64::try_from(step_s).unwrap_or(0);
+        let (first, last) = match (buckets.first(), buckets.last()) {
+            (Some(first), Some(last)) if inside => (first - step, *last),
+            _ => (end - i64::try_from(window_s).unwrap_or(0), end),
+        };
+        self.gpu_seconds += covered;
+        self.first = Some(self.first.map_or(first, |f| f.min(first)));
+        self.last = Some(self.last.map_or(last, |l| l.max(last)));
+        covered
+    }
+
+    fn span(&self) -> Option<(i64, i64)> {
+        Some((self.first?, self.last?))
+    }
+
+    /// The wire's coverage over `gpus` known GPUs for `window_s`.
+    fn coverage(&self, gpus: usize, window_s: u64) -> Option<wire::TelemetryCoverage> {
+        let (first, last) = self.span()?;
+        let whole = gpus as f64 * window_s as f64;
+        Some(wire::TelemetryCoverage {
+            measured_gpu_hours: self.gpu_seconds as f64 / 3600.0,
+            share: if whole > 0.0 { (self.gpu_seconds as f64 / whole).clamp(0.0, 1.0) } else { 0.0 },
+            from: epoch(u64::try_from(first).unwrap_or(0)).unwrap_or_default(),
+            to: epoch(u64::try_from(last).unwrap_or(0)).unwrap_or_default(),
+        })
+    }
+}
+
+/// The job's nodes' energy from their BMCs: each node's mean power over the time its power samples
+/// cover, never over the rest of the run.
+fn node_energy_kwh(nodes: &[(&str, &NodeData)], step_s: u64, window_s: u64, inside: bool) -> Option<f64> {
+    let energies: Vec<f64> = nodes
+        .iter()
+        .filter_map(|(_, entry)| {
+            let watts = *entry.means.get("node_power")?;
+            let covered = match entry.timelines.get("node_power") {
+                Some(timeline) if inside => (timeline.len() as u64 * step_s).min(window_s),
+                _ => window_s,
+            };
+            Some(watts * covered as f64 / 3600.0 / 1e3)
+        })
+        .collect();
+    (!energies.is_empty()).then(|| energies.iter().sum())
 }
 
 /// A verdict as the wire carries it.

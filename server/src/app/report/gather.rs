@@ -11,6 +11,7 @@ use slurmlens_wire as wire;
 use super::Reporter;
 use super::plan::{FaultKind, FaultScope, Span, Tiles, Wanted};
 use super::rules::{PartsRead, Reads};
+use crate::app::node_metrics::{XidOnset, date_xids};
 use crate::domain::blame::{Evidence, Strength};
 use crate::domain::gpu::GpuRef;
 use crate::domain::job::JobRecord;
@@ -92,6 +93,21 @@ impl Reporter {
                     entry.xid.push((at, xid, message.clone()));
                 }
                 previous = Some((at, xid));
+            }
+        }
+        // Each onset at its own first sample, as the node page dates it: the same time on every page.
+        let mut onsets: Vec<XidOnset> = data
+            .iter()
+            .flat_map(|(gpu, entry)| {
+                entry.xid.iter().map(|&(at, code, _)| XidOnset { at, node: gpu.node.clone(), gpu: gpu.index, code })
+            })
+            .collect();
+        if !onsets.is_empty() && date_xids(vm, catalog, nodes, &mut onsets, step_s).await.is_ok() {
+            for (gpu, entry) in data.iter_mut() {
+                let mine = onsets.iter().filter(|o| o.node == gpu.node && o.gpu == gpu.index);
+                for (xid, dated) in entry.xid.iter_mut().zip(mine) {
+                    xid.0 = dated.at;
+                }
             }
         }
         for entry in data.values_mut() {
@@ -303,6 +319,23 @@ impl Reporter {
         // Only where an XID was set: when, per step (a second, rare round trip).
         if data.values().any(|entry| !entry.xid.is_empty()) {
             self.xid_timelines(vm, &nodes, &indices, &tiles, &mut data).await?;
+        }
+        // The timelines' step follows the GPU samples' own interval: samples every 30 s read at 15 s
+        // steps would leave every other bucket empty (a striped heat map under a flat line).
+        let key = catalog.gpu_metrics.first().map(|spec| spec.key.as_str()).unwrap_or("gpu_util");
+        let stride =
+            report::sample_stride(data.values().filter_map(|e| e.timelines.get(key)).map(Vec::as_slice), step_s);
+        if stride > 1 {
+            let end_at = tiles.end.timestamp();
+            let timelines = data
+                .values_mut()
+                .flat_map(|entry| entry.timelines.values_mut())
+                .chain(network.values_mut().flat_map(|entry| entry.timelines.values_mut()))
+                .chain(io.values_mut().map(|(timeline, _)| timeline));
+            for timeline in timelines {
+                *timeline = report::regrid(timeline, step_s, stride, end_at);
+            }
+            step_s *= stride;
         }
         let whole_nodes = crate::domain::report::holds_nodes_whole(&nodes, &attributed, &evidence.present);
         let (reads, reads_note) = match reads {
