@@ -48,7 +48,10 @@ LAB_USERS=(alice bob carol dave)
 PACKAGES=(mariadb-server mariadb-client slurmctld slurmd slurm-client slurmdbd munge victoria-metrics
   prometheus-node-exporter
   rsyslog
-  python3-aiosmtpd)  # the SMTP server on loopback the notification tests send to
+  python3-aiosmtpd  # the SMTP server on loopback the notification tests send to
+  # slurmlens-agent: its uprobes' BPF C (clang, libbpf's headers), libbpf built by libbpf-sys (libelf,
+  # zlib, pkg-config), and its network test (e2e/agent-net.sh: nftables; iproute2 and curl are there)
+  clang libbpf-dev libelf-dev zlib1g-dev pkg-config nftables)
 
 ETC=$LAB/etc
 RUN=$LAB/run
