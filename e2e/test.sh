@@ -88,6 +88,9 @@ if ! grep -q '^test result: ok' "$ROOT/.lab/last-test-vm-current.log"; then
   exit 1
 fi
 
+step "slurmlens-agent: bursts and ping mesh in network namespaces, CUDA/NCCL uprobes in two lab jobs"
+bash e2e/agent-net.sh && bash e2e/agent-cuda.sh
+
 step "fuzz targets, long (docs/FUZZING.md)"
 # The test binaries just built, only their fuzz targets, with more cases. The timeout bounds the step: a
 # parser too slow to get through its cases in it is itself a finding.

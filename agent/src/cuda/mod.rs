@@ -24,7 +24,7 @@ use slurmlens_wire::{TraceBatch, TraceRecord};
 use crate::config::{Config, CudaConfig};
 use crate::metrics::{Exporter, Parts};
 use probes::{CAT_KERNEL, CAT_MEMCPY, CAT_NCCL, CAT_SYNC, Entry, NCCL_OPS, Probes, SYNC_CALLS};
-use procs::{JobOf, Library, Symbolizer};
+use procs::{JobOf, Library, Mapping, Symbolizer};
 
 /// The part's own counts, on `/metrics`.
 #[derive(Debug, Default)]
@@ -160,6 +160,13 @@ pub fn start(config: &Config, node: &str, parts: &Arc<Parts>) -> Option<Arc<dyn 
     }
 }
 
+/// A process that maps a probed library: its job and its executable mappings, read while it runs (it
+/// may end before its interval is summarised).
+struct Tracked {
+    job: Option<JobOf>,
+    mappings: Vec<Mapping>,
+}
+
 struct Worker {
     config: CudaConfig,
     cluster: String,
@@ -173,7 +180,7 @@ struct Worker {
 impl Worker {
     fn run(self, mut probes: Probes) {
         let spool = spool::Spool::new(&self.config.spool_dir, self.config.spool_max_bytes);
-        let mut jobs: HashMap<u32, Option<JobOf>> = HashMap::new();
+        let mut jobs: HashMap<u32, Tracked> = HashMap::new();
         let mut symbolizer = Symbolizer::default();
         let scan_every = Duration::from_millis(self.config.scan_interval_ms);
         let interval = i64::from(self.config.interval_s);
@@ -205,7 +212,7 @@ impl Worker {
 
     /// Finds processes that map the libraries: probes new library files, remembers each process's job
     /// while it is alive (it may end before its interval is summarised).
-    fn scan(&self, probes: &mut Probes, jobs: &mut HashMap<u32, Option<JobOf>>) {
+    fn scan(&self, probes: &mut Probes, jobs: &mut HashMap<u32, Tracked>) {
         let mut processes = 0;
         let mut libraries = BTreeSet::new();
         let pids = std::fs::read_dir(&self.config.proc_root)
@@ -220,7 +227,13 @@ impl Worker {
                 continue;
             }
             processes += 1;
-            jobs.entry(pid).or_insert_with(|| procs::job_of(&self.config.proc_root, pid));
+            let mappings = procs::executable_mappings(&maps);
+            match jobs.get_mut(&pid) {
+                Some(tracked) => tracked.mappings = mappings,
+                None => {
+                    jobs.insert(pid, Tracked { job: procs::job_of(&self.config.proc_root, pid), mappings });
+                }
+            }
             for (library, path) in found {
                 libraries.insert(path.clone());
                 if probes.attached.contains_key(&path) {
@@ -250,14 +263,25 @@ impl Worker {
         &self,
         entries: &[Entry],
         start: DateTime<Utc>,
-        jobs: &mut HashMap<u32, Option<JobOf>>,
+        jobs: &mut HashMap<u32, Tracked>,
         symbolizer: &mut Symbolizer,
     ) -> Vec<TraceRecord> {
-        let proc_root = self.config.proc_root.clone();
+        let proc_root = &self.config.proc_root;
         let events: u64 = entries.iter().map(|entry| entry.count).sum();
         self.stats.events.fetch_add(events, Ordering::Relaxed);
-        let mut job_of = |pid: u32| jobs.entry(pid).or_insert_with(|| procs::job_of(&proc_root, pid)).clone();
-        let mut name_of = |pid: u32, address: u64| symbolizer.name(&self.config.proc_root, pid, address);
+        // A process seen only now (it started and ended between two scans) is read now, if it still runs.
+        for entry in entries {
+            jobs.entry(entry.pid).or_insert_with(|| {
+                let maps = std::fs::read_to_string(proc_root.join(format!("{}/maps", entry.pid))).unwrap_or_default();
+                Tracked { job: procs::job_of(proc_root, entry.pid), mappings: procs::executable_mappings(&maps) }
+            });
+        }
+        let jobs = &*jobs;
+        let mut job_of = |pid: u32| jobs.get(&pid).and_then(|tracked| tracked.job.clone());
+        let mut name_of = |pid: u32, address: u64| {
+            let tracked = jobs.get(&pid)?;
+            symbolizer.name(proc_root, pid, &tracked.mappings, address)
+        };
         let (records, unattributed) = summarise(entries, start, self.config.interval_s, &mut job_of, &mut name_of);
         self.stats.unattributed.fetch_add(unattributed, Ordering::Relaxed);
         records

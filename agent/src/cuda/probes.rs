@@ -104,6 +104,10 @@ pub struct Probes {
 impl Probes {
     /// Loads the object into the kernel (needs CAP_BPF and CAP_PERFMON, or root).
     pub fn load() -> Result<Self, String> {
+        // libbpf's own messages (a function an older library lacks, …) go to the log at debug level.
+        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, |_, message| {
+            tracing::debug!("libbpf: {}", message.trim_end())
+        })));
         let open = ObjectBuilder::default().open_memory(OBJECT).map_err(|e| format!("opening the BPF object: {e}"))?;
         let object = open.load().map_err(|e| format!("loading the BPF programs: {e}"))?;
         Ok(Self { object, links: Vec::new(), attached: BTreeMap::new(), epoch: 0 })

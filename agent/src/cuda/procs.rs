@@ -18,6 +18,25 @@ pub fn is_library(file: &str, name: &str) -> bool {
         .is_some_and(|rest| (rest.starts_with(".so") || rest.starts_with('-')) && rest.contains(".so"))
 }
 
+/// One file-backed mapping of a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub path: String,
+}
+
+/// The executable file-backed mappings of a `/proc/PID/maps` text, kept to name kernels' host stubs
+/// after the process ended.
+pub fn executable_mappings(maps: &str) -> Vec<Mapping> {
+    maps.lines()
+        .filter(|line| line.split(' ').nth(1).is_some_and(|perms| perms.contains('x')))
+        .flat_map(mappings)
+        .map(|(start, end, offset, path)| Mapping { start, end, offset, path: path.to_string() })
+        .collect()
+}
+
 /// The file-backed mappings of a `/proc/PID/maps` text: (start, end, file offset, path).
 pub fn mappings(maps: &str) -> Vec<(u64, u64, u64, &str)> {
     maps.lines()
@@ -172,15 +191,15 @@ pub struct Symbolizer {
 }
 
 impl Symbolizer {
-    /// The function at `address` in `pid`, or `None` (unmapped, stripped, gone).
-    pub fn name(&mut self, proc_root: &Path, pid: u32, address: u64) -> Option<String> {
-        let maps = std::fs::read_to_string(proc_root.join(format!("{pid}/maps"))).ok()?;
-        let (start, _, offset, path) =
-            mappings(&maps).into_iter().find(|(start, end, _, _)| address >= *start && address < *end)?;
-        // Through the process's root: the file as that process sees it (another mount namespace).
-        let file = proc_root.join(format!("{pid}/root{path}"));
+    /// The function at `address` in `pid`, whose file mappings (`mappings`) were read while it ran:
+    /// `None` where no file is mapped there or the file has no symbol for it.
+    pub fn name(&mut self, proc_root: &Path, pid: u32, mappings: &[Mapping], address: u64) -> Option<String> {
+        let mapping = mappings.iter().find(|m| address >= m.start && address < m.end)?;
+        // Through the process's root while it lives: the file as it sees it (another mount namespace).
+        let through_root = proc_root.join(format!("{pid}/root{}", mapping.path));
+        let file = if through_root.exists() { through_root } else { PathBuf::from(&mapping.path) };
         let symbols = self.files.entry(file.clone()).or_insert_with(|| Symbols::read(&file));
-        symbols.as_ref()?.at(address - start + offset).map(str::to_string)
+        symbols.as_ref()?.at(address - mapping.start + mapping.offset).map(str::to_string)
     }
 
     /// Forgets every file (a bound on memory between intervals).
@@ -255,7 +274,9 @@ mod tests {
         let symbols = Symbols::read(&exe).expect("an ELF file");
         let address = is_library as *const () as usize as u64;
         let mut symbolizer = Symbolizer::default();
-        let name = symbolizer.name(Path::new("/proc"), std::process::id(), address).expect("a name");
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("own maps");
+        let mappings = executable_mappings(&maps);
+        let name = symbolizer.name(Path::new("/proc"), std::process::id(), &mappings, address).expect("a name");
         assert!(name.contains("is_library"), "{name}");
         assert!(!symbols.by_offset.is_empty());
     }
