@@ -6,6 +6,8 @@
 #   bash packaging/build-deb.sh          # a release build: what a site installs
 #   bash packaging/build-deb.sh --ci     # packages the debug binary already built, gzip -1 (CI)
 #   bash packaging/build-deb.sh --tool   # only builds cargo-deb (e2e/test.sh, while its tests run)
+#   bash packaging/build-deb.sh --agent  # the node agent's package, slurmlens-agent_<version>-1_<arch>.deb
+#                                        # (agent/Cargo.toml, packaging/agent/: its unit and configuration)
 #
 # cargo-deb comes from crates.io at a pinned version, built once per machine into
 # $SLURMLENS_TOOLS_CACHE (default ~/.cache/slurmlens), whole or not at all, under a lock.
@@ -22,7 +24,8 @@ case ${1:-} in
   "") ;;
   --ci) mode=ci ;;
   --tool) mode=tool ;;
-  *) die "usage: $0 [--ci|--tool]" ;;
+  --agent) mode=agent ;;
+  *) die "usage: $0 [--ci|--tool|--agent]" ;;
 esac
 cd "$ROOT"
 
@@ -38,6 +41,12 @@ if [[ ! -x $TOOL/bin/cargo-deb ]]; then
   ) 9>"$CACHE/.cargo-deb.lock" || die "installing cargo-deb failed"
 fi
 [[ $mode != tool ]] || { log "cargo-deb $CARGO_DEB_VERSION ready"; exit 0; }
+if [[ $mode == agent ]]; then
+  deb=$("$TOOL/bin/cargo-deb" -p slurmlens-agent)
+  log "built $deb ($(stat -c %s "$deb") B)"
+  printf '%s\n' "$deb"
+  exit 0
+fi
 
 # The package's configuration is the example's, but for the paths that name this repository's folders:
 # the bundle is installed under /usr/share, and the lab's rack layout is only an example for a site.

@@ -141,7 +141,7 @@ impl Default for CudaConfig {
             nccl_names: vec!["libnccl".into()],
             server: String::new(),
             secret_file: None,
-            spool_dir: PathBuf::from("/var/spool/slurmlens-agent"),
+            spool_dir: PathBuf::from("/var/cache/slurmlens-agent"),
             spool_max_bytes: 64 << 20,
             proc_root: PathBuf::from("/proc"),
         }

@@ -239,7 +239,7 @@ impl Worker {
                 if probes.attached.contains_key(&path) {
                     continue;
                 }
-                let attach_path = self.config.proc_root.join(format!("{pid}/root{path}"));
+                let attach_path = attach_path(&self.config.proc_root, pid, &path);
                 let count = probes.attach(library, &path, &attach_path);
                 let kind = if library == Library::Nccl { "NCCL" } else { "CUDA runtime" };
                 if count == 0 {
@@ -311,6 +311,18 @@ impl Worker {
             *failing = report.failure.is_some();
         }
         self.stats.spool_bytes.store(spool.bytes(), Ordering::Relaxed);
+    }
+}
+
+/// The file to probe for `path` as process `pid` maps it: the path itself where it names the same file
+/// here (no ptrace access needed), else the file through the process's root (another mount namespace).
+fn attach_path(proc_root: &std::path::Path, pid: u32, path: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::MetadataExt as _;
+    let through_root = proc_root.join(format!("{pid}/root{path}"));
+    let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+    match (std::fs::metadata(path), std::fs::metadata(&through_root)) {
+        (Ok(here), Ok(there)) if same(&here, &there) => std::path::PathBuf::from(path),
+        _ => through_root,
     }
 }
 
