@@ -226,6 +226,25 @@ impl Loader {
         }
     }
 
+    /// The node list now.
+    pub fn node_list(
+        &self,
+        query: crate::query::NodesQuery,
+    ) -> impl Future<Output = Result<crate::nodelist::NodeList, DataError>> + Send + use<> {
+        #[cfg(feature = "ssr")]
+        {
+            let server = self.server.clone();
+            async move {
+                let (context, data) = server.ok_or_else(no_source)?;
+                crate::server::node_list(&context, data.as_ref(), &query).await
+            }
+        }
+        #[cfg(not(feature = "ssr"))]
+        {
+            fetch_json(format!("/web/v1/nodes?{}", query.to_query()))
+        }
+    }
+
     /// One page of `/api/v1/jobs`.
     pub fn jobs(
         &self,

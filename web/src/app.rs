@@ -89,6 +89,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async />
                     <Route path=path!("/usage") view=crate::pages::usage::UsagePage ssr=SsrMode::Async />
                     <Route path=path!("/stats") view=crate::pages::usage::StatsPage ssr=SsrMode::Async />
+                    <Route path=path!("/nodes") view=crate::pages::nodes::NodesPage ssr=SsrMode::Async />
                     <Route path=path!("/nodes/:name") view=crate::pages::node::NodePage ssr=SsrMode::Async />
                     <Route path=path!("/compare") view=ComparePage ssr=SsrMode::Async />
                 </Routes>
@@ -116,6 +117,7 @@ fn Header() -> impl IntoView {
                 <A href=move || with_cluster("/")>"Gantt"</A>
                 <A href=move || with_cluster("/grid")>"Grid"</A>
                 <A href=move || with_cluster("/jobs")>"Jobs"</A>
+                <A href=move || with_cluster("/nodes")>"Nodes"</A>
                 <A href=move || with_cluster("/usage")>"Usage"</A>
                 <A href=move || with_cluster("/stats")>"Stats"</A>
                 <A href="/tokens">"Tokens"</A>

@@ -8,8 +8,8 @@ use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 use crate::axis;
 use crate::clock::Zone;
 use crate::gantt::{
-    Batches, Expansion, GanttData, GanttIndex, LABEL_WIDTH, Rect, RowKind, RowLayout, Viewport, bars, packed_bars,
-    row_label,
+    Batches, Expansion, GanttData, GanttIndex, LABEL_WIDTH, Rect, RowKind, RowLayout, Unavailable, Viewport, bars,
+    packed_bars, row_label, state_at, state_rects,
 };
 use crate::palette::OTHER;
 
@@ -87,12 +87,16 @@ pub fn draw_body(context: &CanvasRenderingContext2d, width: f64, frame: &Frame<'
                     context.set_fill_style_str("#F6F7F9");
                     context.fill_rect(0.0, row.y, width, row.height);
                 }
-                context.set_fill_style_str("#33404D");
+                // The label says the state at the view's end (or now): `gpu006 down`.
+                let at = (frame.view.end as i64).min(frame.now);
+                let state = state_at(frame.data, node, at).map(|span| span.kind);
+                context.set_fill_style_str(if state == Some(Unavailable::Down) { "#A03C00" } else { "#33404D" });
                 context.set_font("8px system-ui, sans-serif");
                 let expanded = frame.expansion.expanded_nodes.contains(&node);
                 let marker = if expanded { "▾" } else { "▸" };
+                let suffix = state.map(|kind| format!(" {}", kind.label())).unwrap_or_default();
                 let _ = context.fill_text(
-                    &format!("{marker} {}", row_label(&frame.data.racks, row.kind)),
+                    &format!("{marker} {}{suffix}", row_label(&frame.data.racks, row.kind)),
                     10.0,
                     row.y + row.height / 2.0 + 0.5,
                 );
@@ -116,6 +120,7 @@ pub fn draw_body(context: &CanvasRenderingContext2d, width: f64, frame: &Frame<'
     context.begin_path();
     context.rect(LABEL_WIDTH, 0.0, width - LABEL_WIDTH, layout.height);
     context.clip();
+    draw_node_states(context, frame);
     let mut batches = Batches::default();
     bars(frame.data, frame.index, layout, frame.expansion, &frame.view, frame.now, frame.visible, |bar| {
         batches.push(frame.colours.get(bar.job as usize).copied().unwrap_or(OTHER), &bar);
@@ -188,6 +193,40 @@ pub fn draw_body(context: &CanvasRenderingContext2d, width: f64, frame: &Frame<'
         context.stroke();
     }
     context.restore();
+}
+
+/// Down and drained nodes' spans behind their rows' jobs: tinted and hatched, so a node that was
+/// unavailable never looks idle.
+fn draw_node_states(context: &CanvasRenderingContext2d, frame: &Frame<'_>) {
+    let mut spans: Vec<(Unavailable, Rect)> = Vec::new();
+    state_rects(frame.data, frame.layout, &frame.view, frame.visible, |index, rect| {
+        spans.push((frame.data.node_states[index].kind, rect));
+    });
+    for kind in [Unavailable::Down, Unavailable::Drain] {
+        let rects: Vec<Rect> = spans.iter().filter(|(of, _)| *of == kind).map(|(_, rect)| *rect).collect();
+        if rects.is_empty() {
+            continue;
+        }
+        context.set_fill_style_str(kind.fill());
+        context.set_stroke_style_str(kind.hatch());
+        context.set_line_width(1.0);
+        for &(x, y, w, h) in &rects {
+            context.fill_rect(x, y, w, h);
+            context.save();
+            context.begin_path();
+            context.rect(x, y, w, h);
+            context.clip();
+            context.begin_path();
+            let mut line = x - h;
+            while line < x + w {
+                context.move_to(line, y + h);
+                context.line_to(line + h, y);
+                line += 5.0;
+            }
+            context.stroke();
+            context.restore();
+        }
+    }
 }
 
 /// Draws the time axis: ticks at the viewer's hours and midnights, labelled in the viewer's zone.

@@ -90,6 +90,27 @@ impl Column {
         }
     }
 
+    /// The API's `sort=` for this column.
+    pub fn sort(self) -> wire::JobSort {
+        match self {
+            Self::JobId => wire::JobSort::JobId,
+            Self::Name => wire::JobSort::JobName,
+            Self::User => wire::JobSort::User,
+            Self::Account => wire::JobSort::Account,
+            Self::Partition => wire::JobSort::Partition,
+            Self::State => wire::JobSort::State,
+            Self::Start => wire::JobSort::Start,
+            Self::End => wire::JobSort::End,
+            Self::Elapsed => wire::JobSort::Elapsed,
+            Self::Nodes => wire::JobSort::AllocNodes,
+            Self::Gpus => wire::JobSort::AllocGpus,
+            Self::NodeList => wire::JobSort::NodeList,
+            Self::ExitCode => wire::JobSort::ExitCode,
+            Self::GpuUtil => wire::JobSort::MeanGpuUtil,
+            Self::Blame => wire::JobSort::Blame,
+        }
+    }
+
     /// Parses a `sort=` word.
     pub fn parse(word: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|column| column.key() == word)
@@ -130,26 +151,13 @@ pub fn order_of(get: &impl Fn(&str) -> Option<String>) -> Option<(Column, bool)>
     Some((column, get("desc").is_some_and(|value| value == "1" || value == "true")))
 }
 
-/// Sorts by `column`, blank cells last either way; ties keep the API's order (newest submission first).
+/// Sorts by `column` exactly as the API's sorted pages do ([`wire::sort_jobs`]): blank cells last
+/// either way, ties by job id in the same direction.
 pub fn sort(jobs: &mut [wire::Job], column: Column, descending: bool) {
-    use std::cmp::Ordering;
-    let compare = |a: &wire::Job, b: &wire::Job| -> Ordering {
-        match column {
-            Column::JobId => (a.job_id_raw, &a.job_id).cmp(&(b.job_id_raw, &b.job_id)),
-            Column::Start => a.start.cmp(&b.start),
-            Column::End => a.end.cmp(&b.end),
-            Column::Elapsed => a.elapsed_raw.cmp(&b.elapsed_raw),
-            Column::Nodes => a.alloc_nodes.cmp(&b.alloc_nodes),
-            Column::Gpus => a.alloc_gpus.cmp(&b.alloc_gpus),
-            Column::GpuUtil => a.mean_gpu_util.partial_cmp(&b.mean_gpu_util).unwrap_or(Ordering::Equal),
-            other => other.text(a).cmp(&other.text(b)),
-        }
-    };
-    let blank = |job: &wire::Job| column.text(job).is_empty();
-    jobs.sort_by(|a, b| blank(a).cmp(&blank(b)).then_with(|| if descending { compare(b, a) } else { compare(a, b) }));
+    wire::sort_jobs(jobs, column.sort(), descending);
 }
 
-/// The rows shown for a loaded page (the server searched it): ordered.
+/// The rows shown for a loaded page of the keyset listing (the matches beyond the window): ordered.
 pub fn shown(mut jobs: Vec<wire::Job>, order: Option<(Column, bool)>) -> Vec<wire::Job> {
     if let Some((column, descending)) = order {
         sort(&mut jobs, column, descending);
@@ -229,6 +237,13 @@ mod tests {
         assert_eq!(jobs.iter().map(|j| j.alloc_gpus).collect::<Vec<_>>(), [16, 8, 2]);
         sort(&mut jobs, Column::User, false);
         assert_eq!(jobs[0].user, "alice");
+    }
+
+    #[test]
+    fn every_column_sorts_by_its_own_api_field() {
+        for column in Column::ALL {
+            assert_eq!(column.sort().as_str(), column.key(), "{column:?}");
+        }
     }
 
     #[test]

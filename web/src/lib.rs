@@ -19,6 +19,7 @@ pub mod flame;
 pub mod gantt;
 pub mod grid;
 pub mod joblist;
+pub mod nodelist;
 pub mod pages;
 pub mod palette;
 #[cfg(feature = "ssr")]

@@ -4,6 +4,8 @@
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
+use slurmlens_wire as wire;
+
 use crate::clock::Zone;
 use crate::palette::ColourBy;
 
@@ -19,6 +21,15 @@ pub struct JobQuery {
     pub search: Option<String>,
     pub limit: Option<u32>,
     pub cursor: Option<String>,
+    /// `sort=`: the whole window ordered by this field, a page at a time from `offset` (no cursor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<wire::JobSort>,
+    /// `order=desc` with `sort`.
+    #[serde(default)]
+    pub descending: bool,
+    /// `offset=` with `sort`: jobs of the order before the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 /// The job filters every page shares; comma-separated lists as the API takes them.
@@ -83,6 +94,13 @@ impl JobQuery {
         if let Some(cursor) = &self.cursor {
             pairs.push(("cursor".into(), cursor.clone()));
         }
+        if let Some(sort) = self.sort {
+            pairs.push(("sort".into(), sort.as_str().into()));
+            pairs.push(("order".into(), if self.descending { "desc" } else { "asc" }.into()));
+            if let Some(offset) = self.offset {
+                pairs.push(("offset".into(), offset.to_string()));
+            }
+        }
         pairs
     }
 }
@@ -111,6 +129,33 @@ pub struct GridQuery {
     pub bad_at: Option<String>,
 }
 
+/// What the node list shows: a cluster's nodes, all or those of one state class (`state=down`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodesQuery {
+    pub cluster: Option<String>,
+    pub state: Option<crate::nodelist::StateClass>,
+}
+
+impl NodesQuery {
+    /// From a query-string lookup (an unknown `state=` shows every node).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| non_empty(get(name));
+        Self { cluster: get("cluster"), state: get("state").and_then(|word| crate::nodelist::StateClass::parse(&word)) }
+    }
+
+    /// The query string (without `?`).
+    pub fn to_query(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        if let Some(cluster) = &self.cluster {
+            pairs.push(("cluster", cluster.clone()));
+        }
+        if let Some(state) = self.state {
+            pairs.push(("state", state.as_str().into()));
+        }
+        encode(&pairs)
+    }
+}
+
 /// The metrics the grid can colour GPUs by, with their labels.
 pub const GRID_METRICS: [(&str, &str); 8] = [
     ("gpu_util", "GPU utilisation"),
@@ -134,10 +179,15 @@ pub struct ListQuery {
     /// (the page asks a second time) beyond it.
     pub search: Option<String>,
     pub limit: Option<u32>,
+    /// `page=`: which page of the ordered window, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
-/// Rows the job list loads at most.
+/// Rows the job list loads at most when asked for a window as the API's keyset pages list it.
 pub const LIST_LIMIT: u32 = 1000;
+/// Rows of one page of the job list, unless its `limit=` says otherwise.
+pub const PAGE_ROWS: u32 = 200;
 /// How far back a search reaches beyond the window.
 pub const SEARCH_BACK_DAYS: i64 = 366;
 /// Matches beyond the window shown at most.
@@ -267,7 +317,27 @@ impl ListQuery {
             filters: Filters::from_lookup(&get),
             search: get("q"),
             limit: get("limit").and_then(|text| text.parse().ok()).map(|limit: u32| limit.clamp(1, 5000)),
+            page: get("page").and_then(|text| text.parse().ok()).filter(|page: &u32| *page > 1),
         }
+    }
+
+    /// The REST query of the page shown: the whole window ordered by `sort` (default: newest
+    /// submission first), [`PAGE_ROWS`] jobs (or `limit`) from the page's offset.
+    pub fn page_query(&self, now: i64, sort: Option<(wire::JobSort, bool)>) -> JobQuery {
+        let (sort, descending) = sort.unwrap_or((wire::JobSort::Submit, true));
+        let rows = self.rows();
+        JobQuery {
+            sort: Some(sort),
+            descending,
+            offset: Some(u64::from(self.page.unwrap_or(1) - 1) * u64::from(rows)),
+            limit: Some(rows),
+            ..self.api_query(now)
+        }
+    }
+
+    /// Rows per page.
+    pub fn rows(&self) -> u32 {
+        self.limit.unwrap_or(PAGE_ROWS)
     }
 
     /// The REST query for this list, its window resolved against `now` (default: the last day).
@@ -281,6 +351,7 @@ impl ListQuery {
             search: self.search.clone(),
             limit: Some(self.limit.unwrap_or(LIST_LIMIT)),
             cursor: None,
+            ..JobQuery::default()
         }
     }
 
@@ -318,6 +389,9 @@ impl ListQuery {
         }
         if let Some(limit) = self.limit {
             pairs.push(("limit", limit.to_string()));
+        }
+        if let Some(page) = self.page {
+            pairs.push(("page", page.to_string()));
         }
         pairs.extend(extra.iter().cloned());
         encode(&pairs)

@@ -115,6 +115,14 @@ pub trait PageData: Send + Sync {
     fn job<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, wire::JobDetail>;
     /// `GET /api/v1/nodes`.
     fn nodes<'a>(&'a self, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>>;
+    /// Node events (drains, downs) overlapping `[start, end)`, oldest first.
+    fn node_events<'a>(
+        &'a self,
+        _cluster: Option<&'a str>,
+        _window: (i64, i64),
+    ) -> DataFuture<'a, Vec<wire::NodeEvent>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
     /// `GET /api/v1/jobs/{job_id}/report?points=` [`crate::charts::PAGE_POINTS`] `&series=per_gpu`; `None` where there
     /// is no report.
     fn report<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobReport>> {
@@ -295,6 +303,7 @@ pub fn routes(data: Arc<dyn WebData>, options: WebOptions) -> Router {
         .route("/web/v1/gantt", get(gantt_json))
         .route("/web/v1/gantt.svg", get(gantt_svg))
         .route("/web/v1/grid", get(grid_json))
+        .route("/web/v1/nodes", get(nodes_json))
         .route("/web/v1/jobs.csv", get(jobs_csv))
         .route("/web/v1/jobs.json", get(jobs_export_json))
         .route("/web/style.css", get(stylesheet))
@@ -333,7 +342,11 @@ pub async fn gantt_data(context: &WebContext, data: &dyn PageData, query: &Gantt
     let cluster = context.cluster_or_default(query.cluster.as_deref())?;
     let now = chrono::Utc::now().timestamp();
     let (start, end) = query.window(now);
-    let (nodes, slots) = futures::join!(data.nodes(Some(&cluster)), palette_slots(data, &cluster));
+    let (nodes, slots, events) = futures::join!(
+        data.nodes(Some(&cluster)),
+        palette_slots(data, &cluster),
+        data.node_events(Some(&cluster), (start, end))
+    );
     let nodes = nodes?;
     let job_query = JobQuery {
         cluster: Some(cluster.clone()),
@@ -349,6 +362,8 @@ pub async fn gantt_data(context: &WebContext, data: &dyn PageData, query: &Gantt
     pack_short_jobs(&mut gantt, (end - start) / gantt::WIDEST_PX);
     gantt.slots = slots;
     gantt.slots.retain_shown(gantt.users.iter().map(String::as_str), gantt.accounts.iter().map(String::as_str));
+    // Without the events (the source failed, and logged it) the chart shows no node states.
+    gantt.node_states = gantt::node_state_spans(&gantt, &events.unwrap_or_default());
     Ok(gantt)
 }
 
@@ -447,6 +462,28 @@ pub async fn grid_snapshot(
     Ok(grid)
 }
 
+/// The node list now: every node's state, its GPUs and rack, its health badge and the running jobs
+/// the viewer may see; from one read of each source.
+pub async fn node_list(
+    context: &WebContext,
+    data: &dyn PageData,
+    query: &crate::query::NodesQuery,
+) -> Result<crate::nodelist::NodeList, DataError> {
+    let cluster = context.cluster_or_default(query.cluster.as_deref())?;
+    let now = chrono::Utc::now().timestamp();
+    let (nodes, running, health) = futures::join!(
+        data.nodes(Some(&cluster)),
+        data.moment_jobs(Some(&cluster), now, false),
+        data.node_health(Some(&cluster), now),
+    );
+    let nodes = nodes?;
+    let (jobs, _) = running?;
+    let racks = racks_for(context, &cluster, &nodes, &jobs, most_gpus_per_node(&jobs));
+    // Without health (the source failed, and logged it) the list has no badges, and says so.
+    let health = health.ok().flatten().map(|health| health.nodes);
+    Ok(crate::nodelist::NodeList::assemble((&cluster, now), &racks, &nodes, &jobs, health.as_deref()))
+}
+
 /// What each multi-node job held on each of its nodes, as its details say: slurmdbd keeps only the
 /// job's total, which splits exactly when it divides evenly (`--gres=gpu:N` is per node).
 fn multi_node_gpus(jobs: &[WindowJob]) -> NodeGpus {
@@ -492,8 +529,9 @@ pub async fn list_rows(
     query: &ListQuery,
     order: Option<(Column, bool)>,
 ) -> Result<Vec<wire::Job>, DataError> {
-    let page = data.jobs(&query.api_query(chrono::Utc::now().timestamp())).await?;
-    Ok(joblist::shown(page.items, order))
+    let sort = order.map(|(column, descending)| (column.sort(), descending));
+    let page = data.jobs(&query.page_query(chrono::Utc::now().timestamp(), sort)).await?;
+    Ok(page.items)
 }
 
 impl IntoResponse for DataError {
@@ -560,6 +598,15 @@ async fn grid_json(State(state): State<WebState>, request: Parts, Query(pairs): 
     let data = state.context.for_request(&request);
     match grid_snapshot(&state.context, data.as_ref(), &query).await {
         Ok(grid) => no_store(axum::Json(grid).into_response()),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn nodes_json(State(state): State<WebState>, request: Parts, Query(pairs): Pairs) -> Response {
+    let query = crate::query::NodesQuery::from_lookup(lookup(&pairs));
+    let data = state.context.for_request(&request);
+    match node_list(&state.context, data.as_ref(), &query).await {
+        Ok(list) => no_store(axum::Json(list).into_response()),
         Err(error) => error.into_response(),
     }
 }

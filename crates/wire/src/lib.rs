@@ -1,5 +1,6 @@
 //! JSON wire types of the slurmlens REST API (`/api/v1`), shared by the server, the web front end and
-//! the Slurm plugin. Serde and chrono only: this crate is the boundary, it holds no logic. The feature
+//! the Slurm plugin. Serde and chrono only: this crate is the boundary, it holds no logic but the job
+//! listing's order ([`sort_jobs`]), which the server's pages and the browser's tables must share. The feature
 //! `openapi`, which only the server enables, adds `utoipa::ToSchema` derives for the OpenAPI document.
 //!
 //! Field names follow `sacct`'s column names in snake_case where one exists (`job_id`, `alloc_tres`,
@@ -9,6 +10,7 @@ mod advice;
 mod compare;
 mod errors;
 mod ingest;
+mod job_order;
 mod jobs;
 mod links;
 mod node_page;
@@ -33,6 +35,7 @@ pub use ingest::{
     AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord,
     GpuAllocationRejection,
 };
+pub use job_order::{JobSort, SortKey, SortValue, sort_jobs};
 pub use jobs::{Health, Job, JobDetail, NodeAllocation, Step};
 pub use links::ChartQuery;
 pub use node_page::{

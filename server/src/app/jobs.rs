@@ -6,6 +6,7 @@ use slurmlens_wire as wire;
 
 use std::collections::BTreeMap;
 
+use super::job_order::JobOrder;
 use super::report::{LiveJob, LiveMeans};
 use super::{App, AppError, Viewer, now_epoch, wire_map};
 
@@ -74,6 +75,9 @@ pub struct JobsQuery {
     pub cursor: Option<JobCursor>,
     /// Keep only jobs whose archived report gives one of these verdicts (empty: all).
     pub blame: Vec<wire::Blame>,
+    /// Ordered by a column over the whole window, a page at a time by offset; `None`: newest
+    /// submission first, by keyset (`cursor`).
+    pub order: Option<JobOrder>,
 }
 
 impl JobsQuery {
@@ -122,7 +126,12 @@ impl App {
     /// with its archived report's digest (mean utilisation, tensor activity, blame) where one exists.
     /// `blame` filters what the page holds (the verdict lives in our store, not in slurmdbd's rows): a
     /// page may then hold fewer than `limit` jobs; the cursor still walks the whole window.
+    /// With `query.order`, the page is a slice of the whole window in that order
+    /// ([`super::job_order`]), and `blame` filters the whole window.
     pub async fn list_jobs(&self, viewer: &Viewer, query: &JobsQuery) -> Result<wire::Page<wire::Job>, AppError> {
+        if let Some(order) = query.order {
+            return self.sorted_jobs(viewer, query, order).await;
+        }
         let reader = self.cluster(query.cluster.as_deref())?;
         let scope = self.scope(viewer, reader).await?;
         self.check_listing_window(&scope, query)?;
@@ -130,7 +139,7 @@ impl App {
         let (records, next) =
             self.window_page(reader, &scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;
         let items = self.listed_jobs(reader, records, &catalog, &query.blame).await;
-        Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()) })
+        Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()), total: None, offset: None })
     }
 
     /// The viewer's window limit, as a listing applies it. A job id is found through slurmdbd's id

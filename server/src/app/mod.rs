@@ -15,6 +15,7 @@ pub mod export;
 pub mod gantt;
 pub mod gpus;
 pub mod ingest;
+pub mod job_order;
 pub mod jobs;
 pub mod node_metrics;
 pub mod node_page;
@@ -105,6 +106,8 @@ struct Inner {
     health: node_metrics::HealthCache,
     /// Running jobs' means so far, shared for a minute.
     live_means: jobs::LiveMeansCache,
+    /// Sorted listings' orders, kept for their next pages.
+    orders: job_order::OrderCache,
     /// Finished jobs of staff's chart windows, kept by the hour of their ends.
     chart_history: chart_history::ChartHistory,
 }
@@ -129,6 +132,7 @@ impl App {
         let advice = advice::AdviceSettings::default();
         let health = node_metrics::HealthCache::default();
         let live_means = jobs::LiveMeansCache::default();
+        let orders = job_order::OrderCache::default();
         let chart_history = chart_history::ChartHistory::new(limits.chart_history_jobs);
         let inner = Inner {
             clusters,
@@ -143,6 +147,7 @@ impl App {
             advice,
             health,
             live_means,
+            orders,
             chart_history,
         };
         Some(Self { inner: Arc::new(inner), notify: Arc::default() })

@@ -157,8 +157,12 @@ mod tests {
         let kind = |id, kind: &str, name: &str| TresKind { id: TresId(id), kind: kind.into(), name: name.into() };
         let catalog = TresCatalog::new([kind(1, "cpu", ""), kind(4, "node", ""), kind(1001, "gres", "gpu")]);
         let now = record.time_end + 60;
-        let page =
-            wire::Page { items: vec![job(&record, &catalog, "lab", now)], next_cursor: Some("1795946340.1".into()) };
+        let page = wire::Page {
+            items: vec![job(&record, &catalog, "lab", now)],
+            next_cursor: Some("1795946340.1".into()),
+            total: None,
+            offset: None,
+        };
         insta::assert_json_snapshot!(page);
     }
 }

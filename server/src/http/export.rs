@@ -163,7 +163,12 @@ fn csv_row(out: &mut String, job: &wire::Job) {
 
 /// The parameters `GET /api/v1/jobs/export` takes: the listing's without `limit` and `cursor`, and `format`.
 fn export_parameters() -> Vec<&'static str> {
-    LIST_PARAMETERS.iter().copied().filter(|name| !matches!(*name, "limit" | "cursor")).chain(["format"]).collect()
+    LIST_PARAMETERS
+        .iter()
+        .copied()
+        .filter(|name| !matches!(*name, "limit" | "cursor" | "sort" | "order" | "offset"))
+        .chain(["format"])
+        .collect()
 }
 
 /// `GET /api/v1/jobs/export`: every job of a window, as the listing's pages would hold them, streamed.

@@ -6,13 +6,14 @@ use slurmlens_wire as wire;
 
 use super::error::ApiError;
 use super::params::{Params, QueryPairs, pairs};
+use crate::app::job_order::{JobOrder, MAX_SORTED};
 use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE};
 use crate::app::report::{DEFAULT_POINTS, SeriesChoice, in_form};
 use crate::app::{App, Viewer};
 use crate::domain::job::{JobFilter, JobSearch};
 
 /// The parameters `GET /api/v1/jobs` takes.
-pub(super) const LIST_PARAMETERS: [&str; 15] = [
+pub(super) const LIST_PARAMETERS: [&str; 18] = [
     "cluster",
     "start",
     "end",
@@ -28,6 +29,9 @@ pub(super) const LIST_PARAMETERS: [&str; 15] = [
     "blame",
     "q",
     "tag",
+    "sort",
+    "order",
+    "offset",
 ];
 
 /// `GET /api/v1/health`: 200 when slurmdbd's database answers, 503 otherwise.
@@ -71,16 +75,22 @@ pub async fn clusters(
     Ok(Json(app.clusters_for(&viewer)?))
 }
 
-/// `GET /api/v1/jobs`: jobs overlapping `[start, end)` (default: the last 24 h), newest first.
+/// `GET /api/v1/jobs`: jobs overlapping `[start, end)` (default: the last 24 h), newest first by keyset,
+/// or with `sort=` in any column's order by offset.
 #[utoipa::path(
     get,
     path = "/api/v1/jobs",
     tag = "jobs",
     operation_id = "list_jobs",
-    summary = "Jobs overlapping a window, newest submission first",
+    summary = "Jobs overlapping a window, newest submission first or sorted by a column",
     description = "Jobs that overlap `[start, end)` (default: the last 24 hours; running and pending jobs \
-        included) that the viewer may see, newest submission first, one keyset page at a time: pass \
-        `next_cursor` back as `cursor`. Each job carries `mean_gpu_util`, `mean_tensor_active` and `blame` \
+        included) that the viewer may see. Without `sort`: newest submission first, one keyset page at a \
+        time: pass `next_cursor` back as `cursor`. With `sort`: the whole window with its filters (`blame` \
+        included) ordered by that column (`order`; blank cells last either way; ties by job id, then \
+        submission, in the same direction, so the order is total), one page of `limit` jobs from \
+        `offset` at a time, with `total` (every job of the window with these filters) and `offset` in \
+        the answer; the order read for a page is kept a minute, so that walking the pages of one query \
+        neither loses nor repeats a job. Each job carries `mean_gpu_util`, `mean_tensor_active` and `blame` \
         once its report is archived (the archiver makes the reports of finished jobs in the background), \
         a running GPU job its means so far; `digest` says which (`archived`, `no_data`, `live`; absent: \
         not made yet). Unknown or repeated parameters are a 400.",
@@ -96,14 +106,17 @@ pub async fn clusters(
         ("min_gpus" = Option<u32>, Query, description = "At least this many allocated GPUs."),
         ("max_gpus" = Option<u32>, Query, description = "At most this many allocated GPUs."),
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 5000, description = "Page size; default 500."),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page."),
-        ("blame" = Option<String>, Query, description = "Comma-separated `infrastructure`, `application`, `unknown`: keeps the page's jobs whose archived report says so (a page may then hold fewer than `limit` jobs)."),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page (not with `sort`)."),
+        ("blame" = Option<String>, Query, description = "Comma-separated `infrastructure`, `application`, `unknown`: keeps the jobs whose archived report says so (without `sort`, of each page, which may then hold fewer than `limit` jobs; with `sort`, of the whole window)."),
         ("q" = Option<String>, Query, description = "Search, 1–64 printable ASCII characters: a job id (`123`, with an array's tasks and a het job's components; `123_4`; `8+1`) finds exactly that job; other text finds jobs whose name, user or account contains it, ignoring case. Applies within the window like every filter: widen `start` to search further back."),
         ("tag" = Option<String>, Query, description = "Only jobs carrying this tag (`pytorch`, `ablation-3`): a person's or the rules'. Read from slurmlens's own database, 1,000 job records at a time; a page may hold fewer than `limit` jobs, the cursor walks on."),
+        ("sort" = inline(Option<wire::JobSort>), Query, description = "Order the whole window by this field of the job (at most 250,000 jobs; more is a 400 naming `start`); pages then go by `offset`."),
+        ("order" = Option<String>, Query, description = "With `sort`: `asc` (the default) or `desc`."),
+        ("offset" = Option<u64>, Query, minimum = 0, maximum = 250000, description = "With `sort`: jobs of the order before this page; default 0."),
     ),
     responses(
         (status = 200, description = "One page of jobs", body = wire::Page<wire::Job>),
-        (status = 400, description = "A parameter is unknown, repeated or malformed, or the window is wider than a viewer who is not staff may list (`[limits] window_days`) (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
+        (status = 400, description = "A parameter is unknown, repeated or malformed, `cursor` with `sort`, `order` or `offset` without it, a sorted window of more than 250,000 jobs, or a window wider than a viewer who is not staff may list (`[limits] window_days`) (`invalid_parameter`, naming it)", body = wire::ErrorEnvelope),
         (status = 429, description = "The token is over its request rate, or this person has `[limits] heavy_per_identity` heavy requests running (`rate_limited`)", body = wire::ErrorEnvelope,
             headers(("Retry-After" = u32, description = "Seconds until asking again"))),
         (status = 503, description = "slurmdbd's database does not answer (`source_unavailable`), or the server runs `[limits] heavy_total` heavy requests (`overloaded`, with Retry-After)", body = wire::ErrorEnvelope),
@@ -144,7 +157,32 @@ pub(super) fn jobs_query(app: &App, params: &Params) -> Result<JobsQuery, ApiErr
     };
     let limit = params.number("limit", 1, MAX_PAGE as u64)?.map_or(DEFAULT_PAGE, |limit| limit as usize);
     let cursor = JobsQuery::cursor(params.text("cursor"))?;
-    Ok(JobsQuery { cluster: params.text("cluster").map(String::from), window, filter, limit, cursor, blame })
+    let order = job_order(params)?;
+    if order.is_some() && cursor.is_some() {
+        return Err(ApiError::invalid("cursor", "a sorted listing's pages go by `offset`, not `cursor`"));
+    }
+    Ok(JobsQuery { cluster: params.text("cluster").map(String::from), window, filter, limit, cursor, blame, order })
+}
+
+/// `sort`, `order` and `offset`: a sorted listing's order and page (`order` and `offset` need `sort`).
+fn job_order(params: &Params) -> Result<Option<JobOrder>, ApiError> {
+    let descending = match params.text("order") {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => return Err(ApiError::invalid("order", format!("`{other}` is not `asc` or `desc`"))),
+    };
+    let offset = params.number("offset", 0, MAX_SORTED as u64)?;
+    let Some(word) = params.text("sort") else {
+        if let Some(name) = ["order", "offset"].into_iter().find(|name| params.text(name).is_some()) {
+            return Err(ApiError::invalid(name, "only with `sort`"));
+        }
+        return Ok(None);
+    };
+    let sort = wire::JobSort::parse(word).ok_or_else(|| {
+        let words: Vec<&str> = wire::JobSort::ALL.iter().map(|sort| sort.as_str()).collect();
+        ApiError::invalid("sort", format!("`{word}` is not one of {}", words.join(", ")))
+    })?;
+    Ok(Some(JobOrder { sort, descending, offset: offset.map_or(0, |offset| offset as usize) }))
 }
 
 /// `GET /api/v1/jobs/{job_id}`: `123`, `123_4` or `8+1`, with steps and per-node allocation.

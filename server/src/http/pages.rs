@@ -15,6 +15,7 @@ use slurmlens_web::server::{DataFuture, PageData, WebData, WebOptions, WindowJob
 use slurmlens_wire as wire;
 
 use crate::app::gantt::ChartJob;
+use crate::app::job_order::JobOrder;
 use crate::app::jobs::{DEFAULT_PAGE, JobsQuery, MAX_PAGE, split_list};
 use crate::app::{App, AppError, Viewer};
 use crate::domain::job::{JobFilter, JobSearch};
@@ -136,7 +137,12 @@ fn jobs_query(query: &JobQuery) -> Result<JobsQuery, AppError> {
         return Err(AppError::invalid("limit", format!("{limit} is out of range 1..={MAX_PAGE}")));
     }
     let cursor = JobsQuery::cursor(query.cursor.as_deref())?;
-    Ok(JobsQuery { cluster: query.cluster.clone(), window, filter, limit, cursor, blame: Vec::new() })
+    let order = query.sort.map(|sort| JobOrder {
+        sort,
+        descending: query.descending,
+        offset: query.offset.map_or(0, |offset| usize::try_from(offset).unwrap_or(usize::MAX)),
+    });
+    Ok(JobsQuery { cluster: query.cluster.clone(), window, filter, limit, cursor, blame: Vec::new(), order })
 }
 
 /// A usage page's window, parsed as `/api/v1/usage` parses its query string.
@@ -212,6 +218,18 @@ impl PageData for Viewing {
 
     fn nodes<'a>(&'a self, cluster: Option<&'a str>) -> DataFuture<'a, Vec<wire::Node>> {
         Box::pin(async move { self.app.list_nodes(&self.viewer, cluster).await.map_err(data_error) })
+    }
+
+    fn node_events<'a>(
+        &'a self,
+        cluster: Option<&'a str>,
+        (start, end): (i64, i64),
+    ) -> DataFuture<'a, Vec<wire::NodeEvent>> {
+        Box::pin(async move {
+            let window = (Some(moment(start)?), Some(moment(end)?));
+            let answer = self.app.node_events(&self.viewer, cluster, window, None).await;
+            answer.inspect_err(|error| tracing::warn!(%error, "node events unavailable")).map_err(data_error)
+        })
     }
 
     fn node_page<'a>(

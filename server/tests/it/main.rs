@@ -32,6 +32,7 @@ mod security;
 mod shares;
 mod signals;
 mod slurmdbd_versions;
+mod sorted_listing;
 mod standins;
 mod support;
 mod tags;

@@ -114,6 +114,7 @@ async fn colouring(app: &App, args: &BackfillBenchArgs) -> anyhow::Result<Colour
         limit: MAX_PAGE,
         cursor: None,
         blame: Vec::new(),
+        order: None,
     };
     let mut counts = Colouring::default();
     loop {

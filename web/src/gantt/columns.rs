@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use slurmlens_slurm::topology::Racks;
 
-use super::{GanttData, GanttJob, PackedBar};
+use super::{GanttData, GanttJob, NodeStateSpan, PackedBar};
 use crate::palette::ColourSlots;
 
 /// [`GanttData`] as sent.
@@ -52,6 +52,9 @@ pub(super) struct GanttWire {
     min_duration: i64,
     packed_jobs: u64,
     slots: ColourSlots,
+    /// Nodes down or drained in the window: a few a day, sent as they are.
+    #[serde(default)]
+    node_states: Vec<NodeStateSpan>,
 }
 
 /// A column of the wire form that does not have one entry per job (or bar): the data is refused
@@ -153,6 +156,7 @@ impl From<GanttData> for GanttWire {
             min_duration: data.min_duration,
             packed_jobs: data.packed_jobs,
             slots: data.slots,
+            node_states: data.node_states,
         }
     }
 }
@@ -236,6 +240,9 @@ impl TryFrom<GanttWire> for GanttData {
                 account: wire.packed_accounts[index],
             })
             .collect();
+        // A span on a row the racks do not have is dropped, not drawn somewhere else.
+        let node_states =
+            wire.node_states.into_iter().filter(|span| (span.node as usize) < wire.racks.nodes.len()).collect();
         Ok(Self {
             cluster: wire.cluster,
             start: wire.start,
@@ -253,6 +260,7 @@ impl TryFrom<GanttWire> for GanttData {
             min_duration: wire.min_duration,
             packed_jobs: wire.packed_jobs,
             slots: wire.slots,
+            node_states,
         })
     }
 }

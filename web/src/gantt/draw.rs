@@ -329,6 +329,29 @@ pub fn svg(data: &GanttData, by: ColourBy, width: f64, zone: Zone) -> String {
             }
         }
     }
+    // Down and drained nodes behind their jobs, hatched: a node that was unavailable never looks idle.
+    let _ = write!(
+        out,
+        "<defs>{}</defs>",
+        [super::Unavailable::Down, super::Unavailable::Drain]
+            .map(|kind| format!(
+                "<pattern id=\"state-{}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"{}\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"{}\" stroke-width=\"1.5\"/></pattern>",
+                kind.label(),
+                kind.fill(),
+                kind.hatch()
+            ))
+            .join("")
+    );
+    super::state_rects(data, &layout, &view, (0.0, layout.height), |index, (x, y, w, h)| {
+        let span = &data.node_states[index];
+        let _ = write!(
+            out,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"url(#state-{})\"><title>{}</title></rect>",
+            y + axis_height,
+            span.kind.label(),
+            xml_escape(&format!("{} {}: {}", span.state, span.kind.label(), span.reason))
+        );
+    });
     for (colour, path) in &paths {
         let _ = write!(out, "<path fill=\"{colour}\" d=\"{path}\"/>");
     }

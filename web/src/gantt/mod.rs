@@ -7,6 +7,7 @@ mod columns;
 mod draw;
 mod layout;
 mod pack;
+mod states;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::timefmt;
 pub use draw::{Bar, Batches, Rect, bars, job_at, packed_at, packed_bars, row_jobs, row_label, svg};
 pub use layout::{Expansion, METRICS, Row, RowKind, RowLayout, RowMetrics, Viewport, layout};
 pub use pack::{WIDEST_PX, pack_short_jobs};
+pub use states::{NodeStateSpan, Unavailable, node_state_spans, state_at, state_rects};
 
 /// The narrowest view: one hour.
 pub const MIN_SPAN: f64 = 3600.0;
@@ -60,6 +62,8 @@ pub struct GanttData {
     pub packed_jobs: u64,
     /// The stable colours of the users and accounts loaded (and of no one else).
     pub slots: ColourSlots,
+    /// Nodes down or drained during the window, oldest first ([`node_state_spans`]).
+    pub node_states: Vec<NodeStateSpan>,
 }
 
 /// Jobs too short to draw one by one, next to each other on one node row: one bar for all of them.
@@ -226,6 +230,7 @@ impl GanttData {
             min_duration: 0,
             packed_jobs: 0,
             slots: ColourSlots::default(),
+            node_states: Vec::new(),
         }
     }
 

@@ -23,6 +23,7 @@ use crate::gantt::{
 use crate::pages::FilterField;
 use crate::pages::gantt_focus::{FocusPanel, scroll_to_row};
 use crate::pages::gantt_packed::{packed_tooltip, status_line, thousands, zoom_to_packed};
+use crate::pages::gantt_states::{NodeStates, fallback_image, listed_states};
 use crate::palette::ColourBy;
 use crate::query::{Filters, GanttQuery, encode};
 
@@ -732,6 +733,7 @@ pub fn GanttPage() -> impl IntoView {
                 <span class="status" data-testid="gantt-status" aria-live="polite">{move || status.get()}</span>
             </div>
             <ul class="legend" data-testid="gantt-legend" aria-label="colours">{legend}</ul>
+            {move || loaded.get().map(|loaded| view! { <NodeStates states=listed_states(&loaded.data) zone /> })}
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
                     focus_detail.await.map(|answer| view! { <FocusPanel answer note=focus_note /> })
@@ -767,31 +769,5 @@ pub fn GanttPage() -> impl IntoView {
                 }}
             </div>
         </section>
-    }
-}
-
-/// The static chart for browsers without the wasm bundle: shown by `<noscript>`, or by a short script
-/// when hydration has not happened within a few seconds (the bundle failed to load). The script carries
-/// the page's CSP nonce (server-rendered; a nonce is URL-safe base64, nothing to escape).
-fn fallback_image(url: &str, nonce: Option<String>) -> String {
-    let url = url.replace('&', "&amp;").replace('"', "&quot;");
-    let nonce = nonce.map(|nonce| format!(" nonce=\"{nonce}\"")).unwrap_or_default();
-    format!(
-        "<noscript><img src=\"{url}\" alt=\"Gantt chart of jobs on nodes\" class=\"gantt-static\"></noscript>\
-         <img data-src=\"{url}\" alt=\"Gantt chart of jobs on nodes\" class=\"gantt-static\" data-testid=\"gantt-static\" hidden>\
-         <script{nonce}>setTimeout(function(){{if(window.__slurmlensHydrated)return;var i=document.querySelector('img[data-testid=gantt-static]');\
-         if(i){{i.src=i.dataset.src;i.hidden=false;}}}},2500)</script>"
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_fallback_escapes_its_url() {
-        let html = fallback_image("/web/v1/gantt.svg?a=1&b=\"x\"", None);
-        assert!(html.contains("a=1&amp;b=&quot;x&quot;"));
-        assert!(html.contains("<noscript>"));
     }
 }

@@ -1,9 +1,11 @@
-//! `/jobs`: the job list. Filters, the window and the search go to the API; a search is asked twice,
-//! in the window and beyond it (the matches outside the window are shown apart, and said to be);
-//! column order applies to the loaded rows; CSV and JSON export write exactly the window's rows shown,
-//! in the order shown (in the browser from the rows on screen; without the wasm bundle the same links
-//! ask the server for the same rows). "Whole window" links ask the API's streamed export
-//! (`/api/v1/jobs/export`) for every job of the window with the page's filters, newest submission first.
+//! `/jobs`: the job list. The window, filters, search, column order and page go to the API in the
+//! page's URL: the server orders the whole window and sends one page with the window's total ("201–400
+//! of 7,712 jobs", previous and next links that pin the window). A search is asked twice, in the
+//! window and beyond it (the matches outside the window are shown apart, and said to be). CSV and JSON
+//! export write exactly the page's rows, in the order shown (in the browser from the rows on screen;
+//! without the wasm bundle the same links ask the server for the same rows). "Whole window" links ask
+//! the API's streamed export (`/api/v1/jobs/export`) for every job of the window with the page's
+//! filters, newest submission first.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -12,6 +14,7 @@ use slurmlens_wire as wire;
 use crate::api::{DataError, Loader, now};
 use crate::app::Time;
 use crate::joblist::{self, Column, order_of};
+use crate::pages::gantt_packed::thousands;
 use crate::pages::{FilterField, LoadError};
 use crate::palette::state_colour;
 use crate::query::{ListQuery, encode, percent_encode};
@@ -24,10 +27,11 @@ pub fn JobsPage() -> impl IntoView {
     let order = Memo::new(move |_| query_map.with(|map| order_of(&|name| map.get(name))));
     let loader = Loader::from_context();
     let jobs = Resource::new(
-        move || list.get(),
-        move |query| {
+        move || (list.get(), order.get()),
+        move |(query, order)| {
             let now = now();
-            let in_window = loader.jobs(query.api_query(now));
+            let sort = order.map(|(column, descending)| (column.sort(), descending));
+            let in_window = loader.jobs(query.page_query(now, sort));
             // A search also looks beyond the window; that part failing leaves the window's matches.
             let beyond = query.beyond_query(now).map(|beyond| loader.jobs(beyond));
             async move {
@@ -87,33 +91,25 @@ pub fn JobsPage() -> impl IntoView {
                     Suspend::new(async move {
                         match jobs.await {
                             Ok((page, beyond)) => {
-                                let more = page.next_cursor.is_some();
                                 let api_window = query.api_query(now());
                                 let window = (api_window.start.unwrap_or(0), api_window.end.unwrap_or(0));
-                                let rows = joblist::shown(page.items, order);
+                                let total = page.total.unwrap_or(page.items.len() as u64);
+                                let first = page.offset.unwrap_or(0);
+                                let rows = page.items;
                                 shown.set_value(rows.clone());
                                 let sort_words: Vec<(&str, String)> = order
                                     .map(|(column, descending)| {
                                         vec![("sort", column.key().to_string()), ("desc", if descending { "1" } else { "0" }.to_string())]
                                     })
                                     .unwrap_or_default();
-                                let csv_href = format!("/web/v1/jobs.csv?{}", query.to_query(&sort_words));
-                                let json_href = format!("/web/v1/jobs.json?{}", query.to_query(&sort_words));
+                                // Pages of one window: its bounds pinned, so "now" does not move under them.
+                                let pinned = ListQuery { start: Some(window.0), end: Some(window.1), ..query.clone() };
+                                let csv_href = format!("/web/v1/jobs.csv?{}", pinned.to_query(&sort_words));
+                                let json_href = format!("/web/v1/jobs.json?{}", pinned.to_query(&sort_words));
                                 let whole_csv = whole_window_href(&api_window, "csv");
                                 let whole_ndjson = whole_window_href(&api_window, "ndjson");
-                                let count = match &query.search {
-                                    Some(search) => format!(
-                                        "{} {} in this window match “{search}”{}",
-                                        rows.len(),
-                                        if rows.len() == 1 { "job" } else { "jobs" },
-                                        if more { " (the newest submissions; narrow the window or the search for more)" } else { "" },
-                                    ),
-                                    None => format!(
-                                        "{} jobs shown{}",
-                                        rows.len(),
-                                        if more { " (the newest submissions; narrow the window for more)" } else { "" },
-                                    ),
-                                };
+                                let count = count_line(first, rows.len() as u64, total, query.search.as_deref());
+                                let pager = view! { <Pager query=pinned first shown=rows.len() as u64 total sort_words /> };
                                 // A search that found nothing in the window shows no empty table.
                                 let table = (!rows.is_empty() || query.search.is_none())
                                     .then(|| view! { <JobTable rows query=query.clone() order /> });
@@ -129,6 +125,7 @@ pub fn JobsPage() -> impl IntoView {
                                         <a class="button" href=whole_ndjson download="jobs.ndjson" data-testid="export-window-ndjson" title=WHOLE_WINDOW>"Whole window NDJSON"</a>
                                     </div>
                                     {table}
+                                    {pager}
                                     {beyond_view}
                                 }
                                 .into_any()
@@ -140,6 +137,55 @@ pub fn JobsPage() -> impl IntoView {
             </Transition>
         </section>
     }
+}
+
+/// `201–400 of 7,712 jobs`, or with a search `12 jobs in this window match “x”`.
+pub fn count_line(first: u64, shown: u64, total: u64, search: Option<&str>) -> String {
+    let range = if shown == 0 || shown == total {
+        String::new()
+    } else {
+        format!("{}–{} of ", thousands(first as usize + 1), thousands((first + shown) as usize))
+    };
+    let noun = if total == 1 { "job" } else { "jobs" };
+    match search {
+        Some(search) => format!("{range}{} {noun} in this window match “{search}”", thousands(total as usize)),
+        None => format!("{range}{} {noun}", thousands(total as usize)),
+    }
+}
+
+/// Previous and next pages of the ordered window (links, so they work without the wasm bundle too).
+#[component]
+fn Pager(
+    query: ListQuery,
+    first: u64,
+    shown: u64,
+    total: u64,
+    sort_words: Vec<(&'static str, String)>,
+) -> impl IntoView {
+    let rows = u64::from(query.rows()).max(1);
+    let page = first / rows + 1;
+    let pages = total.div_ceil(rows).max(1);
+    let href = |page: u64| {
+        let target = ListQuery { page: u32::try_from(page).ok().filter(|page| *page > 1), ..query.clone() };
+        format!("/jobs?{}", target.to_query(&sort_words))
+    };
+    let previous = (page > 1).then(|| href(page - 1));
+    let next = (first + shown < total).then(|| href(page + 1));
+    (pages > 1).then(|| {
+        view! {
+            <nav class="pager" aria-label="pages" data-testid="jobs-pager">
+                {match previous {
+                    Some(href) => view! { <a class="button" rel="prev" href=href data-testid="jobs-previous">"← Previous"</a> }.into_any(),
+                    None => view! { <span class="button disabled" aria-disabled="true">"← Previous"</span> }.into_any(),
+                }}
+                <span class="status" data-testid="jobs-page">{format!("page {} of {}", thousands(page as usize), thousands(pages as usize))}</span>
+                {match next {
+                    Some(href) => view! { <a class="button" rel="next" href=href data-testid="jobs-next">"Next →"</a> }.into_any(),
+                    None => view! { <span class="button disabled" aria-disabled="true">"Next →"</span> }.into_any(),
+                }}
+            </nav>
+        }
+    })
 }
 
 /// What the "whole window" links hold, said on hover.
@@ -219,9 +265,10 @@ fn JobTable(rows: Vec<wire::Job>, query: ListQuery, order: Option<(Column, bool)
                 _ => (false, false),
             };
             let next_desc = sorted && !descending;
+            let first_page = ListQuery { page: None, ..query.clone() };
             let href = format!(
                 "/jobs?{}",
-                query.to_query(&[
+                first_page.to_query(&[
                     ("sort", column.key().to_string()),
                     ("desc", if next_desc { "1" } else { "0" }.to_string())
                 ])

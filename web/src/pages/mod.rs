@@ -1,17 +1,19 @@
 //! The pages: Gantt (`/`), grid (`/grid`), job list (`/jobs`), job (`/jobs/<id>`, with its script), personal API
-//! tokens (`/tokens`), the viewer's notifications (`/notifications`), usage (`/usage`), statistics (`/stats`) and a
-//! node (`/nodes/<name>`).
+//! tokens (`/tokens`), the viewer's notifications (`/notifications`), usage (`/usage`), statistics (`/stats`), the
+//! node list (`/nodes`) and a node (`/nodes/<name>`).
 
 pub mod compare;
 pub mod gantt;
 pub mod gantt_focus;
 pub mod gantt_packed;
+pub mod gantt_states;
 pub mod grid;
 pub mod job;
 pub mod job_script;
 pub mod job_tags;
 pub mod jobs;
 pub mod node;
+pub mod nodes;
 pub mod notifications;
 pub mod previous;
 pub mod report;

@@ -54,11 +54,21 @@ impl WebData for Fixture {
 
 impl PageData for Viewing {
     /// Everyone's jobs without a signed-in user (staff-like); a named user's own jobs only.
-    fn jobs<'a>(&'a self, _: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
+    /// With `sort`, ordered and sliced as the server's sorted pages are.
+    fn jobs<'a>(&'a self, query: &'a JobQuery) -> DataFuture<'a, wire::Page<wire::Job>> {
         Box::pin(async move {
             let viewer = self.viewer.as_deref();
-            let items = self.jobs.iter().filter(|job| viewer.is_none_or(|name| job.user == name)).cloned().collect();
-            Ok(wire::Page { items, next_cursor: None })
+            let mut items: Vec<wire::Job> =
+                self.jobs.iter().filter(|job| viewer.is_none_or(|name| job.user == name)).cloned().collect();
+            let Some(sort) = query.sort else {
+                return Ok(wire::Page { items, next_cursor: None, total: None, offset: None });
+            };
+            wire::sort_jobs(&mut items, sort, query.descending);
+            let total = items.len() as u64;
+            let offset = query.offset.unwrap_or(0);
+            let limit = query.limit.map_or(usize::MAX, |limit| limit as usize);
+            let items = items.into_iter().skip(offset as usize).take(limit).collect();
+            Ok(wire::Page { items, next_cursor: None, total: Some(total), offset: Some(offset) })
         })
     }
 
@@ -251,6 +261,34 @@ fn the_job_list_is_complete_html_before_any_script_runs() {
     assert_eq!(html.matches("data-testid=\"job-row\"").count(), 2, "{html}");
     assert!(html.contains("job-7") && html.contains(">bob<"));
     assert!(html.contains("/pkg/slurmlens_web_bg.wasm"), "the hydration script is linked");
+}
+
+/// Issue #36: the list pages through the whole window, saying which rows of how many it shows.
+#[test]
+fn the_job_list_pages_through_the_window_with_links_that_pin_it() {
+    let (_, first) = get("/jobs?cluster=lab&start=1796000000&end=1796040000&limit=1&sort=job_id");
+    assert_eq!(first.matches("data-testid=\"job-row\"").count(), 1, "{first}");
+    assert!(first.contains("1–1 of 2 jobs"), "{first}");
+    assert!(first.contains("page 1 of 2"), "{first}");
+    assert!(first.contains("data-job=\"7\""), "job 7 sorts first by id: {first}");
+    let next = first.split("data-testid=\"jobs-next\"").next().and_then(|head| head.rsplit("href=\"").next());
+    let next = next.and_then(|tail| tail.split('"').next()).expect("a next link").replace("&amp;", "&");
+    assert!(next.contains("page=2") && next.contains("start=1796000000") && next.contains("sort=job_id"), "{next}");
+    let (_, second) = get(&next);
+    assert!(second.contains("2–2 of 2 jobs") && second.contains("data-job=\"8\""), "{second}");
+    assert!(second.contains("data-testid=\"jobs-previous\""), "{second}");
+}
+
+/// Issue #36: `/nodes` lists every node, linking to its page, and filters by state.
+#[test]
+fn the_node_list_names_every_node_with_its_state_and_links_to_it() {
+    let (status, html) = get("/nodes?cluster=lab");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(html.matches("data-testid=\"node-row\"").count(), 4, "{html}");
+    assert!(html.contains("href=\"/nodes/n1?cluster=lab\""), "{html}");
+    assert!(html.contains("4 nodes"), "{html}");
+    let (_, down) = get("/nodes?cluster=lab&state=down");
+    assert_eq!(down.matches("data-testid=\"node-row\"").count(), 0, "no node is down: {down}");
 }
 
 #[test]
