@@ -104,6 +104,9 @@ APIFUZZ_MAX_TIME=${APIFUZZ_MAX_TIME:-150} bash e2e/apifuzz/run.sh
 # CLI test; build it here if not, while the build outputs it needs are still there.
 [[ -x target/debug/slurmlens-dev ]] || cargo build -p slurmlens-tools --bin slurmlens-dev
 
+step "consistency audit: reports against their own evidence, sakura and the lab (e2e/audit.sh)"
+bash e2e/audit.sh
+
 if [[ ${CI_PRUNE_BUILD:-0} == 1 ]]; then
   # CI's disk is small: the test binaries are done with. The binaries the browser tests run stay
   # (target/debug/slurmlens and slurmlens-dev are hard links of their build outputs), so do the

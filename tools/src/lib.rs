@@ -4,5 +4,6 @@
 //! This is the only crate that writes slurmdbd's tables; the server reads them and never holds a user
 //! that may write them.
 
+pub mod audit;
 pub mod bench;
 pub mod demo;

@@ -24,6 +24,8 @@ enum Command {
     /// Benchmarks: the jobs window query against `sacct`, a report against bare metric fetches.
     #[command(subcommand)]
     Bench(slurmlens_tools::bench::BenchCommand),
+    /// Job reports against their own evidence: fails on any contradiction (docs/PAGES.md).
+    Audit(slurmlens_tools::audit::AuditArgs),
 }
 
 #[tokio::main]
@@ -44,5 +46,6 @@ async fn main() -> anyhow::Result<()> {
             slurmlens_tools::demo::run(&config, &args, seeder_url.as_deref()).await
         }
         Command::Bench(command) => slurmlens_tools::bench::dispatch(&config, &command).await,
+        Command::Audit(args) => slurmlens_tools::audit::run(&config, &args).await,
     }
 }

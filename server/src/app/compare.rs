@@ -176,6 +176,7 @@ fn rule_figures(run: &wire::RunFigures) -> RunFigures {
         run_time_s: run.run_time_s.map(|seconds| seconds as f64),
         gpu_util: run.job.mean_gpu_util,
         completed: run.job.state == JobStateBase::Completed.name(),
+        running: run.job.state == JobStateBase::Running.name(),
     }
 }
 
@@ -229,7 +230,15 @@ fn compared_job(record: &JobRecord, report: wire::JobReport) -> wire::ComparedJo
             // The energy is the known GPUs': per their hours, not the unplaced ones'.
             wh_per_gpu_hour: per_gpu_hour(
                 report.totals.energy_kwh,
-                Some(report.totals.gpu_hours - report.totals.unattributed_gpu_hours),
+                Some(
+                    report
+                        .totals
+                        .coverage
+                        .as_ref()
+                        .map_or(report.totals.gpu_hours - report.totals.unattributed_gpu_hours, |covered| {
+                            covered.measured_gpu_hours
+                        }),
+                ),
             ),
             job,
         },

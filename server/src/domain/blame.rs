@@ -328,11 +328,15 @@ pub fn classify(ending: &Ending, mut evidence: Vec<Evidence>, exposure: &Exposur
         _ if later > 0 && later == weak => (
             Blame::Unknown,
             format!(
-                "{}no fault showed {watched}; {} on its nodes came after its end ({}), a possible cause: Slurm often \
-                 drains a node minutes after the fault that ended a job",
+                "{}{}; {} on its nodes came after its end ({}), a possible cause: Slurm often drains a node \
+                 minutes after the fault that ended a job",
                 match ending.state {
                     JobStateBase::Failed => format!("the program {exit}; "),
                     _ => String::new(),
+                },
+                match exposure.telemetry {
+                    Some(_) => format!("no fault showed {watched}"),
+                    None => "no GPU or network telemetry covers its run".to_string(),
                 },
                 counted(later, "fact"),
                 first_later.map_or_else(String::new, |fact| {

@@ -62,6 +62,8 @@ pub struct RunFigures {
     pub gpu_util: Option<f64>,
     /// Whether the run completed (only completed runs set the usual run time: a failed run stops early).
     pub completed: bool,
+    /// Whether it still runs (its time so far is compared; an ended run that did not complete is not).
+    pub running: bool,
 }
 
 /// The verdict on a run against its previous runs, with the evidence either way.
@@ -96,7 +98,10 @@ impl Usual {
 pub fn slower_than_usual(this: &RunFigures, previous: &[RunFigures]) -> Option<SlowerVerdict> {
     let times: Vec<f64> = previous.iter().filter(|run| run.completed).filter_map(|run| run.run_time_s).collect();
     let utils: Vec<f64> = previous.iter().filter_map(|run| run.gpu_util).collect();
-    let time_usual = Usual::of(&times).zip(this.run_time_s);
+    // Like with like: a run that failed, timed out or was cancelled is no slower or faster than the runs
+    // that completed; only its utilisation is compared.
+    let comparable = this.completed || this.running;
+    let time_usual = Usual::of(&times).zip(this.run_time_s.filter(|_| comparable));
     let util_usual = Usual::of(&utils).zip(this.gpu_util);
     if time_usual.is_none() && util_usual.is_none() {
         return None;
@@ -126,6 +131,12 @@ pub fn slower_than_usual(this: &RunFigures, previous: &[RunFigures]) -> Option<S
     }
     let slower = !slower_evidence.is_empty();
     slower_evidence.extend(usual_evidence);
+    if !comparable && Usual::of(&times).is_some() {
+        slower_evidence.push(
+            "run time not compared: this run did not complete, and only completed runs say how long the work takes"
+                .to_string(),
+        );
+    }
     Some(SlowerVerdict { slower, evidence: slower_evidence })
 }
 
@@ -145,7 +156,7 @@ mod tests {
     use super::*;
 
     fn run(run_time_s: f64, gpu_util: f64) -> RunFigures {
-        RunFigures { run_time_s: Some(run_time_s), gpu_util: Some(gpu_util), completed: true }
+        RunFigures { run_time_s: Some(run_time_s), gpu_util: Some(gpu_util), completed: true, running: false }
     }
 
     #[test]
@@ -219,10 +230,28 @@ mod tests {
 
     #[test]
     fn failed_previous_runs_do_not_set_the_usual_run_time() {
-        let failed = |seconds: f64| RunFigures { run_time_s: Some(seconds), gpu_util: None, completed: false };
+        let failed =
+            |seconds: f64| RunFigures { run_time_s: Some(seconds), gpu_util: None, completed: false, running: false };
         let previous = [failed(60.0), failed(70.0), failed(80.0), run(3600.0, 90.0)];
         // Only one completed run and one utilisation: nothing to compare with.
         assert_eq!(slower_than_usual(&run(3600.0, 90.0), &previous), None);
+    }
+
+    #[test]
+    fn a_failed_run_is_not_slower_than_the_completed_ones_it_outlasted() {
+        // A 13-hour failed pre-training run against 1-17 minute completed runs of the same name.
+        let previous = [run(60.0, 90.0), run(300.0, 91.0), run(1020.0, 89.0)];
+        let failed = RunFigures { run_time_s: Some(48_300.0), gpu_util: Some(90.0), completed: false, running: false };
+        let verdict = slower_than_usual(&failed, &previous).expect("its utilisation is compared");
+        assert!(!verdict.slower, "{:?}", verdict.evidence);
+        assert!(
+            verdict.evidence.iter().any(|line| line.starts_with("run time not compared")),
+            "{:?}",
+            verdict.evidence
+        );
+        // Still running and already far beyond: slower so far.
+        let running = RunFigures { completed: false, running: true, ..failed };
+        assert!(slower_than_usual(&running, &previous).expect("a value").slower);
     }
 
     #[test]

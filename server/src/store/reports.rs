@@ -46,6 +46,27 @@ impl Store {
         Ok(row.map(|(report,)| report))
     }
 
+    /// A page of a cluster's archived reports after the job record `after` (job id, submit time), in
+    /// that order: `(job id, submit time, JSON)`. For reading every archived report a page at a time.
+    pub async fn archived_page(
+        &self,
+        cluster: &ClusterName,
+        after: (u32, u64),
+        limit: u32,
+    ) -> Result<Vec<(u32, u64, String)>, StoreError> {
+        let rows: Vec<(u32, u64, String)> = sqlx::query_as(
+            "SELECT job_id, time_submit, report FROM job_reports WHERE cluster = ? AND (job_id, time_submit) > (?, ?) \
+             ORDER BY job_id, time_submit LIMIT ?",
+        )
+        .bind(cluster.as_str())
+        .bind(after.0)
+        .bind(after.1)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
     /// Archives a report with its digest; archiving the same job record again replaces it (idempotent).
     pub async fn archive_report(
         &self,

@@ -6,7 +6,7 @@ use chrono::Utc;
 use slurmlens::config::{AnonymousAccess, Config, VictoriaMetricsConfig};
 use slurmlens_wire::{Job, JobReport};
 
-use crate::support::{TestApp, database_shared, lab, mix_job, spawn_app, test_config};
+use crate::support::{TestApp, database_shared, lab, mix_job, slurm, spawn_app, test_config};
 
 fn config() -> Config {
     let mut config = test_config(AnonymousAccess::Staff);
@@ -142,4 +142,67 @@ async fn bursts_show_where_a_node_agent_exports_peaks_and_are_unknown_where_only
     assert_eq!(unknown.burst_peak_bytes_per_s, None);
     assert!(unknown.scrape_mean_bytes_per_s.is_some_and(|mean| mean > 1e9), "{unknown:?}");
     assert!(unknown.message.as_deref().is_some_and(|m| m.contains("unknown")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_minutes_after_a_crash_is_a_possible_cause_never_a_fault_during_the_run() {
+    let _db = database_shared().await;
+    let app = spawn_app(config()).await;
+    // A real job that exits 1 after a few seconds on an idle node no other test is placing jobs on
+    // (a node still running another job only turns DRAINING, which slurmdbd records when that ends).
+    let (picking, _) = crate::support::reserve_gpu_node(1).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let node = loop {
+        let idle = slurm("sinfo", &["-h", "-N", "-p", "gpu", "-t", "idle", "-o", "%N"]);
+        if let Some(node) = idle.lines().map(str::trim).find(|node| !node.is_empty()) {
+            break node.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no node of the lab was idle for three minutes");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    let args = ["--parsable", "-J", "crash-then-drain", "-w", &node, "--gres=gpu:1", "--time=5", "-o", "/dev/null"];
+    let out = slurm("sbatch", &[&args[..], &["--wrap", "sleep 3; exit 1"]].concat());
+    let job_id: u32 = out.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let state = slurm("sacct", &["-n", "-X", "-P", "-o", "State", "-j", &job_id.to_string()]);
+        if state.trim().starts_with("FAILED") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "job {job_id} did not fail: {state}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    // Then Slurm drains the node for a GPU fault, as it does minutes after the crash it caused.
+    let reason = format!("Xid 79: GPU has fallen off the bus (slurmlens test {})", std::process::id());
+    let since = Utc::now().timestamp() - 5;
+    slurm("scontrol", &["update", &format!("nodename={node}"), "state=drain", &format!("reason={reason}")]);
+    drop(picking);
+    // The report is asked for only once slurmdbd has the event (a report made before would be archived
+    // without it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let response = app.get(&format!("/api/v1/nodes/{node}?cluster=lab&start={since}")).await;
+        let page: slurmlens_wire::NodePage = response.json().await.expect("node page");
+        if page.events.iter().any(|event| event.reason == reason) {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            slurm("scontrol", &["update", &format!("nodename={node}"), "state=resume"]);
+            panic!("the drain did not reach slurmdbd within a minute");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    slurm("scontrol", &["update", &format!("nodename={node}"), "state=resume"]);
+
+    let analysis = report(&app, &job_id.to_string()).await.failure.expect("a failed job is analysed");
+    assert_eq!(analysis.blame, slurmlens_wire::Blame::Unknown, "{analysis:?}");
+    assert!(analysis.reason.contains("came after its end"), "{}", analysis.reason);
+    assert!(!analysis.reason.contains("on the job's own GPUs, nodes or links during its run"), "{}", analysis.reason);
+    let drain = analysis
+        .evidence
+        .iter()
+        .find(|fact| fact.source == slurmlens_wire::EvidenceSource::NodeEvent && fact.detail.contains(&reason))
+        .expect("the drain is listed");
+    assert_eq!(drain.strength, slurmlens_wire::EvidenceStrength::Weak, "{drain:?}");
+    assert!(drain.detail.contains("after the job ended: a possible cause"), "{}", drain.detail);
 }

@@ -42,7 +42,7 @@ pub fn NotificationsPage() -> impl IntoView {
                         Ok(mine) => view! {
                             <Rules rules=mine.rules.clone() email=mine.email.clone() hydrated toggle />
                             <p class="status" role="status" data-testid="notify-message">{move || message.get()}</p>
-                            <NoticeList list=mine.notifications />
+                            <NoticeList list=mine.notifications watched=watched_rules(&mine.rules) />
                         }
                         .into_any(),
                         Err(error) => view! { <NotSignedInTo error what="notifications" /> }.into_any(),
@@ -102,23 +102,38 @@ fn Rules(
     }
 }
 
+/// What a notice of `rule` is about, in words.
+fn rule_words(rule: &str) -> &str {
+    match rule {
+        "idle_gpus" => "idle GPUs",
+        "infrastructure_failure" => "ended by the cluster",
+        "monthly_usage" => "monthly usage",
+        other => other,
+    }
+}
+
+/// The rules the site runs and the viewer has not turned off, in words.
+fn watched_rules(rules: &[wire::NotificationRule]) -> Vec<String> {
+    rules.iter().filter(|rule| rule.on_at_site && rule.enabled).map(|rule| rule_words(&rule.rule).to_string()).collect()
+}
+
 /// The notices about the viewer's jobs, newest first.
 #[component]
-fn NoticeList(list: Vec<wire::Notification>) -> impl IntoView {
+fn NoticeList(list: Vec<wire::Notification>, watched: Vec<String>) -> impl IntoView {
     if list.is_empty() {
-        return view! { <p class="status" data-testid="notify-none">"Nothing to tell you yet: no job of yours sat idle or was ended by the cluster."</p> }
-            .into_any();
+        // An empty list says only what the rules that run looked for: with the rules off, it says nothing
+        // about the jobs (the job list's Failure column does).
+        let words = if watched.is_empty() {
+            "No notices: no rule runs for you here (see above), so this list says nothing about your jobs; the job list's Failure column shows which ended badly.".to_string()
+        } else {
+            format!("Nothing to tell you yet: none of your jobs met a rule that runs for you ({}).", watched.join(", "))
+        };
+        return view! { <p class="status" data-testid="notify-none">{words}</p> }.into_any();
     }
     let items = list
         .into_iter()
         .map(|notice| {
-            let kind = match notice.rule.as_str() {
-                "idle_gpus" => "idle GPUs",
-                "infrastructure_failure" => "ended by the cluster",
-                "monthly_usage" => "monthly usage",
-                other => other,
-            }
-            .to_string();
+            let kind = rule_words(&notice.rule).to_string();
             let emailed = if notice.emailed_to_you { "e-mailed to you" } else { "not e-mailed" };
             let evidence = if notice.rule == "monthly_usage" { "The month on the usage page" } else { "The evidence" };
             view! {

@@ -64,7 +64,8 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         ));
     }
     if totals.unattributed_gpu_hours <= 0.0 {
-        total_text.push(format!("{} idle", hours(totals.idle_gpu_hours)));
+        let of_those = if partial.is_some() { " of those" } else { "" };
+        total_text.push(format!("{} idle{of_those}", hours(totals.idle_gpu_hours)));
     } else if known <= totals.gpu_hours * 1e-9 {
         total_text.push(format!("not measured: {unplaced}"));
     } else {
@@ -387,7 +388,7 @@ fn verdict_title(kind: &str) -> String {
         "power_readings_disagree" => "inconsistent power readings".into(),
         "micro_bursts" => "network micro-bursts".into(),
         "attribution_uncertain" => "which GPUs were the job's".into(),
-        "telemetry_gap" => "GPU samples stop early".into(),
+        "telemetry_gap" => "samples cover part of the run".into(),
         other => other.replace('_', " "),
     }
 }

@@ -540,19 +540,27 @@ impl Sampled {
     fn add(&mut self, entry: &GpuData, step_s: u64, window_s: u64, inside: bool, end: i64) -> u64 {
         let buckets: std::collections::BTreeSet<i64> =
             entry.timelines.values().flat_map(|timeline| timeline.iter().map(|&(at, _)| at)).collect();
-        let covered = if inside {
-            (buckets.len() as u64 * step_s).min(window_s)
-        } else if entry.means.is_empty() {
+        // Buckets step back from the end: the window's remainder before the first whole bucket has
+        // no bucket of its own, so a share of the buckets is a share of the window.
+        let slots = (window_s / step_s.max(1)).max(1);
+        let covered = if entry.means.is_empty() {
             0
-        } else {
+        } else if !inside || (buckets.len() <= 1 && window_s <= 4 * step_s) {
+            // A job shorter than a step, or one sample of a job a few steps long: the interval between
+            // samples cannot be told from it, and the window's own mean stands for the job.
             window_s
+        } else {
+            // A bucket or two short of the window is its edges (a step that ends past the last sample,
+            // a recording rule's bucket), not a gap: the samples cover the run.
+            let counted = window_s * (buckets.len() as u64).min(slots) / slots;
+            if counted + 2 * step_s >= window_s { window_s } else { counted }
         };
         if covered == 0 {
             return 0;
         }
         let step = i64::try_from(step_s).unwrap_or(0);
         let (first, last) = match (buckets.first(), buckets.last()) {
-            (Some(first), Some(last)) if inside => (first - step, *last),
+            (Some(first), Some(last)) if covered < window_s => (first - step, *last),
             _ => (end - i64::try_from(window_s).unwrap_or(0), end),
         };
         self.gpu_seconds += covered;
@@ -586,7 +594,10 @@ fn node_energy_kwh(nodes: &[(&str, &NodeData)], step_s: u64, window_s: u64, insi
         .filter_map(|(_, entry)| {
             let watts = *entry.means.get("node_power")?;
             let covered = match entry.timelines.get("node_power") {
-                Some(timeline) if inside => (timeline.len() as u64 * step_s).min(window_s),
+                Some(timeline) if inside => {
+                    let slots = (window_s / step_s.max(1)).max(1);
+                    window_s * (timeline.len() as u64).min(slots) / slots
+                }
                 _ => window_s,
             };
             Some(watts * covered as f64 / 3600.0 / 1e3)
