@@ -20,6 +20,7 @@ pub mod gantt;
 pub mod grid;
 pub mod joblist;
 pub mod nodelist;
+pub mod numbers;
 pub mod pages;
 pub mod palette;
 #[cfg(feature = "ssr")]

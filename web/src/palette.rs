@@ -13,13 +13,16 @@ pub const CATEGORICAL: [&str; 9] =
     ["#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499"];
 
 /// Colours of users, accounts, partitions and jobs: Tol's muted, vibrant, light and dark schemes and
-/// Okabe–Ito's, without their greys, ordered so that neighbouring slots differ in lightness as well as
-/// hue. Each value keeps its slot wherever it is drawn ([`ColourSlots`]); no palette of this size stays
+/// Okabe–Ito's, without their greys, then eight from ColorBrewer's Paired, PRGn, BrBG and PiYG, each
+/// the farthest (in RGB) from those before it; ordered so that neighbouring slots differ in lightness
+/// as well as hue. Thirty-two, so that a cluster of some thirty users (sakura's 29) gives each its own;
+/// each value keeps its slot wherever it is drawn ([`ColourSlots`]). No palette of this size stays
 /// distinct under every colour-vision deficiency, so the legend and every hover name the value.
-pub const IDENTITY: [&str; 24] = [
+pub const IDENTITY: [&str; 32] = [
     "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99", "#EE7733", "#AA4499", "#999933", "#0077BB",
     "#FFAABB", "#225555", "#CC6677", "#BBCC33", "#663333", "#77AADD", "#EE3377", "#666633", "#F0E442", "#CC3311",
-    "#009E73", "#E69F00", "#222255", "#56B4E9",
+    "#009E73", "#E69F00", "#222255", "#56B4E9", "#004488", "#CAB2D6", "#4D9221", "#DE77AE", "#6A3D9A", "#AAAA00",
+    "#8C510A", "#5AAE61",
 ];
 
 /// For values without a colour of their own: a state not listed, an efficiency without a report.
@@ -227,7 +230,7 @@ mod tests {
         // Regression (review "pages a tenant and a site can trust", problem 5): colours went to the
         // top nine values of the view, so a user changed colour with the zoom and the rest were grey.
         let slots =
-            ColourSlots { users: (0..28).map(|i| (format!("u{i:02}"), i)).collect(), accounts: BTreeMap::new() };
+            ColourSlots { users: (0..33).map(|i| (format!("u{i:02}"), i)).collect(), accounts: BTreeMap::new() };
         let day = Categories::identified((0..12).map(|i| (format!("u{i:02}"), 100 - i)), |name| slots.user(name));
         let month = Categories::identified((0..28).map(|i| (format!("u{i:02}"), i + 1)), |name| slots.user(name));
         for i in 0..12 {
@@ -236,10 +239,11 @@ mod tests {
         }
         assert_eq!(day.legend.len(), 12, "every value is in the legend, none is `other`");
         assert!(day.legend.iter().chain(&month.legend).all(|entry| entry.colour != OTHER));
-        // Slots within the palette's size are distinct; the 25th user shares the first one's.
-        let colours: std::collections::BTreeSet<&str> = (0..24).map(|i| slots.user(&format!("u{i:02}"))).collect();
-        assert_eq!(colours.len(), 24);
-        assert_eq!(slots.user("u24"), slots.user("u00"));
+        // Slots within the palette's size are distinct (sakura's 29 users each have their own, issue
+        // #36); the 33rd user shares the first one's.
+        let colours: std::collections::BTreeSet<&str> = (0..32).map(|i| slots.user(&format!("u{i:02}"))).collect();
+        assert_eq!(colours.len(), 32);
+        assert_eq!(slots.user("u32"), slots.user("u00"));
         assert!(!IDENTITY.contains(&OTHER) && !IDENTITY.contains(&FREE), "grey and white never mean a user");
     }
 

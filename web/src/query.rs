@@ -105,12 +105,16 @@ impl JobQuery {
     }
 }
 
-/// What the Gantt page shows: a window (`start`/`end`, default the last day) and how bars are coloured.
+/// What the Gantt page shows: a window (`start`/`end`, or `span` seconds up to now, default the last
+/// day) and how bars are coloured.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GanttQuery {
     pub cluster: Option<String>,
     pub start: Option<i64>,
     pub end: Option<i64>,
+    /// `span=`: a live view of this many seconds up to now (without `start` and `end`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<i64>,
     pub colour: ColourBy,
     pub filters: Filters,
 }
@@ -237,17 +241,18 @@ impl GanttQuery {
             cluster: get("cluster"),
             start: get("start").and_then(|text| parse_time(&text, zone)),
             end: get("end").and_then(|text| parse_time(&text, zone)),
+            span: get("span").and_then(|text| text.parse::<i64>().ok()).filter(|span| *span > 0),
             colour: get("colour").map(|word| ColourBy::parse(&word)).unwrap_or_default(),
             filters: Filters::from_lookup(&get),
         }
     }
 
-    /// The window, defaulting to the day before `now`; at most thirty days, at least an hour.
+    /// The window, defaulting to the day (or `span`) before `now`; at most thirty days, at least an hour.
     pub fn window(&self, now: i64) -> (i64, i64) {
         // `parse_time` keeps both within MIN_TIME..=MAX_TIME; saturating all the same, for a caller that
         // set them by hand.
         let end = self.end.unwrap_or(now);
-        let start = self.start.unwrap_or(end.saturating_sub(86_400));
+        let start = self.start.unwrap_or(end.saturating_sub(self.span.unwrap_or(86_400)));
         let (widest, narrowest) = (crate::gantt::MAX_SPAN as i64, crate::gantt::MIN_SPAN as i64);
         let start = start.clamp(end.saturating_sub(widest), end.saturating_sub(narrowest));
         (start, end)
@@ -265,11 +270,29 @@ impl GanttQuery {
         if let Some(end) = self.end {
             pairs.push(("end", end.to_string()));
         }
+        if let Some(span) = self.span {
+            pairs.push(("span", span.to_string()));
+        }
         if self.colour != ColourBy::default() {
             pairs.push(("colour", self.colour.as_str().into()));
         }
         pairs.extend(self.filters.pairs());
         encode(&pairs)
+    }
+}
+
+impl GanttQuery {
+    /// The page's query for the view `[start, end)` it shows: a view that reaches now (within a
+    /// minute) stays live as `span=`, any other is its `start` and `end`; a reload shows it again.
+    pub fn for_view(&self, (start, end): (f64, f64), now: i64) -> Self {
+        let live = end >= (now - 60) as f64;
+        let span = (end - start).round() as i64;
+        Self {
+            start: (!live).then_some(start.round() as i64),
+            end: (!live).then_some(end.round() as i64),
+            span: live.then_some(span),
+            ..self.clone()
+        }
     }
 }
 
@@ -454,6 +477,17 @@ mod tests {
         let wide = GanttQuery { start: Some(0), end: Some(90 * 86_400), ..GanttQuery::default() };
         assert_eq!(wide.window(0), (60 * 86_400, 90 * 86_400));
         assert_eq!(query.to_query(), "colour=state&user=alice");
+    }
+
+    #[test]
+    fn a_gantt_view_goes_into_its_url_live_as_a_span_else_as_its_window() {
+        let query = GanttQuery::from_lookup(lookup(&[("colour", "state")]));
+        let live = query.for_view((100_000.0 - 7.0 * 86_400.0 + 5_000.0, 100_000.0 + 5_000.0), 100_000);
+        assert_eq!(live.to_query(), "span=604800&colour=state");
+        let reloaded = GanttQuery::from_lookup(lookup(&[("span", "604800")]));
+        assert_eq!(reloaded.window(2_000_000), (2_000_000 - 604_800, 2_000_000), "a live week, up to the new now");
+        let past = query.for_view((10_000.0, 13_600.4), 100_000);
+        assert_eq!(past.to_query(), "start=10000&end=13600&colour=state");
     }
 
     #[test]

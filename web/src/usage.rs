@@ -184,18 +184,7 @@ pub fn sorted(mut rows: Vec<UsageRow>, (column, descending): (UsageColumn, bool)
 
 /// GPU-hours as read: `1,234.5` (one decimal; thousands grouped).
 pub fn hours(value: f64) -> String {
-    let rounded = (value.max(0.0) * 10.0).round() / 10.0;
-    let whole = rounded.trunc() as u64;
-    let tenth = ((rounded - whole as f64) * 10.0).round() as u64;
-    let digits = whole.to_string();
-    let mut grouped = String::new();
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(digit);
-    }
-    format!("{grouped}.{tenth}")
+    crate::numbers::decimal(value.max(0.0), 1)
 }
 
 /// A percentage (`42 %`), `—` when unknown.

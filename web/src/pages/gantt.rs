@@ -142,6 +142,32 @@ pub fn GanttPage() -> impl IntoView {
         on_cleanup(move || resize.remove());
     });
 
+    // The view goes into the URL (replaced, a moment after it settles), so a reload or a link shows it.
+    let url_ticket = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let v = view_port.get();
+        let ticket = url_ticket.get_value() + 1;
+        url_ticket.set_value(ticket);
+        set_timeout(
+            move || {
+                let Some(current) = query.try_get_untracked().filter(|_| url_ticket.try_get_value() == Some(ticket))
+                else {
+                    return;
+                };
+                let next = GanttQuery { colour: colour.get_untracked(), ..current }.for_view((v.start, v.end), now());
+                let history = web_sys::window().and_then(|window| window.history().ok());
+                let _ = history.map(|history| {
+                    history.replace_state_with_url(
+                        &wasm_bindgen::JsValue::NULL,
+                        "",
+                        Some(&format!("/?{}", next.to_query())),
+                    )
+                });
+            },
+            Duration::from_millis(400),
+        );
+    });
+
     // Load whatever the view needs and the loaded data does not cover.
     let start_input = NodeRef::<leptos::html::Input>::new();
     let end_input = NodeRef::<leptos::html::Input>::new();
@@ -182,6 +208,7 @@ pub fn GanttPage() -> impl IntoView {
             cluster: key.0.clone(),
             start: Some(fetch_start as i64),
             end: Some(fetch_end.max(fetch_start + 3600.0) as i64),
+            span: None,
             colour: colour.get_untracked(),
             filters: key.1.clone(),
         };
@@ -592,8 +619,10 @@ pub fn GanttPage() -> impl IntoView {
     let pan_by = move |share: f64| view_port.update(|v| *v = v.pan(v.width * share));
     let set_span = move |span: f64| {
         view_port.update(|v| {
+            // Centred on the view, but never further into the future than a live view shows.
+            let live_end = now() as f64 + span * 0.02;
             let end =
-                if v.end >= now() as f64 - 60.0 { now() as f64 + span * 0.02 } else { (v.start + v.end + span) / 2.0 };
+                if v.end >= now() as f64 - 60.0 { live_end } else { ((v.start + v.end + span) / 2.0).min(live_end) };
             *v = v.with_span(span, end);
         });
     };
@@ -607,11 +636,9 @@ pub fn GanttPage() -> impl IntoView {
     let on_colour = move |event: ev::Event| {
         let value = event_target_value(&event);
         colour.set(ColourBy::parse(&value));
-        let mut next = query.get_untracked();
-        next.colour = colour.get_untracked();
         let v = view_port.get_untracked();
-        next.start = Some(v.start as i64);
-        next.end = Some(v.end as i64);
+        let next =
+            GanttQuery { colour: colour.get_untracked(), ..query.get_untracked() }.for_view((v.start, v.end), now());
         navigate_for_colour(
             &format!("/?{}", next.to_query()),
             NavigateOptions { replace: true, scroll: false, ..NavigateOptions::default() },
@@ -633,11 +660,11 @@ pub fn GanttPage() -> impl IntoView {
         let v = view_port.get_untracked();
         let next = GanttQuery {
             cluster: query.get_untracked().cluster,
-            start: Some(v.start as i64),
-            end: Some(v.end as i64),
             colour: colour.get_untracked(),
             filters: Filters::from_lookup(&field),
-        };
+            ..GanttQuery::default()
+        }
+        .for_view((v.start, v.end), now());
         navigate_for_filters(
             &format!("/?{}", next.to_query()),
             NavigateOptions { scroll: false, ..NavigateOptions::default() },

@@ -35,17 +35,9 @@ pub fn zoom_to_packed(view: Viewport, bar: &PackedBar) -> Viewport {
     Viewport { start: middle - span / 2.0, end: middle + span / 2.0, ..view }
 }
 
-/// `20,000`.
+/// `20,000` ([`crate::numbers::count`]).
 pub fn thousands(value: usize) -> String {
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (index, character) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(character);
-    }
-    out
+    crate::numbers::count(value as u64)
 }
 
 /// `12,345 jobs on 100 nodes, <from> – <to>` and what is packed or left out.

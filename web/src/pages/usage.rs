@@ -8,6 +8,7 @@ use leptos_router::hooks::use_query_map;
 use slurmlens_wire::{self as wire, UsageGrouping, UsageRow};
 
 use crate::api::{Loader, now};
+use crate::numbers::{count, decimal};
 use crate::pages::LoadError;
 use crate::query::encode;
 use crate::usage::{UsageColumn, UsageQuery, bin_label, by_word, duration, hours, order_of, percent, sorted};
@@ -109,13 +110,13 @@ fn UsageBody(report: wire::UsageReport, query: UsageQuery, order: (UsageColumn, 
         String::new()
     };
     let energy = match (total.energy_kwh, total.co2_kg) {
-        (Some(kwh), Some(co2)) => format!("{} kWh ({co2:.1} kg CO₂){over}", hours(kwh)),
+        (Some(kwh), Some(co2)) => format!("{} kWh ({} kg CO₂){over}", hours(kwh), decimal(co2, 1)),
         (Some(kwh), None) => format!("{} kWh{over}", hours(kwh)),
         _ => "no energy readings".to_string(),
     };
     let summary = format!(
         "{} jobs, {} GPU-hours allocated; utilisation known for {} of them; {} idle GPU-hours ({} of the measured); {}.",
-        total.jobs,
+        count(total.jobs),
         hours(total.gpu_hours),
         percent(measured_share),
         total.idle_gpu_hours.map_or_else(|| "unknown".to_string(), hours),
@@ -198,12 +199,12 @@ fn cells(row: &UsageRow) -> impl IntoView + use<> {
         String::new()
     };
     let energy = match (row.energy_kwh, row.co2_kg) {
-        (Some(kwh), Some(co2)) => format!("{} kWh / {co2:.1} kg{over}", hours(kwh)),
+        (Some(kwh), Some(co2)) => format!("{} kWh / {} kg{over}", hours(kwh), decimal(co2, 1)),
         (Some(kwh), None) => format!("{} kWh{over}", hours(kwh)),
         _ => "—".to_string(),
     };
     let failed = &row.failed_jobs;
-    let failed = format!("{:.0} / {:.0} / {:.0}", failed.infrastructure, failed.application, failed.unknown);
+    let failed = [failed.infrastructure, failed.application, failed.unknown].map(|jobs| decimal(jobs, 0)).join(" / ");
     let lost = row.failed_gpu_hours.infrastructure + row.failed_gpu_hours.application + row.failed_gpu_hours.unknown;
     let idle = match row.idle_gpu_hours {
         Some(idle) if row.gpu_hours_measured < row.gpu_hours * 0.999 => {
@@ -217,7 +218,7 @@ fn cells(row: &UsageRow) -> impl IntoView + use<> {
         _ => "—".to_string(),
     };
     view! {
-        <td class="num">{row.jobs}</td>
+        <td class="num">{count(row.jobs)}</td>
         <td class="num" data-column="gpu_hours">{hours(row.gpu_hours)}</td>
         <td class="num" data-column="idle_gpu_hours">{idle}</td>
         <td class="num">{percent(row.mean_gpu_util)}</td>
@@ -376,7 +377,7 @@ fn HistogramView(title: &'static str, histogram: wire::Histogram, testid: &'stat
                         <div class="bar-row">
                             <span class="bar-name">{label}</span>
                             <span class="bar-track"><span class="seg seg-count" style=style></span></span>
-                            <span class="bar-value">{bin.jobs}</span>
+                            <span class="bar-value">{crate::numbers::count(bin.jobs)}</span>
                         </div>
                     }
                 })

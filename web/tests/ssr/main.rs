@@ -127,6 +127,21 @@ impl PageData for Viewing {
         })
     }
 
+    /// n3 down from 11:00 on 2026-11-30, for good (a plain IDLE event is no down).
+    fn node_events<'a>(&'a self, _: Option<&'a str>, _: (i64, i64)) -> DataFuture<'a, Vec<wire::NodeEvent>> {
+        Box::pin(async move {
+            let event = |state: &str| wire::NodeEvent {
+                node: "n3".into(),
+                state: state.into(),
+                reason: "Xid 79: GPU has fallen off the bus".into(),
+                reason_uid: None,
+                start: chrono::DateTime::from_timestamp(1_796_036_400, 0).expect("a time"),
+                end: None,
+            };
+            Ok(vec![event("DOWN+NOT_RESPONDING"), event("IDLE")])
+        })
+    }
+
     /// alice, bob and carol in the order they were associated; a named user learns only their own slot.
     fn colour_slots<'a>(&'a self, _: Option<&'a str>, slots: u32) -> DataFuture<'a, ColourSlots> {
         Box::pin(async move {
@@ -371,6 +386,11 @@ fn exports_and_the_static_gantt_come_from_the_same_rows() {
     let (status, svg) = get("/web/v1/gantt.svg?cluster=lab&start=1796032800&end=1796040000");
     assert_eq!(status, StatusCode::OK);
     assert!(svg.starts_with("<svg") && svg.contains("n1"), "{svg}");
+    // Issue #36: a down node is hatched on its row, never drawn as idle.
+    assert_eq!(svg.matches("fill=\"url(#state-down)\"").count(), 1, "{svg}");
+    assert!(svg.contains("<title>DOWN+NOT_RESPONDING down: Xid 79: GPU has fallen off the bus</title>"), "{svg}");
+    let (_, json) = get("/web/v1/gantt?cluster=lab&start=1796032800&end=1796040000");
+    assert!(json.contains("\"node_states\":[{") && json.contains("\"kind\":\"down\""), "{json}");
     let (status, body) = get("/web/v1/gantt?cluster=nowhere");
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("unknown cluster"));
