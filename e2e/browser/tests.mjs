@@ -50,6 +50,60 @@ test('gantt_shows_the_windows_jobs_on_racks', async (page) => {
   return page;
 });
 
+// Issue #36: a down or drained node is hatched on its row and listed with its reason, as slurmdbd's
+// node events say; the view (span, pan) goes into the URL and a reload shows it again.
+test('gantt_shows_down_and_drained_nodes_and_keeps_its_view_in_the_url', async (page) => {
+  await page.goto(`${base}/?cluster=sakura`);
+  await hydrated(page);
+  await ganttReady(page);
+  const state = await ganttState(page);
+  const events = await api(base, `/api/v1/node_events?cluster=sakura&start=${state.loadedStart}&end=${state.loadedEnd}`);
+  const unavailable = events.filter((e) => /(^|\+)(DOWN|DRAIN|FAIL)(\+|$)/.test(e.state));
+  assert(unavailable.length > 0, 'the demo downs or drains a node every day');
+  await page.click('[data-testid=gantt-node-states] summary');
+  const listed = await page.$$eval('[data-testid=gantt-node-state]', (items) => items.map((i) => [i.dataset.node, i.textContent]));
+  assertEqual(listed.map(([node]) => node).sort(), unavailable.map((e) => e.node).sort(), 'every down and drain of the window is listed, nothing else');
+  for (const event of unavailable) {
+    assert(listed.some(([node, text]) => node === event.node && text.includes(event.reason)), `${event.node}'s reason is said: ${event.reason}`);
+  }
+  await page.click('[data-testid=span-7d]');
+  await page.waitForURL(/span=604800/);
+  await page.click('[data-testid=pan-left]');
+  await page.waitForURL(/start=\d+&end=\d+/);
+  const panned = new URL(page.url()).searchParams;
+  await page.reload();
+  await hydrated(page);
+  await ganttReady(page);
+  const reloaded = await ganttState(page);
+  const shown = [Number(reloaded.viewStart), Number(reloaded.viewEnd)];
+  const asked = [Number(panned.get('start')), Number(panned.get('end'))];
+  assert(shown.every((t, i) => Math.abs(t - asked[i]) <= 1), `a reload shows the panned view: ${shown} for ${asked}`);
+  return page;
+});
+
+// Issue #36: /nodes names every node with its state from slurmdbd, links to its page, filters by state.
+test('node_list_shows_every_nodes_state_and_filters_by_it', async (page) => {
+  await page.goto(`${base}/nodes?cluster=sakura`);
+  await hydrated(page);
+  const nodes = await api(base, '/api/v1/nodes?cluster=sakura');
+  const rows = await page.$$eval('[data-testid=node-row]', (r) => r.map((row) => [row.dataset.node, row.dataset.state]));
+  assertEqual(rows.map(([node]) => node).sort(), nodes.map((n) => n.node).sort(), 'every node once');
+  const down = nodes.filter((n) => /(^|\+)DOWN(\+|$)/.test(n.state)).map((n) => n.node).sort();
+  assertEqual(rows.filter(([, state]) => state === 'down').map(([node]) => node).sort(), down, 'down as slurmdbd says');
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.screenshot({ path: join(out, `node_list_${width}px.png`) });
+  }
+  if (down.length > 0) {
+    await page.click('[data-testid=nodes-filter-down]');
+    await page.waitForURL(/state=down/);
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid=node-row]').length === n, down.length);
+    await page.click(`[data-testid=node-row] a[href^="/nodes/${down[0]}"]`);
+    await page.waitForURL(new RegExp(`/nodes/${down[0]}`));
+  }
+  return null;
+});
+
 test('gantt_zooms_and_pans_with_buttons_keys_and_wheel', async (page) => {
   await page.goto(`${base}/?cluster=sakura`);
   await hydrated(page);
@@ -347,6 +401,8 @@ test('job_list_sorts_and_exports_exactly_what_it_shows', async (page) => {
   await hydrated(page);
   await page.click('[data-testid=sort-alloc_gpus]');
   await page.waitForURL(/sort=alloc_gpus&desc=0/);
+  // The server sorts: the next click is on the header of the table it sent.
+  await page.waitForSelector('th[aria-sort=ascending]');
   await page.click('[data-testid=sort-alloc_gpus]');
   await page.waitForURL(/desc=1/);
   await page.waitForSelector('th[aria-sort=descending]');
@@ -355,7 +411,8 @@ test('job_list_sorts_and_exports_exactly_what_it_shows', async (page) => {
   // sends the first page of 200.
   const sorted = await api(base, `/api/v1/jobs?${query}&sort=alloc_gpus&order=desc&limit=200`);
   assert(sorted.items.length > 0, `u05 has jobs that day (${sorted.total})`);
-  assertEqual(shown, sorted.items.map((j) => j.job_id), 'the table shows the API rows ordered by GPUs, descending');
+  const expected = sorted.items;
+  assertEqual(shown, expected.map((j) => j.job_id), 'the table shows the API rows ordered by GPUs, descending');
   const gpus = sorted.items.map((j) => j.alloc_gpus);
   assert(gpus.every((g, i) => i === 0 || gpus[i - 1] >= g), 'GPUs descending');
   const count = await page.textContent('[data-testid=jobs-count]');
@@ -1016,7 +1073,8 @@ test('job_list_search_finds_jobs_beyond_the_window', async (page) => {
   const window = `start=${end - 86400}&end=${end}`;
   await page.goto(`${base}/jobs?cluster=sakura&q=u20&${window}`);
   const shown = await page.$$eval('[data-testid=jobs-table]:not([data-testid=jobs-beyond] *) [data-testid=job-row]', (r) => r.map((row) => row.dataset.job));
-  const inWindow = (await api(base, `/api/v1/jobs?cluster=sakura&q=u20&limit=1000&${window}`)).items;
+  // The page's order: newest submission first, ties by job id (the server's sorted pages).
+  const inWindow = (await api(base, `/api/v1/jobs?cluster=sakura&q=u20&sort=submit&order=desc&limit=200&${window}`)).items;
   assert(inWindow.length > 0 && inWindow.every((job) => [job.user, job.job_name, job.account].some((field) => field.toLowerCase().includes('u20'))), 'the API matches u20');
   assertEqual(shown, inWindow.map((job) => job.job_id), "the window's rows are the API's matches");
   const more = await page.textContent('[data-testid=jobs-beyond-count]');
@@ -1343,7 +1401,7 @@ test('usage_and_stats_pages_show_what_the_api_says_sort_and_export', async (page
   await hydrated(page);
   const top = await page.$$eval('[data-testid=top-users] .bar-name', (names) => names.map((name) => name.textContent));
   assertEqual(top, stats.top_users.map((entry) => entry.name), 'the top users are the API\'s');
-  const counts = await page.$$eval('[data-testid=hist-gpus] .bar-value', (values) => values.map((value) => Number(value.textContent)));
+  const counts = await page.$$eval('[data-testid=hist-gpus] .bar-value', (values) => values.map((value) => Number(value.textContent.replaceAll(',', ''))));
   assertEqual(counts, stats.job_gpus.bins.map((bin) => bin.jobs), 'the GPU histogram is the API\'s');
   for (const width of [1440, 390]) {
     await page.setViewportSize({ width, height: 900 });

@@ -16,6 +16,7 @@ mod jobs_listing;
 mod long_jobs;
 mod node_page;
 mod node_signals;
+mod node_states;
 mod notify;
 mod operations;
 mod otelcol;

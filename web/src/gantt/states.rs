@@ -7,7 +7,7 @@ use slurmlens_wire as wire;
 use super::{GanttData, Rect, RowLayout, Viewport};
 
 /// How a node was unavailable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unavailable {
     /// `DOWN`, or failed: nothing runs there.
