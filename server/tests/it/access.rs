@@ -128,7 +128,9 @@ async fn every_endpoint_answers_each_viewer_as_scoped_and_leaks_nothing() {
     ];
     let cluster_wide = [
         format!("/api/v1/jobs?cluster=lab&{window}&limit=5000"),
+        format!("/api/v1/jobs?cluster=lab&{window}&limit=5000&sort=user&order=desc"),
         "/api/v1/nodes?cluster=lab".to_string(),
+        "/web/v1/nodes?cluster=lab".to_string(),
         "/api/v1/node_events?cluster=lab".to_string(),
         "/api/v1/gpus/values?cluster=lab&metric=gpu_util".to_string(),
         "/api/v1/gpus/held?cluster=lab".to_string(),
