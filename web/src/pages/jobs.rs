@@ -109,6 +109,7 @@ pub fn JobsPage() -> impl IntoView {
                                 let whole_csv = whole_window_href(&api_window, "csv");
                                 let whole_ndjson = whole_window_href(&api_window, "ndjson");
                                 let count = count_line(first, rows.len() as u64, total, query.search.as_deref());
+                                let top_pager = view! { <Pager query=pinned.clone() first shown=rows.len() as u64 total sort_words=sort_words.clone() top=true /> };
                                 let pager = view! { <Pager query=pinned first shown=rows.len() as u64 total sort_words /> };
                                 // A search that found nothing in the window shows no empty table.
                                 let table = (!rows.is_empty() || query.search.is_none())
@@ -119,6 +120,7 @@ pub fn JobsPage() -> impl IntoView {
                                 view! {
                                     <div class="toolbar">
                                         <span class="status" data-testid="jobs-count">{count}</span>
+                                        {top_pager}
                                         <a class="button" href=csv_href download="jobs.csv" data-testid="export-csv" on:click=export("csv")>"Export CSV"</a>
                                         <a class="button" href=json_href download="jobs.json" data-testid="export-json" on:click=export("json")>"Export JSON"</a>
                                         <a class="button" href=whole_csv download="jobs.csv" data-testid="export-window-csv" title=WHOLE_WINDOW>"Whole window CSV"</a>
@@ -153,7 +155,8 @@ pub fn count_line(first: u64, shown: u64, total: u64, search: Option<&str>) -> S
     }
 }
 
-/// Previous and next pages of the ordered window (links, so they work without the wasm bundle too).
+/// Previous and next pages of the ordered window (links, so they work without the wasm bundle too);
+/// above the table (`top`, its test ids end in `-top`) and below it.
 #[component]
 fn Pager(
     query: ListQuery,
@@ -161,7 +164,9 @@ fn Pager(
     shown: u64,
     total: u64,
     sort_words: Vec<(&'static str, String)>,
+    #[prop(optional)] top: bool,
 ) -> impl IntoView {
+    let id = move |name: &str| if top { format!("{name}-top") } else { name.to_string() };
     let rows = u64::from(query.rows()).max(1);
     let page = first / rows + 1;
     let pages = total.div_ceil(rows).max(1);
@@ -173,14 +178,14 @@ fn Pager(
     let next = (first + shown < total).then(|| href(page + 1));
     (pages > 1).then(|| {
         view! {
-            <nav class="pager" aria-label="pages" data-testid="jobs-pager">
+            <nav class="pager" aria-label=if top { "pages (top)" } else { "pages" } data-testid=id("jobs-pager")>
                 {match previous {
-                    Some(href) => view! { <a class="button" rel="prev" href=href data-testid="jobs-previous">"← Previous"</a> }.into_any(),
+                    Some(href) => view! { <a class="button" rel="prev" href=href data-testid=id("jobs-previous")>"← Previous"</a> }.into_any(),
                     None => view! { <span class="button disabled" aria-disabled="true">"← Previous"</span> }.into_any(),
                 }}
-                <span class="status" data-testid="jobs-page">{format!("page {} of {}", thousands(page as usize), thousands(pages as usize))}</span>
+                <span class="status" data-testid=id("jobs-page")>{format!("page {} of {}", thousands(page as usize), thousands(pages as usize))}</span>
                 {match next {
-                    Some(href) => view! { <a class="button" rel="next" href=href data-testid="jobs-next">"Next →"</a> }.into_any(),
+                    Some(href) => view! { <a class="button" rel="next" href=href data-testid=id("jobs-next")>"Next →"</a> }.into_any(),
                     None => view! { <span class="button disabled" aria-disabled="true">"Next →"</span> }.into_any(),
                 }}
             </nav>
