@@ -23,23 +23,28 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-fail() { echo "agent-net: FAIL: $*" >&2; exit 1; }
+fail() {
+  echo "agent-net: FAIL: $*" >&2
+  local log
+  for log in "$WORK"/*.log; do [[ -e $log ]] && { echo "--- $log" >&2; tail -15 "$log" >&2; }; done
+  exit 1
+}
 log() { printf '[agent-net %ss] %s\n' "$SECONDS" "$*"; }
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
-scrape() { in_ns "$1" curl -sf "http://127.0.0.1:9464/metrics"; }
+scrape() { in_ns "$1" curl -sf "http://127.0.0.1:${2:-9464}/metrics"; }
 # The value of the one series whose line starts with $2 in scrape text $1 (0 when absent).
 value() { awk -v prefix="$2" 'index($0, prefix) == 1 { print $NF; found = 1 } END { if (!found) print 0 }' <<<"$1"; }
 wait_metrics() {
-  local ns=$1 i
-  for ((i = 0; i < 100; i++)); do scrape "$ns" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  local ns=$1 port=${2:-9464} i
+  for ((i = 0; i < 100; i++)); do scrape "$ns" "$port" >/dev/null 2>&1 && return 0; sleep 0.1; done
   fail "the agent in $ns never served /metrics (log: $WORK/$ns.log)"
 }
-start_agent() {
-  local ns=$1 config=$2
+start_agent() { # namespace, configuration, port
+  local ns=$1 config=$2 port=${3:-9464}
   # Not through in_ns: a backgrounded function is a subshell, and $! would not be the agent.
-  ip netns exec "$ns" "$AGENT" --config "$config" >"$WORK/$ns.log" 2>&1 &
+  ip netns exec "$ns" "$AGENT" --config "$config" >"$WORK/$ns-$port.log" 2>&1 &
   PIDS+=($!)
-  wait_metrics "$ns"
+  wait_metrics "$ns" "$port"
 }
 
 for ns in "${NS[@]}"; do ip netns add "$ns"; in_ns "$ns" ip link set lo up; done
@@ -100,7 +105,8 @@ text=$(scrape "$A")
 above=$(value "$text" "nic_tx_burst_seconds_total$SERIES,threshold=\"0.9\"}")
 peak=$(value "$text" "nic_tx_bytes_per_second_max$SERIES}")
 log "  peak $peak B/s; seconds above 90 %: $above_before -> $above"
-awk -v a="$above" -v b="$above_before" 'BEGIN { d = a - b; exit !(d >= 0.1 && d <= 0.35) }' || fail "300 ms at line rate gave $above_before -> $above s above the threshold"
+# 0.23 s on an idle machine; less where the sender or the sampler is starved of CPU (CI builds beside it).
+awk -v a="$above" -v b="$above_before" 'BEGIN { d = a - b; exit !(d >= 0.04 && d <= 0.35) }' || fail "300 ms at line rate gave $above_before -> $above s above the threshold"
 awk -v p="$peak" -v l="$LINE" 'BEGIN { exit !(p >= 0.9 * l && p <= 1.1 * l) }' || fail "peak $peak is not the line rate $LINE"
 
 log "bursts: steady traffic at 1 % of line rate for 10 s is no burst"
@@ -114,8 +120,6 @@ log "  peak $peak B/s; seconds above 90 %: $above_before -> $above"
 awk -v p="$peak" -v l="$LINE" 'BEGIN { exit !(p > 0 && p < 0.1 * l) }' || fail "steady traffic's peak $peak is not low"
 samples=$(value "$text" "slurmlens_agent_nic_samples_total")
 log "  the sampler took $samples samples (every 10 ms)"
-kill "${PIDS[0]}"; wait "${PIDS[0]}" 2>/dev/null || true; PIDS=()
-ip -n "$A" link del va
 
 # ---------------------------------------------------------------- mesh ---
 # Three nodes in three racks, a link between each pair; 30 % of what reaches n2 from n1 is dropped.
@@ -144,7 +148,7 @@ nodes = "n3"
 EOF2
 mesh_config() { # node, then peer=address pairs
   local node=$1; shift
-  printf 'node = "%s"\ncluster = "lab"\nlisten = "127.0.0.1:9464"\n[bursts]\nenabled = false\n[cuda]\nenabled = false\n' "$node"
+  printf 'node = "%s"\ncluster = "lab"\nlisten = "127.0.0.1:9466"\n[bursts]\nenabled = false\n[cuda]\nenabled = false\n' "$node"
   printf '[mesh]\ntopology = "%s"\ninterval_ms = 50\ntimeout_ms = 500\nextra_peers = 0\n[mesh.addresses]\n' "$WORK/topology.toml"
   printf '%s\n' "$@"
 }
@@ -159,7 +163,7 @@ table inet loss {
   }
 }
 NFT
-start_agent "$A" "$WORK/n1.toml"; start_agent "$B" "$WORK/n2.toml"; start_agent "$C" "$WORK/n3.toml"
+start_agent "$A" "$WORK/n1.toml" 9466; start_agent "$B" "$WORK/n2.toml" 9466; start_agent "$C" "$WORK/n3.toml" 9466
 declare -A NODE_NS=([n1]=$A [n2]=$B [n3]=$C) RACK=([n1]=A [n2]=B [n3]=C) BASE
 path_labels() { echo "{source_tor=\"${RACK[$1]}\",target_tor=\"${RACK[$2]}\",source=\"$1\",target=\"$2\"}"; }
 # "probes answered fast" of every path; the counts before all three answered (probes into a port not yet
@@ -167,7 +171,7 @@ path_labels() { echo "{source_tor=\"${RACK[$1]}\",target_tor=\"${RACK[$2]}\",sou
 counts() {
   local source target text labels
   for source in n1 n2 n3; do
-    text=$(scrape "${NODE_NS[$source]}")
+    text=$(scrape "${NODE_NS[$source]}" 9466)
     for target in n1 n2 n3; do
       [[ $source != "$target" ]] || continue
       labels=$(path_labels "$source" "$target")
@@ -190,4 +194,63 @@ while read -r source target probes answered fast; do
     ((answered == probes)) || fail "$source -> $target does not cross the lossy link but lost $loss"
   fi
 done < <(counts)
-log "passed: bursts found at 100 ms and not in steady traffic; loss shows on the lossy link's paths only"
+
+# ---------------------------------------------------------------- the report ---
+# A failing two-node job of the lab on n1 and n2 while the agents run: the test scrapes them every second
+# into the lab's VictoriaMetrics, as vmagent would, and the job's report must show n1's bursts and name the
+# lossy path between the racks of n1 and n2. (Only the tx series: the server's own tests read rx rows of
+# lab nodes as unknown.)
+# shellcheck source=/dev/null
+source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
+SERVER_BIN=${E2E_SLURMLENS_BIN:-$ROOT/target/debug/slurmlens}
+[[ -x $SERVER_BIN ]] || cargo build -q -p slurmlens-server --bin slurmlens
+SLURMLENS_CLUSTERS=lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_LISTEN=127.0.0.1:0 SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=0 \
+  SLURMLENS_TOPOLOGY="$WORK/topology.toml" "$SERVER_BIN" serve >"$WORK/server.log" 2>&1 &
+PIDS+=($!)
+URL=
+for _ in $(seq 1 300); do
+  URL=$(sed -n 's|^slurmlens serving at \(http://[^/]*\)/.*|\1|p' "$WORK/server.log")
+  [[ -n $URL ]] && curl -fs "$URL/api/v1/health" >/dev/null && break
+  sleep 0.1
+done
+[[ -n $URL ]] || fail "the server did not come up"
+JOB=$(sbatch --parsable -N2 -w n1,n2 -J agent-net --uid=bob --gid=bob -D /tmp -o /dev/null --wrap "sleep 14; exit 1")
+push() {
+  { scrape "$A" | grep -v '^nic_rx_'; scrape "$A" 9466; scrape "$B" 9466; scrape "$C" 9466; } |
+    curl -fsS --data-binary @- "$SLURMLENS_VM_URL/api/v1/import/prometheus"
+}
+for ((i = 0; i < 300; i++)); do
+  state=$(sacct -n -X -P -o State -j "$JOB" | head -1)
+  [[ $state == RUNNING ]] && break
+  sleep 0.1
+done
+[[ $state == RUNNING ]] || fail "job $JOB did not start ($state)"
+log "report: job $JOB (n1, n2; exits 1 after 14 s), the agents scraped into VictoriaMetrics every second"
+for ((i = 0; ; i++)); do
+  push
+  # Two 1 s bursts at line rate on n1: about 1.8 s above 90 %, a tenth of the run.
+  ((i == 3 || i == 8)) && send 71430
+  state=$(sacct -n -X -P -o State -j "$JOB" | head -1)
+  [[ $state == RUNNING ]] || break
+  ((i < 60)) || fail "job $JOB is still $state after a minute"
+  sleep 1
+done
+push
+[[ $state == FAILED ]] || fail "job $JOB ended $state, not FAILED"
+sleep 2
+report=$(curl -fsS "$URL/api/v1/jobs/$JOB/report?cluster=lab") || fail "no report for job $JOB"
+python3 - "$report" <<'PY' || fail "the report of job $JOB does not show the agent's readings"
+import json, sys
+report = json.loads(sys.argv[1])
+tx = [row for row in report["bursts"] if row["node"] == "n1" and row["direction"] == "tx"]
+assert tx and tx[0]["status"] == "measured", report["bursts"]
+assert tx[0]["burst_peak_bytes_per_s"] >= 0.9e8 and tx[0]["seconds_above"] >= 0.5, tx
+kinds = [verdict["kind"] for verdict in report["verdicts"]]
+assert "micro_bursts" in kinds, kinds
+evidence = (report.get("failure") or {}).get("evidence", [])
+paths = sorted({e["place"] for e in evidence if e["source"] == "pingmesh_loss"})
+assert paths == ["A → B", "B → A"], (paths, evidence)
+print(f"  n1 tx: peak {tx[0]['burst_peak_bytes_per_s']:.3g} B/s, {tx[0]['seconds_above']:.2f} s above 90 %; verdicts {kinds}")
+print("  ping-mesh loss named on " + ", ".join(paths) + ": " + "; ".join(e["detail"] for e in evidence if e["source"] == "pingmesh_loss"))
+PY
+log "passed: bursts found at 100 ms and not in steady traffic; loss shows on the lossy link's paths only; the report shows both"

@@ -284,6 +284,8 @@ impl Exporter for Bursts {
                 );
             }
         }
+        out.push_str("# TYPE slurmlens_agent_nic_ports gauge\n");
+        let _ = writeln!(out, "slurmlens_agent_nic_ports {}", ports.len());
         drop(ports);
         let samples = *self.samples.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         out.push_str("# TYPE slurmlens_agent_nic_samples_total counter\n");
