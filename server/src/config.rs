@@ -91,6 +91,26 @@ pub struct Config {
     /// Advice at submission (`GET /api/v1/advice`, printed by the cli_filter plugin).
     #[serde(default)]
     pub advice: AdviceConfig,
+    /// A job's own output and error files on the page, where the site lets slurmlens read them.
+    #[serde(default)]
+    pub job_output: JobOutputConfig,
+}
+
+/// `[job_output]`: the tail of a job's output and error files, shown to its owner and staff. Read only
+/// under `roots` (a shared file system the server mounts), only a regular file that belongs to the job's
+/// owner; with no root, the page says where the files are and reads none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobOutputConfig {
+    pub roots: Vec<std::path::PathBuf>,
+    /// The most bytes read from the end of each file.
+    pub tail_bytes: u64,
+}
+
+impl Default for JobOutputConfig {
+    fn default() -> Self {
+        Self { roots: Vec::new(), tail_bytes: 16 * 1024 }
+    }
 }
 
 /// `[usage]`: showback's settings.
@@ -603,6 +623,7 @@ impl Default for Config {
             notify: NotifyConfig::default(),
             usage: UsageConfig::default(),
             advice: AdviceConfig::default(),
+            job_output: JobOutputConfig::default(),
         }
     }
 }

@@ -58,7 +58,8 @@ pub fn app(config: &Config) -> anyhow::Result<App> {
         .context("at least one cluster must be configured")?
         .with_usage(usage)
         .with_advice(crate::app::advice::AdviceSettings::from_config(&config.advice))
-        .with_notify(config.notify.clone()))
+        .with_notify(config.notify.clone())
+        .with_job_output(config.job_output.clone()))
 }
 
 /// The HTTP edge over the application: its ingest secrets and how the pages are served.

@@ -64,6 +64,10 @@ pub struct JobView {
     /// The job's script (`/api/v1/jobs/{id}/script`); `None` where it could not be asked.
     #[serde(default)]
     pub script: Option<wire::JobScript>,
+    /// Where the job's output went and its last lines (`/api/v1/jobs/{id}/output`); `None` where it
+    /// could not be asked.
+    #[serde(default)]
+    pub output: Option<wire::JobOutput>,
     /// The job's tags (`/api/v1/jobs/{id}/tags`); `None` where they could not be read.
     #[serde(default)]
     pub tags: Option<wire::JobTags>,
@@ -85,6 +89,7 @@ impl JobView {
             logs: None,
             profile: None,
             script: None,
+            output: None,
             tags: None,
             previous: None,
         }
@@ -103,6 +108,11 @@ impl JobView {
     /// With the job's script, submit line and (where the viewer may see it) environment.
     pub fn with_script(self, script: Option<wire::JobScript>) -> Self {
         Self { script, ..self }
+    }
+
+    /// With where the job's output went and, for its owner and staff, its last lines.
+    pub fn with_output(self, output: Option<wire::JobOutput>) -> Self {
+        Self { output, ..self }
     }
 
     /// With the job's logs and profile; the important log lines are marked on the report's timelines.
@@ -372,6 +382,7 @@ impl Loader {
             let logs = fetch_json::<wire::JobLogs>(format!("/api/v1/jobs/{id}/logs{suffix}"));
             let profile = fetch_json::<wire::JobProfile>(format!("/api/v1/jobs/{id}/profile{suffix}"));
             let script = fetch_json::<wire::JobScript>(format!("/api/v1/jobs/{id}/script{suffix}"));
+            let output = fetch_json::<wire::JobOutput>(format!("/api/v1/jobs/{id}/output{suffix}"));
             let tags = fetch_json::<wire::JobTags>(format!("/api/v1/jobs/{id}/tags{suffix}"));
             let previous = fetch_json::<wire::PreviousRuns>(format!("/api/v1/jobs/{id}/previous{suffix}"));
             async move {
@@ -380,6 +391,7 @@ impl Loader {
                 Ok(page
                     .with_signals(logs.await.ok(), profile.await.ok(), view)
                     .with_script(script.await.ok())
+                    .with_output(output.await.ok())
                     .with_tags(tags.await.ok())
                     .with_previous(previous.await.ok()))
             }

@@ -136,6 +136,10 @@ pub trait PageData: Send + Sync {
     fn script<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobScript>> {
         Box::pin(async { Ok(None) })
     }
+    /// `GET /api/v1/jobs/{job_id}/output`; `None` where it could not be read.
+    fn output<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobOutput>> {
+        Box::pin(async { Ok(None) })
+    }
     /// `GET /api/v1/jobs/{job_id}/tags`; `None` where they could not be read.
     fn tags<'a>(&'a self, _cluster: Option<&'a str>, _job_id: &'a str) -> DataFuture<'a, Option<wire::JobTags>> {
         Box::pin(async { Ok(None) })
@@ -507,11 +511,12 @@ pub async fn job_view(
 ) -> Result<JobView, DataError> {
     let detail = data.job(cluster, job_id).await?;
     // A report, logs or profile that fail degrade their section to "not available", not the page.
-    let (report, logs, profile, script, tags, previous) = futures::join!(
+    let (report, logs, profile, script, output, tags, previous) = futures::join!(
         data.report(cluster, job_id),
         data.logs(cluster, job_id),
         data.profile(cluster, job_id),
         data.script(cluster, job_id),
+        data.output(cluster, job_id),
         data.tags(cluster, job_id),
         data.previous_runs(cluster, job_id)
     );
@@ -519,6 +524,7 @@ pub async fn job_view(
     Ok(page
         .with_signals(logs.ok().flatten(), profile.ok().flatten(), view)
         .with_script(script.ok().flatten())
+        .with_output(output.ok().flatten())
         .with_tags(tags.ok().flatten())
         .with_previous(previous.ok().flatten()))
 }

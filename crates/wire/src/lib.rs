@@ -16,6 +16,7 @@ mod links;
 mod node_page;
 mod nodes;
 mod notify;
+mod output;
 mod report;
 mod script;
 mod signals;
@@ -44,6 +45,7 @@ pub use node_page::{
 };
 pub use nodes::{BusyGpus, GpuReadings, GpuValue, GpuValues, HeldGpu, JobGpu, JobGpus, Node, NodeEvent, XidCode};
 pub use notify::{MyNotifications, Notification, NotificationRule, NotificationRuleUpdate};
+pub use output::{JobOutput, OutputFile, OutputNamed, OutputState, OutputStream};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
     NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, TelemetryCoverage, Verdict, XidEvent,

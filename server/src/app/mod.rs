@@ -16,6 +16,7 @@ pub mod gantt;
 pub mod gpus;
 pub mod ingest;
 pub mod job_order;
+pub mod job_output;
 pub mod jobs;
 pub mod node_metrics;
 pub mod node_page;
@@ -89,6 +90,8 @@ pub struct App {
     inner: Arc<Inner>,
     /// `[notify]`: what users' notification settings answer from (the notifier holds its own copy).
     notify: Arc<crate::config::NotifyConfig>,
+    /// `[job_output]`: where a job's own output may be read.
+    job_output: Arc<crate::config::JobOutputConfig>,
 }
 
 struct Inner {
@@ -150,12 +153,17 @@ impl App {
             orders,
             chart_history,
         };
-        Some(Self { inner: Arc::new(inner), notify: Arc::default() })
+        Some(Self { inner: Arc::new(inner), notify: Arc::default(), job_output: Arc::default() })
     }
 
     /// The application whose users' notification settings answer from `notify`.
     pub fn with_notify(self, notify: crate::config::NotifyConfig) -> Self {
         Self { notify: Arc::new(notify), ..self }
+    }
+
+    /// With `[job_output]`: where a job's own output may be read (nowhere by default).
+    pub fn with_job_output(self, job_output: crate::config::JobOutputConfig) -> Self {
+        Self { job_output: Arc::new(job_output), ..self }
     }
 
     /// `[notify]` as users' notification settings read it.

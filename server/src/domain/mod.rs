@@ -14,6 +14,7 @@ pub mod exit_code;
 pub mod gpu;
 pub mod history;
 pub mod job;
+pub mod job_output;
 pub mod logs;
 pub mod logsql;
 pub mod node_health;

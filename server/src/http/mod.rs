@@ -114,6 +114,7 @@ fn api_routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(jobs::show))
         .routes(routes!(jobs::report))
         .routes(routes!(script::job_script))
+        .routes(routes!(script::job_output))
         .routes(routes!(ingest::job_gpus))
         .routes(routes!(ingest::post_gpu_allocations))
         .routes(routes!(traces::post_traces))

@@ -32,6 +32,7 @@ const EXPECTED_OPERATIONS: &[(&str, &str)] = &[
     ("GET", "/api/v1/jobs/{job_id}/profile"),
     ("GET", "/api/v1/jobs/{job_id}/report"),
     ("GET", "/api/v1/jobs/{job_id}/script"),
+    ("GET", "/api/v1/jobs/{job_id}/output"),
     ("GET", "/api/v1/jobs/{job_id}/traces"),
     ("GET", "/api/v1/node_events"),
     ("GET", "/api/v1/nodes"),

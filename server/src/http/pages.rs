@@ -270,6 +270,9 @@ impl PageData for Viewing {
     fn script<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobScript>> {
         Box::pin(async move { optional(self.app.job_script(&self.viewer, cluster, job_id).await) })
     }
+    fn output<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobOutput>> {
+        Box::pin(async move { optional(self.app.job_output(&self.viewer, cluster, job_id).await) })
+    }
 
     fn tags<'a>(&'a self, cluster: Option<&'a str>, job_id: &'a str) -> DataFuture<'a, Option<wire::JobTags>> {
         Box::pin(async move { optional(self.app.job_tags(&self.viewer, cluster, job_id).await) })

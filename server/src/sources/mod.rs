@@ -2,6 +2,7 @@
 //! Pyroscope; and the notifier's channels out (SMTP, webhooks). Each module owns its driver's errors.
 
 pub mod channels;
+pub mod job_files;
 pub mod munge;
 pub mod pyroscope;
 pub mod slurmdbd;

@@ -114,3 +114,77 @@ async fn a_jobs_script_reaches_owner_coordinators_and_staff_and_its_environment_
     let response = app.get(&path).await;
     assert_eq!(response.status().as_u16(), 401);
 }
+
+/// As alice, a job whose script names its output file with Slurm's patterns under the lab's job
+/// directory, writes a line to each stream and fails. Its id and the file.
+fn submit_failing_with_output(tag: &str) -> (u32, std::path::PathBuf) {
+    let dir = lab().dir.join("jobs");
+    std::fs::create_dir_all(&dir).expect("the lab's job directory");
+    let path = dir.join(format!("output-test-{}.sh", std::process::id()));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n#SBATCH --output={}/out-%x-%j.log\necho 'step 1 loss 2.31 {tag}'\necho 'RuntimeError: CUDA error: an illegal memory access was encountered' >&2\nexit 1\n",
+            dir.display()
+        ),
+    )
+    .expect("writing the script");
+    let output = crate::support::run_slurm("sbatch", || {
+        let mut command = lab().command("sbatch");
+        command.args(["--parsable", "-J", "output-test", "--uid=alice", "--gid=alice", "--time=1"]).arg(&path);
+        command
+    });
+    let text = String::from_utf8_lossy(&output.stdout);
+    let id: u32 = text.trim().split(';').next().and_then(|id| id.parse().ok()).expect("sbatch prints a job id");
+    (id, dir.join(format!("out-output-test-{id}.log")))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_jobs_own_output_reaches_its_owner_and_staff_where_the_site_allows_it() {
+    let _db = database_shared().await;
+    let mut config = test_config(AnonymousAccess::Nobody);
+    config.job_output.roots = vec![lab().dir.join("jobs")];
+    let app = spawn_app(config).await;
+    let tag = format!("run-{}", std::process::id());
+    let (job_id, file) = submit_failing_with_output(&tag);
+    let path = format!("/api/v1/jobs/{job_id}/output?cluster=lab");
+    // The job ends and slurmdbd holds its script.
+    stored_script(&app, job_id).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let owner: slurmlens_wire::JobOutput = loop {
+        let (status, body) = as_user(&app, "alice", &path).await;
+        assert_eq!(status, 200, "{body}");
+        let output: slurmlens_wire::JobOutput = serde_json::from_str(&body).expect("a JobOutput");
+        if output.files.first().and_then(|f| f.tail.as_deref()).is_some_and(|tail| tail.contains("illegal memory")) {
+            break output;
+        }
+        assert!(Instant::now() < deadline, "the job's output never showed: {body}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let first = &owner.files[0];
+    assert_eq!(first.path.as_deref(), Some(file.to_str().expect("a path")), "the script's pattern, filled in");
+    assert_eq!((first.named, first.state), (slurmlens_wire::OutputNamed::Script, slurmlens_wire::OutputState::Read));
+    assert!(first.tail.as_deref().is_some_and(|tail| tail.contains(&tag)), "{first:?}");
+    assert_eq!(owner.files.len(), 1, "standard error went to the same file");
+
+    // Staff read it too; the coordinator of alice's account learns where it is, not what it says.
+    let (status, body) = as_user(&app, "root", &path).await;
+    assert!(status == 200 && body.contains("illegal memory"), "{status} {body}");
+    let (status, body) = as_user(&app, "carol", &path).await;
+    assert_eq!(status, 200, "{body}");
+    let coordinator: slurmlens_wire::JobOutput = serde_json::from_str(&body).expect("a JobOutput");
+    assert_eq!(coordinator.files[0].state, slurmlens_wire::OutputState::Withheld);
+    assert!(!body.contains("illegal memory") && !body.contains(&tag), "{body}");
+    // Another tenant: a 404 like a missing job.
+    assert_eq!(as_user(&app, "bob", &path).await.0, 404);
+
+    // A site that lets slurmlens read nothing: the owner is told where the file is, and nothing is read.
+    let closed = spawn_app(test_config(AnonymousAccess::Nobody)).await;
+    let (status, body) = as_user(&closed, "alice", &path).await;
+    assert_eq!(status, 200, "{body}");
+    let output: slurmlens_wire::JobOutput = serde_json::from_str(&body).expect("a JobOutput");
+    assert_eq!(output.files[0].state, slurmlens_wire::OutputState::NotAllowed);
+    assert_eq!(output.files[0].path, owner.files[0].path);
+    assert!(!body.contains("illegal memory"), "{body}");
+    std::fs::remove_file(&file).ok();
+}

@@ -14,6 +14,7 @@ use slurmlens_wire as wire;
 use crate::api::{JobView, Loader};
 use crate::app::Time;
 use crate::pages::LoadError;
+use crate::pages::job_output::OutputSection;
 use crate::pages::job_script::ScriptSection;
 use crate::pages::job_tags::TagsSection;
 use crate::pages::previous::PreviousRunsSection;
@@ -99,7 +100,7 @@ fn bytes(value: Option<u64>) -> String {
 
 #[component]
 fn JobDetailView(view: JobView) -> impl IntoView {
-    let JobView { detail, report, charts, logs, profile, script, tags, previous } = view;
+    let JobView { detail, report, charts, logs, profile, script, output, tags, previous } = view;
     let has_report = report.is_some().to_string();
     let job = detail.job.clone();
     let cluster = job.cluster.clone();
@@ -236,6 +237,7 @@ fn JobDetailView(view: JobView) -> impl IntoView {
                 None => view! { <p class="muted" data-testid="report-missing">"report not available yet"</p> }.into_any(),
             }}
         </section>
+        <OutputSection output />
         <ShareSection job_id=job.job_id.clone() cluster=cluster.clone() />
         <ScriptSection script />
         <PreviousRunsSection previous />

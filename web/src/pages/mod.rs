@@ -9,6 +9,7 @@ pub mod gantt_packed;
 pub mod gantt_states;
 pub mod grid;
 pub mod job;
+pub mod job_output;
 pub mod job_script;
 pub mod job_tags;
 pub mod jobs;

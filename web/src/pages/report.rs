@@ -309,8 +309,8 @@ fn FailureCard(failure: wire::FailureAnalysis, run: Option<(i64, i64)>) -> impl 
         ),
         wire::Blame::Application => (
             "Likely the application",
-            "look at the program's own output around its end: its error file (sbatch --error, by default slurm-<jobid>.out \
-             in the directory it was submitted from); the Logs section holds the nodes' system logs, not the program's.",
+            "look at the program's own output around its end (the Program output section below: its error file), then at \
+             the verdicts below; the Logs section holds the nodes' system logs, not the program's.",
         ),
         wire::Blame::Unknown => (
             "Cause unknown",

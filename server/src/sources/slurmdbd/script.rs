@@ -74,6 +74,27 @@ impl SlurmDbd {
     }
 }
 
+impl SlurmDbd {
+    /// The job row's standard output and error files as Slurm recorded them (`std_out`, `std_err`,
+    /// Slurm ≥ 24.05, patterns already filled in); `None` before 24.05 or where it recorded none.
+    pub async fn job_output_paths(&self, db_index: u64) -> Result<Option<(String, String)>, SlurmDbdError> {
+        let sql = format!(
+            "SELECT CAST(std_out AS CHAR), CAST(std_err AS CHAR) FROM {} WHERE job_db_inx = ?",
+            self.cluster.table("job_table")
+        );
+        let row: Option<(Option<String>, Option<String>)> =
+            match sqlx::query_as(&sql).bind(db_index).fetch_optional(&self.pool).await {
+                Ok(row) => row,
+                Err(error) if is_missing_column(&error) => return Ok(None),
+                Err(error) => return Err(error.into()),
+            };
+        Ok(row.and_then(|(out, err)| {
+            let (out, err) = (out.unwrap_or_default(), err.unwrap_or_default());
+            (!out.is_empty() || !err.is_empty()).then_some((out, err))
+        }))
+    }
+}
+
 fn is_missing_table(error: &sqlx::Error) -> bool {
     error_number(error) == Some(ER_NO_SUCH_TABLE)
 }
