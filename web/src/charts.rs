@@ -98,7 +98,7 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// A value with its unit, short (`87 %`, `1.2 GB/s`, `412 W`).
+/// A value with its unit, short (`87 %`, `1.2 GB/s`, `412 W`, `238,232 W`).
 pub fn human(value: f64, unit: &str) -> String {
     if let Some(rest) = unit.strip_prefix('B') {
         let mut scaled = value;
@@ -110,7 +110,8 @@ pub fn human(value: f64, unit: &str) -> String {
         return format!("{scaled:.1} {}B{rest}", ["", "k", "M", "G", "T"][prefix]);
     }
     let digits = if value.abs() >= 100.0 || value == value.trunc() { 0 } else { 1 };
-    format!("{value:.digits$} {unit}")
+    // Thousands grouped as every page writes them (`238,232 W`).
+    format!("{} {unit}", crate::numbers::decimal(value, digits))
 }
 
 /// The time axis under a plot whose bottom is at `y`, and what the page needs to make the chart

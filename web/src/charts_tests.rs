@@ -201,6 +201,7 @@ fn time_shares_stack_to_the_full_width_per_gpu() {
 fn values_read_with_their_units() {
     assert_eq!(human(87.0, "%"), "87 %");
     assert_eq!(human(1.3e9, "B/s"), "1.3 GB/s");
+    assert_eq!(human(238_232.0, "W"), "238,232 W", "thousands grouped as every page writes them");
     assert_eq!(viridis(100.0, 100.0).0, 9);
     assert_eq!(viridis(-3.0, 100.0).0, 0);
 }
