@@ -314,6 +314,9 @@ pub fn StatsPage() -> impl IntoView {
                                 <HistogramView title="Run time (jobs that ended)" histogram=stats.run_time testid="hist-run" />
                                 <HistogramView title="Queue wait (jobs that started)" histogram=stats.queue_wait testid="hist-wait" />
                             </div>
+                            <p class="hint" data-testid="stats-accounts-note">
+                                "Accounts here count their own jobs only; Usage by account adds each account's sub-accounts (as sreport rolls them up), so a parent account shows more there."
+                            </p>
                         }
                         .into_any(),
                         Err(error) => view! { <LoadError error /> }.into_any(),
