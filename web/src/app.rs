@@ -155,7 +155,7 @@ fn Header() -> impl IntoView {
             <form class="goto" action="/go" method="get" role="search" data-testid="goto">
                 <label>
                     <span class="visually-hidden">"Go to job"</span>
-                    <input name="job" type="search" inputmode="numeric" placeholder="go to job id" size="12" aria-label="Go to job id" />
+                    <input name="job" type="search" placeholder="job id or node" size="12" aria-label="Go to a job id or a node" />
                 </label>
             </form>
             <ZoneChoice />

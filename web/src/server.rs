@@ -650,14 +650,16 @@ fn no_store(mut response: Response) -> Response {
     response
 }
 
-/// `/go?job=<id>`: the header's "go to job" box, which works without JavaScript: a redirect to the job's
-/// page, which finds the job on whichever cluster has it (or says why not).
+/// `/go?job=<id>`: the header's "go to" box, which works without JavaScript: a redirect to the job's
+/// page, which finds the job on whichever cluster has it (or says why not); a name that does not start
+/// with a digit, as no job id does, is a node's (`gpu006`), and goes to its page.
 async fn go_to_job(Query(query): Query<BTreeMap<String, String>>) -> Response {
     let id = query.get("job").map_or("", |id| id.trim());
     if id.is_empty() {
         return axum::response::Redirect::to("/jobs").into_response();
     }
-    let mut to = format!("/jobs/{}", crate::query::percent_encode(id));
+    let page = if id.starts_with(|first: char| first.is_ascii_digit()) { "jobs" } else { "nodes" };
+    let mut to = format!("/{page}/{}", crate::query::percent_encode(id));
     if let Some(cluster) = query.get("cluster").filter(|cluster| !cluster.is_empty()) {
         to.push_str(&format!("?cluster={}", crate::query::percent_encode(cluster)));
     }

@@ -329,6 +329,13 @@ fn every_page_has_a_go_to_job_box_that_works_without_scripts() {
     });
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     assert_eq!(response.headers()["location"], "/jobs/7", "trimmed, and every cluster searched");
+    let node = RUNTIME.block_on(async {
+        app_with(WebOptions::default())
+            .oneshot(Request::get("/go?job=gpu006&cluster=sakura").body(Body::empty()).expect("request"))
+            .await
+            .expect("answer")
+    });
+    assert_eq!(node.headers()["location"], "/nodes/gpu006?cluster=sakura", "a node's name goes to its page");
     let (status, _) = get("/go?job=");
     assert_eq!(status, StatusCode::SEE_OTHER, "an empty box goes to the job list");
 }
