@@ -7,6 +7,7 @@
 //!
 //! Prints times and ratios; never asserts on them (speed is measured here, not in tests).
 
+pub mod agent;
 pub mod backfill;
 pub mod export;
 pub mod gantt;
@@ -54,6 +55,8 @@ pub enum BenchCommand {
     Slots(slots::SlotsBenchArgs),
     /// The Gantt's data for 1, 7 and 30 days and the grid, against the bare listing of the same windows.
     Gantt(gantt::GanttBenchArgs),
+    /// The node agent's cost per probed CUDA/NCCL call against the same program without it, its CPU and memory.
+    Agent(agent::AgentBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -70,6 +73,7 @@ pub async fn dispatch(config: &Config, command: &BenchCommand) -> anyhow::Result
         BenchCommand::Memory(args) => memory::run(config, args).await,
         BenchCommand::Slots(args) => slots::run(config, args).await,
         BenchCommand::Gantt(args) => gantt::run(config, args).await,
+        BenchCommand::Agent(args) => agent::run(args),
     }
 }
 
