@@ -107,11 +107,15 @@ fn percent(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
 }
 
-/// The verdict for these totals, or `None` when nothing was traced. Rules, first match wins:
+/// The verdict for these totals, or `None` when nothing was traced or no kernel was timed on the GPU
+/// (host-side summaries). Rules, first match wins:
 /// communication ≥ 30% and ≥ compute; memory copies ≥ 20% and ≥ compute; idle ≥ 30% with
 /// host-to-device copies (the GPU waits for input); idle ≥ 50%; else the largest share.
 pub fn verdict(totals: &ActivityTotals) -> Option<Verdict> {
-    if totals.traced_ns == 0 {
+    // No kernel time: host-side summaries (the node agent's uprobes count launches, never time them on the
+    // GPU). Their shares say how the host spent its time, not whether the GPU idled: no verdict is drawn
+    // from them; DCGM's device-side activity is the report's reading of the GPU.
+    if totals.traced_ns == 0 || totals.kernel_ns == 0 {
         return None;
     }
     let shares = TimeShares::of(totals);
@@ -226,5 +230,13 @@ mod tests {
         assert_eq!(kind(&totals(0.2, 0.0, 0.0, 0.0)), Bottleneck::GpusIdle);
         // Below every threshold: the largest share decides.
         assert_eq!(kind(&totals(0.45, 0.25, 0.0, 0.0)), Bottleneck::ComputeBound);
+    }
+
+    #[test]
+    fn host_side_summaries_without_kernel_time_draw_no_verdict() {
+        // The node agent's uprobes: launches counted with no GPU time, host waits and copies timed.
+        let mut host_side = totals(0.0, 0.05, 0.1, 0.2);
+        host_side.htod_count = 100;
+        assert_eq!(verdict(&host_side), None, "neither input-bound nor gpus-idle from host-side times");
     }
 }
