@@ -163,8 +163,10 @@ collectives = {c["name"]: (c["count"], c["bytes"]) for c in traces["top_collecti
 assert kernels == {"vector_add": 300, "reduce_rows": 100}, kernels
 assert collectives == {"AllReduce": (100, 409600), "AllGather": (100, 51200)}, collectives
 assert [(g["node"], g["gpu"]) for g in traces["gpus"]] == [("n1", gpu)], traces["gpus"]
+# Host-side records time no kernel on the GPU: no verdict is drawn from them.
+assert "verdict" not in traces["total"], traces["total"]
 PY
-log "GET /api/v1/jobs/$JOB_A/traces: vector_add x300, reduce_rows x100, AllReduce 100 x 4 KiB, AllGather 100 x 512 B on n1 GPU $GPU_A"
+log "GET /api/v1/jobs/$JOB_A/traces: vector_add x300, reduce_rows x100, AllReduce 100 x 4 KiB, AllGather 100 x 512 B on n1 GPU $GPU_A; no GPU-time verdict from host-side records"
 events=$(metrics | sed -n 's/^slurmlens_agent_cuda_events_total //p')
 probes=$(metrics | sed -n 's/^slurmlens_agent_cuda_probes //p')
 log "the agent: $probes uprobes on 4 library files, $events calls counted"
