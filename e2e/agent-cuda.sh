@@ -2,7 +2,7 @@
 # The agent's uprobes on a real kernel, inside real Slurm jobs of the lab. There is no GPU here: the
 # CUDA runtime and NCCL are stand-ins built from C with the real symbol names and signatures
 # (agent/tests/standin/), in non-standard paths as a pip wheel puts them (one with a wheel's hashed
-# name). Two jobs run at once on n1, each a known number of calls with known sizes on its own GPU; the
+# name). Two jobs run at once on one node (an idle one), each a known number of calls with known sizes on its own GPU; the
 # agent posts to a slurmlens server on the lab, and each job's records must be exactly its own calls,
 # on the GPU Slurm gave it (scontrol's IDX), with none crossing between the jobs.
 #
@@ -69,9 +69,12 @@ done
 [[ -n $URL ]] || fail "the server did not come up"
 
 # ---------------------------------------------------------------- the agent ---
+# The node the two jobs share: an idle one (all four GPUs free); the agent speaks for it.
+NODE=$(sinfo -h -N -p gpu -t idle -o %N | sort -u | head -1)
+[[ -n $NODE ]] || fail "no idle lab node for the two jobs: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
 PORT=$((20000 + $$ % 10000))
 cat >"$WORK/agent.toml" <<EOF2
-node = "n1"
+node = "$NODE"
 cluster = "lab"
 listen = "127.0.0.1:$PORT"
 [bursts]
@@ -97,15 +100,15 @@ for _ in $(seq 1 100); do metrics 2>/dev/null | grep -q '^slurmlens_agent_part_r
 metrics | grep -q '^slurmlens_agent_part_running{part="cuda".*} 1$' || fail "the agent's CUDA part did not start: $(metrics | grep part_running)"
 log "server at $URL; agent on 127.0.0.1:$PORT as nobody with $CAPS, its uprobes loaded"
 
-# ---------------------------------------------------------------- two jobs on n1 ---
+# ---------------------------------------------------------------- two jobs on one node ---
 # A: 2 GPUs, device 1, 100 iterations; B: 1 GPU, device 0, 37 iterations. Both wait 3 s, then call.
 submit() { # user, dir, gpus, device, iterations
-  sbatch --parsable -w n1 -J "agent-$2" --uid="$1" --gid="$1" -D "$WORK" -o "$WORK/$2-%j.out" --gres="gpu:$3" -c1 --mem=200 \
+  sbatch --parsable -w "$NODE" -J "agent-$2" --uid="$1" --gid="$1" -D "$WORK" -o "$WORK/$2-%j.out" --gres="gpu:$3" -c1 --mem=200 \
     --wrap "srun $WORK/$2/trainer $4 $5 3"
 }
 JOB_A=$(submit alice a 2 1 100)
 JOB_B=$(submit bob b 1 0 37)
-log "jobs $JOB_A (alice, gpu:2, device 1, 100 iterations, wheel-named libcudart) and $JOB_B (bob, gpu:1, device 0, 37 iterations)"
+log "jobs on $NODE: $JOB_A (alice, gpu:2, device 1, 100 iterations, wheel-named libcudart) and $JOB_B (bob, gpu:1, device 0, 37 iterations)"
 gpu_index() { scontrol show job -d "$1" | sed -n 's/.*GRES=gpu[^(]*(IDX:\([0-9,-]*\)).*/\1/p' | head -1; }
 IDX_A= IDX_B=
 for _ in $(seq 1 600); do
@@ -137,7 +140,7 @@ sleep 3
 # ---------------------------------------------------------------- exactly each job's calls ---
 # One line per (job, gpu, category, name): count and bytes summed over the intervals and processes.
 got=$(sql "$DATABASE" -e "SELECT s.job_id, s.gpu, s.category, n.name, SUM(s.count), SUM(s.bytes) FROM trace_summaries s
-  JOIN trace_names n ON n.name_hash = s.name_hash WHERE s.cluster = 'lab' AND s.node = 'n1'
+  JOIN trace_names n ON n.name_hash = s.name_hash WHERE s.cluster = 'lab' AND s.node = '$NODE'
   GROUP BY s.job_id, s.gpu, s.category, n.name ORDER BY s.job_id, s.category, n.name" | tr '\t' ' ')
 want() { # job, gpu, iterations
   local n=$3
@@ -155,18 +158,18 @@ log "stored: exactly each job's calls on its GPU, none across"
 
 # What the job page reads: GET /api/v1/jobs/{id}/traces names the kernels and collectives on the GPU.
 traces=$(curl -fs "$URL/api/v1/jobs/$JOB_A/traces")
-python3 - "$traces" "$GPU_A" <<'PY' || fail "the job's traces API does not show its calls: $traces"
+python3 - "$traces" "$GPU_A" "$NODE" <<'PY' || fail "the job's traces API does not show its calls: $traces"
 import json, sys
-traces, gpu = json.loads(sys.argv[1]), int(sys.argv[2])
+traces, gpu, node = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 kernels = {k["name"]: k["count"] for k in traces["top_kernels"]}
 collectives = {c["name"]: (c["count"], c["bytes"]) for c in traces["top_collectives"]}
 assert kernels == {"vector_add": 300, "reduce_rows": 100}, kernels
 assert collectives == {"AllReduce": (100, 409600), "AllGather": (100, 51200)}, collectives
-assert [(g["node"], g["gpu"]) for g in traces["gpus"]] == [("n1", gpu)], traces["gpus"]
+assert [(g["node"], g["gpu"]) for g in traces["gpus"]] == [(node, gpu)], traces["gpus"]
 # Host-side records time no kernel on the GPU: no verdict is drawn from them.
 assert "verdict" not in traces["total"], traces["total"]
 PY
-log "GET /api/v1/jobs/$JOB_A/traces: vector_add x300, reduce_rows x100, AllReduce 100 x 4 KiB, AllGather 100 x 512 B on n1 GPU $GPU_A; no GPU-time verdict from host-side records"
+log "GET /api/v1/jobs/$JOB_A/traces: vector_add x300, reduce_rows x100, AllReduce 100 x 4 KiB, AllGather 100 x 512 B on $NODE GPU $GPU_A; no GPU-time verdict from host-side records"
 events=$(metrics | sed -n 's/^slurmlens_agent_cuda_events_total //p')
 probes=$(metrics | sed -n 's/^slurmlens_agent_cuda_probes //p')
 log "the agent: $probes uprobes on 4 library files, $events calls counted"

@@ -47,6 +47,14 @@ start_agent() { # namespace, configuration, port
   wait_metrics "$ns" "$port"
 }
 
+# shellcheck source=/dev/null
+source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
+# Two lab nodes that can take a job now (not drained, not down) play N1 and N2; the third mesh node is
+# only a peer, never a Slurm node.
+mapfile -t USABLE < <(sinfo -h -N -p gpu -t idle,mix -o %N | sort -u)
+((${#USABLE[@]} >= 2)) || fail "fewer than two lab nodes can take a job: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
+N1=${USABLE[0]} N2=${USABLE[1]} N3=mesh-peer-3
+
 for ns in "${NS[@]}"; do ip netns add "$ns"; in_ns "$ns" ip link set lo up; done
 
 # ---------------------------------------------------------------- bursts ---
@@ -68,7 +76,7 @@ table inet sink {
 NFT
 LINE=100000000
 cat >"$WORK/bursts.toml" <<EOF2
-node = "n1"
+node = "$N1"
 listen = "127.0.0.1:9464"
 [bursts]
 netdevs = ["va"]
@@ -83,7 +91,7 @@ start_agent "$A" "$WORK/bursts.toml"
 # UDP datagrams of 1400 bytes, written as fast as the socket takes them: tbf paces them at line rate.
 send() { in_ns "$A" bash -c "dd if=/dev/zero bs=1400 count=$1 status=none >/dev/udp/10.91.0.2/9"; }
 tx_bytes() { in_ns "$A" cat /sys/class/net/va/statistics/tx_bytes; }
-SERIES='{device="va",port="0",instance="n1"'
+SERIES="{device=\"va\",port=\"0\",instance=\"$N1\""
 
 log "bursts: a quiet 15 s window with one 50 ms burst at line rate (5 MB)"
 scrape "$A" >/dev/null   # forgets the peak so far
@@ -122,8 +130,8 @@ samples=$(value "$text" "slurmlens_agent_nic_samples_total")
 log "  the sampler took $samples samples (every 10 ms)"
 
 # ---------------------------------------------------------------- mesh ---
-# Three nodes in three racks, a link between each pair; 30 % of what reaches n2 from n1 is dropped.
-log "mesh: three namespaces as nodes n1, n2, n3 in racks A, B, C; loss planted on the link n1-n2"
+# Three nodes in three racks, a link between each pair; 30 % of what reaches N2 from N1 is dropped.
+log "mesh: three namespaces as nodes $N1, $N2, $N3 in racks A, B, C; loss planted on the link $N1-$N2"
 link() { # ns1 ns2 subnet
   ip link add "m$4" type veth peer name "m$5"
   ip link set "m$4" netns "$1"; ip link set "m$5" netns "$2"
@@ -133,18 +141,18 @@ link() { # ns1 ns2 subnet
 link "$A" "$B" 10.92.12 12 21
 link "$A" "$C" 10.92.13 13 31
 link "$B" "$C" 10.92.23 23 32
-cat >"$WORK/topology.toml" <<'EOF2'
+cat >"$WORK/topology.toml" <<EOF2
 [[cluster]]
 name = "lab"
 [[cluster.rack]]
 name = "A"
-nodes = "n1"
+nodes = "$N1"
 [[cluster.rack]]
 name = "B"
-nodes = "n2"
+nodes = "$N2"
 [[cluster.rack]]
 name = "C"
-nodes = "n3"
+nodes = "$N3"
 EOF2
 mesh_config() { # node, then peer=address pairs
   local node=$1; shift
@@ -152,9 +160,9 @@ mesh_config() { # node, then peer=address pairs
   printf '[mesh]\ntopology = "%s"\ninterval_ms = 50\ntimeout_ms = 500\nextra_peers = 0\n[mesh.addresses]\n' "$WORK/topology.toml"
   printf '%s\n' "$@"
 }
-mesh_config n1 'n2 = "10.92.12.2"' 'n3 = "10.92.13.2"' >"$WORK/n1.toml"
-mesh_config n2 'n1 = "10.92.12.1"' 'n3 = "10.92.23.2"' >"$WORK/n2.toml"
-mesh_config n3 'n1 = "10.92.13.1"' 'n2 = "10.92.23.1"' >"$WORK/n3.toml"
+mesh_config "$N1" "\"$N2\" = \"10.92.12.2\"" "\"$N3\" = \"10.92.13.2\"" >"$WORK/n1.toml"
+mesh_config "$N2" "\"$N1\" = \"10.92.12.1\"" "\"$N3\" = \"10.92.23.2\"" >"$WORK/n2.toml"
+mesh_config "$N3" "\"$N1\" = \"10.92.13.1\"" "\"$N2\" = \"10.92.23.1\"" >"$WORK/n3.toml"
 in_ns "$B" nft -f - <<'NFT'
 table inet loss {
   chain input {
@@ -164,15 +172,15 @@ table inet loss {
 }
 NFT
 start_agent "$A" "$WORK/n1.toml" 9466; start_agent "$B" "$WORK/n2.toml" 9466; start_agent "$C" "$WORK/n3.toml" 9466
-declare -A NODE_NS=([n1]=$A [n2]=$B [n3]=$C) RACK=([n1]=A [n2]=B [n3]=C) BASE
+declare -A NODE_NS=([$N1]=$A [$N2]=$B [$N3]=$C) RACK=([$N1]=A [$N2]=B [$N3]=C) BASE
 path_labels() { echo "{source_tor=\"${RACK[$1]}\",target_tor=\"${RACK[$2]}\",source=\"$1\",target=\"$2\"}"; }
 # "probes answered fast" of every path; the counts before all three answered (probes into a port not yet
 # bound) are the baseline, taken once the first probes' timeouts are over.
 counts() {
   local source target text labels
-  for source in n1 n2 n3; do
+  for source in "$N1" "$N2" "$N3"; do
     text=$(scrape "${NODE_NS[$source]}" 9466)
-    for target in n1 n2 n3; do
+    for target in "$N1" "$N2" "$N3"; do
       [[ $source != "$target" ]] || continue
       labels=$(path_labels "$source" "$target")
       echo "$source $target $(value "$text" "rpingmesh_probe_total$labels") $(value "$text" "rpingmesh_probe_success_total$labels") $(value "$text" "rpingmesh_network_rtt_ns_bucket${labels%\}},le=\"1e6\"}")"
@@ -188,7 +196,7 @@ while read -r source target probes answered fast; do
   loss=$(awk -v p="$probes" -v s="$answered" 'BEGIN { printf "%.3f", p ? 1 - s / p : 1 }')
   log "  $source -> $target (${RACK[$source]} -> ${RACK[$target]}): $answered of $probes answered in 10 s, loss $loss, $fast under 1 ms"
   ((probes >= 100)) || fail "$source -> $target: only $probes probes in 10 s at 20 a second"
-  if [[ $source$target == n1n2 || $source$target == n2n1 ]]; then
+  if [[ "$source $target" == "$N1 $N2" || "$source $target" == "$N2 $N1" ]]; then
     awk -v l="$loss" 'BEGIN { exit !(l >= 0.15 && l <= 0.45) }' || fail "$source -> $target crosses the lossy link but lost $loss"
   else
     ((answered == probes)) || fail "$source -> $target does not cross the lossy link but lost $loss"
@@ -196,12 +204,10 @@ while read -r source target probes answered fast; do
 done < <(counts)
 
 # ---------------------------------------------------------------- the report ---
-# A failing two-node job of the lab on n1 and n2 while the agents run: the test scrapes them every second
-# into the lab's VictoriaMetrics, as vmagent would, and the job's report must show n1's bursts and name the
-# lossy path between the racks of n1 and n2. (Only the tx series: the server's own tests read rx rows of
+# A failing two-node job of the lab on N1 and N2 while the agents run: the test scrapes them every second
+# into the lab's VictoriaMetrics, as vmagent would, and the job's report must show N1's bursts and name the
+# lossy path between the racks of N1 and N2. (Only the tx series: the server's own tests read rx rows of
 # lab nodes as unknown.)
-# shellcheck source=/dev/null
-source "${SLURMLENS_LAB:-$ROOT/.lab}/env.sh"
 SERVER_BIN=${E2E_SLURMLENS_BIN:-$ROOT/target/debug/slurmlens}
 [[ -x $SERVER_BIN ]] || cargo build -q -p slurmlens-server --bin slurmlens
 SLURMLENS_CLUSTERS=lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_LISTEN=127.0.0.1:0 SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=0 \
@@ -214,7 +220,7 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 [[ -n $URL ]] || fail "the server did not come up"
-JOB=$(sbatch --parsable -N2 -w n1,n2 -J agent-net --uid=bob --gid=bob -D /tmp -o /dev/null --wrap "sleep 14; exit 1")
+JOB=$(sbatch --parsable -N2 -w "$N1,$N2" -J agent-net --uid=bob --gid=bob -D /tmp -o /dev/null --wrap "sleep 14; exit 1")
 push() {
   { scrape "$A" | grep -v '^nic_rx_'; scrape "$A" 9466; scrape "$B" 9466; scrape "$C" 9466; } |
     curl -fsS --data-binary @- "$SLURMLENS_VM_URL/api/v1/import/prometheus"
@@ -225,10 +231,10 @@ for ((i = 0; i < 300; i++)); do
   sleep 0.1
 done
 [[ $state == RUNNING ]] || fail "job $JOB did not start ($state)"
-log "report: job $JOB (n1, n2; exits 1 after 14 s), the agents scraped into VictoriaMetrics every second"
+log "report: job $JOB ($N1, $N2; exits 1 after 14 s), the agents scraped into VictoriaMetrics every second"
 for ((i = 0; ; i++)); do
   push
-  # Two 1 s bursts at line rate on n1: about 1.8 s above 90 %, a tenth of the run.
+  # Two 1 s bursts at line rate on N1: about 1.8 s above 90 %, a tenth of the run.
   ((i == 3 || i == 8)) && send 71430
   state=$(sacct -n -X -P -o State -j "$JOB" | head -1)
   [[ $state == RUNNING ]] || break
@@ -239,10 +245,10 @@ push
 [[ $state == FAILED ]] || fail "job $JOB ended $state, not FAILED"
 sleep 2
 report=$(curl -fsS "$URL/api/v1/jobs/$JOB/report?cluster=lab") || fail "no report for job $JOB"
-python3 - "$report" <<'PY' || fail "the report of job $JOB does not show the agent's readings"
+python3 - "$report" "$N1" <<'PY' || fail "the report of job $JOB does not show the agent's readings"
 import json, sys
-report = json.loads(sys.argv[1])
-tx = [row for row in report["bursts"] if row["node"] == "n1" and row["direction"] == "tx"]
+report, node = json.loads(sys.argv[1]), sys.argv[2]
+tx = [row for row in report["bursts"] if row["node"] == node and row["direction"] == "tx"]
 assert tx and tx[0]["status"] == "measured", report["bursts"]
 assert tx[0]["burst_peak_bytes_per_s"] >= 0.9e8 and tx[0]["seconds_above"] >= 0.5, tx
 kinds = [verdict["kind"] for verdict in report["verdicts"]]
@@ -250,7 +256,7 @@ assert "micro_bursts" in kinds, kinds
 evidence = (report.get("failure") or {}).get("evidence", [])
 paths = sorted({e["place"] for e in evidence if e["source"] == "pingmesh_loss"})
 assert paths == ["A → B", "B → A"], (paths, evidence)
-print(f"  n1 tx: peak {tx[0]['burst_peak_bytes_per_s']:.3g} B/s, {tx[0]['seconds_above']:.2f} s above 90 %; verdicts {kinds}")
+print(f"  {node} tx: peak {tx[0]['burst_peak_bytes_per_s']:.3g} B/s, {tx[0]['seconds_above']:.2f} s above 90 %; verdicts {kinds}")
 print("  ping-mesh loss named on " + ", ".join(paths) + ": " + "; ".join(e["detail"] for e in evidence if e["source"] == "pingmesh_loss"))
 PY
 log "passed: bursts found at 100 ms and not in steady traffic; loss shows on the lossy link's paths only; the report shows both"
