@@ -49,9 +49,9 @@ PACKAGES=(mariadb-server mariadb-client slurmctld slurmd slurm-client slurmdbd m
   prometheus-node-exporter
   rsyslog
   python3-aiosmtpd  # the SMTP server on loopback the notification tests send to
-  # slurmlens-agent: its uprobes' BPF C (clang, libbpf's headers), libbpf built by libbpf-sys (libelf,
-  # zlib, pkg-config), and its network test (e2e/agent-net.sh: nftables; iproute2 and curl are there)
-  clang libbpf-dev libelf-dev zlib1g-dev pkg-config nftables)
+  # slurmlens-agent: its uprobes' BPF C (clang, libbpf's headers), libbpf built by libbpf-sys (make,
+  # libelf, zlib, pkg-config), and its network test (e2e/agent-net.sh: nftables; iproute2 and curl are there)
+  clang libbpf-dev make libelf-dev zlib1g-dev pkg-config nftables)
 
 ETC=$LAB/etc
 RUN=$LAB/run
