@@ -46,7 +46,7 @@ chmod -R a+rX "$WORK"
 # The jobs write their output here as alice and bob.
 chmod 1777 "$WORK"
 
-# ---------------------------------------------------------------- the server ---
+# ---------------------------------------------------------------- the server's database ---
 [[ $SLURMLENS_DATABASE_URL =~ ^mysql://([^:]+):([^@]+)@([^:/]+):([0-9]+)/ ]] || fail "SLURMLENS_DATABASE_URL is not mysql://user:password@host:port/db"
 DATABASE=slurmlens_test_agent
 DB_USER=${BASH_REMATCH[1]} DB_PASSWORD=${BASH_REMATCH[2]} DB_HOST=${BASH_REMATCH[3]} DB_PORT=${BASH_REMATCH[4]}
@@ -56,17 +56,9 @@ DATABASE_URL=${SLURMLENS_DATABASE_URL%/*}/$DATABASE
 SLURMLENS_CLUSTERS=lab SLURMLENS_DATABASE_URL="$DATABASE_URL" "$SERVER_BIN" migrate >/dev/null
 SECRET=agent-test-ingest-secret-$RANDOM$RANDOM
 echo "$SECRET" >"$WORK/ingest.secret"
-SLURMLENS_CLUSTERS=lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_LISTEN=127.0.0.1:0 SLURMLENS_DATABASE_URL="$DATABASE_URL" \
-  SLURMLENS_INGEST__SECRETS__LAB="$SECRET" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=0 \
-  "$SERVER_BIN" serve >"$WORK/server.log" 2>&1 &
-PIDS+=($!)
-URL=
-for _ in $(seq 1 300); do
-  URL=$(sed -n 's|^slurmlens serving at \(http://[^/]*\)/.*|\1|p' "$WORK/server.log")
-  [[ -n $URL ]] && curl -fs "$URL/api/v1/health" >/dev/null && break
-  sleep 0.1
-done
-[[ -n $URL ]] || fail "the server did not come up"
+# The server starts only once the jobs are over: until then the agent's batches wait in its spool.
+SERVER_PORT=$((30000 + $$ % 10000))
+URL=http://127.0.0.1:$SERVER_PORT
 
 # ---------------------------------------------------------------- the agent ---
 # The node the two jobs share: an idle one (all four GPUs free); the agent speaks for it.
@@ -98,7 +90,7 @@ PIDS+=($!)
 metrics() { curl -sf "http://127.0.0.1:$PORT/metrics"; }
 for _ in $(seq 1 100); do metrics 2>/dev/null | grep -q '^slurmlens_agent_part_running{part="cuda".*} 1$' && break; sleep 0.1; done
 metrics | grep -q '^slurmlens_agent_part_running{part="cuda".*} 1$' || fail "the agent's CUDA part did not start: $(metrics | grep part_running)"
-log "server at $URL; agent on 127.0.0.1:$PORT as nobody with $CAPS, its uprobes loaded"
+log "server to come at $URL; agent on 127.0.0.1:$PORT as nobody with $CAPS, its uprobes loaded"
 
 # ---------------------------------------------------------------- two jobs on one node ---
 # A: 2 GPUs, device 1, 100 iterations; B: 1 GPU, device 0, 37 iterations. Both wait 3 s, then call.
@@ -129,13 +121,26 @@ read -ra GPUS_B <<<"$(expand "$IDX_B")"
 GPU_A=${GPUS_A[1]} GPU_B=${GPUS_B[0]}
 log "Slurm gave job $JOB_A GPUs ${GPUS_A[*]} (device 1 is GPU $GPU_A), job $JOB_B GPU $GPU_B"
 
-# The last interval is posted within 2 s of its end, then the spool is empty.
-for _ in $(seq 1 100); do
+# The server is away: the intervals' batches wait in the spool.
+sleep 3
+spooled=$(ls "$WORK/spool" | wc -l)
+((spooled > 0)) || fail "nothing waits in the spool while the server is away"
+log "the server is away: $spooled batches wait in the spool ($(metrics | sed -n 's/^slurmlens_agent_trace_spool_bytes //p') B)"
+SLURMLENS_CLUSTERS=lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_LISTEN=127.0.0.1:$SERVER_PORT \
+  SLURMLENS_DATABASE_URL="$DATABASE_URL" SLURMLENS_INGEST__SECRETS__LAB="$SECRET" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=0 \
+  "$SERVER_BIN" serve >"$WORK/server.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 300); do curl -fs "$URL/api/v1/health" >/dev/null && break; sleep 0.1; done
+curl -fs "$URL/api/v1/health" >/dev/null || fail "the server did not come up on $URL"
+# The deliverer retries every interval (2 s here); then the spool is empty.
+for _ in $(seq 1 150); do
   n=$(sql "$DATABASE" -e "SELECT COUNT(DISTINCT job_id) FROM trace_summaries")
   [[ $n == 2 ]] && [[ -z $(ls -A "$WORK/spool" 2>/dev/null) ]] && break
   sleep 0.1
 done
-sleep 3
+[[ -z $(ls -A "$WORK/spool") ]] || fail "the spool still holds $(ls "$WORK/spool") after the server came back"
+sent=$(metrics | sed -n 's/^slurmlens_agent_trace_batches_sent_total //p')
+log "the server is back: the spool emptied, $sent batches sent"
 
 # ---------------------------------------------------------------- exactly each job's calls ---
 # One line per (job, gpu, category, name): count and bytes summed over the intervals and processes.

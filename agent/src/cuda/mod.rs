@@ -180,12 +180,22 @@ struct Worker {
 impl Worker {
     fn run(self, mut probes: Probes) {
         let spool = spool::Spool::new(&self.config.spool_dir, self.config.spool_max_bytes);
+        let (wake, woken) = std::sync::mpsc::channel();
+        if let Some(endpoint) = self.endpoint.clone() {
+            let (spool, secret, stats) = (spool.clone(), self.secret.clone(), Arc::clone(&self.stats));
+            let every = Duration::from_secs(u64::from(self.config.interval_s));
+            let spawned = std::thread::Builder::new()
+                .name("trace-delivery".into())
+                .spawn(move || deliver_forever(spool, endpoint, secret, stats, woken, every));
+            if let Err(error) = spawned {
+                tracing::warn!("no delivery thread ({error}): trace batches stay in the spool");
+            }
+        }
         let mut jobs: HashMap<u32, Tracked> = HashMap::new();
         let mut symbolizer = Symbolizer::default();
         let scan_every = Duration::from_millis(self.config.scan_interval_ms);
         let interval = i64::from(self.config.interval_s);
         let mut interval_end = next_boundary(Utc::now(), interval);
-        let mut failing = false;
         loop {
             let scanned = Instant::now();
             self.scan(&mut probes, &mut jobs);
@@ -196,7 +206,7 @@ impl Worker {
                     Ok(entries) => {
                         let records = self.records(&entries, start, &mut jobs, &mut symbolizer);
                         self.stats.records.fetch_add(records.len() as u64, Ordering::Relaxed);
-                        self.spool_and_send(&spool, records, &mut failing);
+                        self.spool(&spool, records, &wake);
                     }
                     Err(why) => tracing::warn!("reading the uprobes' summaries: {why}"),
                 }
@@ -287,7 +297,8 @@ impl Worker {
         records
     }
 
-    fn spool_and_send(&self, spool: &spool::Spool, records: Vec<TraceRecord>, failing: &mut bool) {
+    /// Writes the interval's records into the spool and wakes the deliverer.
+    fn spool(&self, spool: &spool::Spool, records: Vec<TraceRecord>, wake: &std::sync::mpsc::Sender<()>) {
         for chunk in records.chunks(spool::BATCH_RECORDS) {
             let batch = TraceBatch { cluster: self.cluster.clone(), node: self.node.clone(), records: chunk.to_vec() };
             match spool.push(&batch) {
@@ -296,21 +307,41 @@ impl Worker {
                 Err(error) => tracing::warn!("spooling a trace batch: {error}"),
             }
         }
-        if let Some(endpoint) = &self.endpoint {
-            let report = spool.deliver(endpoint, &self.secret);
-            self.stats.batches_sent.fetch_add(report.sent as u64, Ordering::Relaxed);
-            self.stats.batches_refused.fetch_add(report.refused as u64, Ordering::Relaxed);
-            match (&report.failure, *failing) {
-                (Some(why), false) => tracing::warn!(
+        let _ = wake.send(());
+        self.stats.spool_bytes.store(spool.bytes(), Ordering::Relaxed);
+    }
+}
+
+/// Sends the spool to the server on its own thread, when woken and at least every `every`: a server that
+/// hangs delays delivery, never the intervals' summaries.
+fn deliver_forever(
+    spool: spool::Spool,
+    endpoint: Endpoint,
+    secret: String,
+    stats: Arc<CudaStats>,
+    wake: std::sync::mpsc::Receiver<()>,
+    every: Duration,
+) {
+    let mut failing = false;
+    loop {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Disconnected) = wake.recv_timeout(every) {
+            return;
+        }
+        let report = spool.deliver(&endpoint, &secret);
+        stats.batches_sent.fetch_add(report.sent as u64, Ordering::Relaxed);
+        stats.batches_refused.fetch_add(report.refused as u64, Ordering::Relaxed);
+        stats.spool_bytes.store(spool.bytes(), Ordering::Relaxed);
+        match (&report.failure, failing) {
+            (Some(why), false) => {
+                tracing::warn!(
                     left = report.left,
                     "the server did not take trace batches ({why}): they wait in the spool"
-                ),
-                (None, true) => tracing::info!(sent = report.sent, "the server takes trace batches again"),
-                _ => {}
+                )
             }
-            *failing = report.failure.is_some();
+            (None, true) => tracing::info!(sent = report.sent, "the server takes trace batches again"),
+            _ => {}
         }
-        self.stats.spool_bytes.store(spool.bytes(), Ordering::Relaxed);
+        failing = report.failure.is_some();
     }
 }
 
