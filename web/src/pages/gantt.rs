@@ -23,7 +23,9 @@ use crate::gantt::{
 use crate::pages::FilterField;
 use crate::pages::gantt_focus::{FocusPanel, scroll_to_row};
 use crate::pages::gantt_packed::{packed_tooltip, status_line, thousands, zoom_to_packed};
-use crate::pages::gantt_states::{NodeStates, fallback_image, listed_states};
+use crate::pages::gantt_states::{
+    NodeStates, fallback_image, keep_view_in_url, listed_states, state_tooltip, state_under,
+};
 use crate::palette::ColourBy;
 use crate::query::{Filters, GanttQuery, encode};
 
@@ -66,6 +68,7 @@ pub fn GanttPage() -> impl IntoView {
     let auto_refresh = RwSignal::new(true);
     let hover: RwSignal<Option<(u32, f64, f64)>> = RwSignal::new(None);
     let hover_packed: RwSignal<Option<(u32, f64, f64)>> = RwSignal::new(None);
+    let hover_state: RwSignal<Option<(usize, f64, f64)>> = RwSignal::new(None);
     let selected_row: RwSignal<Option<usize>> = RwSignal::new(None);
     let selected_job: RwSignal<Option<u32>> = RwSignal::new(None);
     let clock = RwSignal::new(now());
@@ -142,31 +145,7 @@ pub fn GanttPage() -> impl IntoView {
         on_cleanup(move || resize.remove());
     });
 
-    // The view goes into the URL (replaced, a moment after it settles), so a reload or a link shows it.
-    let url_ticket = StoredValue::new(0u64);
-    Effect::new(move |_| {
-        let v = view_port.get();
-        let ticket = url_ticket.get_value() + 1;
-        url_ticket.set_value(ticket);
-        set_timeout(
-            move || {
-                let Some(current) = query.try_get_untracked().filter(|_| url_ticket.try_get_value() == Some(ticket))
-                else {
-                    return;
-                };
-                let next = GanttQuery { colour: colour.get_untracked(), ..current }.for_view((v.start, v.end), now());
-                let history = web_sys::window().and_then(|window| window.history().ok());
-                let _ = history.map(|history| {
-                    history.replace_state_with_url(
-                        &wasm_bindgen::JsValue::NULL,
-                        "",
-                        Some(&format!("/?{}", next.to_query())),
-                    )
-                });
-            },
-            Duration::from_millis(400),
-        );
-    });
+    keep_view_in_url(view_port, query, colour);
 
     // Load whatever the view needs and the loaded data does not cover.
     let start_input = NodeRef::<leptos::html::Input>::new();
@@ -467,6 +446,12 @@ pub fn GanttPage() -> impl IntoView {
         let packed = hit_packed(x, y);
         hover_packed.set(packed.map(|bar| (bar, x, y)));
         hover.set(if packed.is_some() { None } else { hit(x, y).map(|job| (job, x, y)) });
+        // Behind the bars: a down or drained node's span, where no job is under the pointer.
+        let free = packed.is_none() && hover.get_untracked().is_none();
+        let state = move || {
+            state_under(&loaded.get_untracked()?.data, rows_now()?.as_ref(), &view_port.get_untracked(), (x, y))
+        };
+        hover_state.set(free.then(state).flatten().map(|span| (span, x, y)));
     };
     let on_mouseup = {
         let open_job = open_job.clone();
@@ -785,6 +770,7 @@ pub fn GanttPage() -> impl IntoView {
                         drag.set_value(None);
                         hover.set(None);
                         hover_packed.set(None);
+                        hover_state.set(None);
                     }
                     on:wheel=on_wheel
                     on:keydown=on_keydown
@@ -793,6 +779,10 @@ pub fn GanttPage() -> impl IntoView {
                 {move || {
                     let (bar, x, y) = hover_packed.get()?;
                     packed_tooltip(&loaded.get()?.data, bar, (x, y), width.get_untracked(), zone)
+                }}
+                {move || {
+                    let (span, x, y) = hover_state.get()?;
+                    state_tooltip(&loaded.get()?.data, span, (x, y), width.get_untracked(), zone)
                 }}
             </div>
         </section>
