@@ -113,6 +113,7 @@ pub fn reporter(config: &Config, store: Option<Store>) -> anyhow::Result<Reporte
             max_lag_s: config.report.rules_max_lag_s,
         },
         links: link_settings(config),
+        remake_within: Duration::from_secs(u64::from(config.report.backfill_days) * 86_400),
     };
     Ok(Reporter::new(vm, store, settings))
 }

@@ -23,40 +23,44 @@ pub struct ReportDigest {
     /// The share (0–1) of the job's GPU hours its utilisation and energy were measured over: those on
     /// GPUs placed as its own. None: all of them.
     pub measured_share: Option<f64>,
+    /// What made the report (`app::report::GENERATION`).
+    pub generation: u16,
 }
 
 /// Job records are looked up this many at a time (two placeholders each).
 const KEYS_PER_STATEMENT: usize = 500;
 
 impl Store {
-    /// The archived report of one job record, as stored JSON.
+    /// The archived report of one job record, as stored JSON, and the generation that made it.
     pub async fn archived_report(
         &self,
         cluster: &ClusterName,
         job_id: u32,
         time_submit: u64,
-    ) -> Result<Option<String>, StoreError> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT report FROM job_reports WHERE cluster = ? AND job_id = ? AND time_submit = ?")
-                .bind(cluster.as_str())
-                .bind(job_id)
-                .bind(time_submit)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.map(|(report,)| report))
+    ) -> Result<Option<(String, u16)>, StoreError> {
+        let row: Option<(String, u16)> = sqlx::query_as(
+            "SELECT report, generation FROM job_reports WHERE cluster = ? AND job_id = ? AND time_submit = ?",
+        )
+        .bind(cluster.as_str())
+        .bind(job_id)
+        .bind(time_submit)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row)
     }
 
     /// A page of a cluster's archived reports after the job record `after` (job id, submit time), in
-    /// that order: `(job id, submit time, JSON)`. For reading every archived report a page at a time.
+    /// that order: `(job id, submit time, JSON, generation)`. For reading every archived report a page
+    /// at a time.
     pub async fn archived_page(
         &self,
         cluster: &ClusterName,
         after: (u32, u64),
         limit: u32,
-    ) -> Result<Vec<(u32, u64, String)>, StoreError> {
-        let rows: Vec<(u32, u64, String)> = sqlx::query_as(
-            "SELECT job_id, time_submit, report FROM job_reports WHERE cluster = ? AND (job_id, time_submit) > (?, ?) \
-             ORDER BY job_id, time_submit LIMIT ?",
+    ) -> Result<Vec<(u32, u64, String, u16)>, StoreError> {
+        let rows: Vec<(u32, u64, String, u16)> = sqlx::query_as(
+            "SELECT job_id, time_submit, report, generation FROM job_reports \
+             WHERE cluster = ? AND (job_id, time_submit) > (?, ?) ORDER BY job_id, time_submit LIMIT ?",
         )
         .bind(cluster.as_str())
         .bind(after.0)
@@ -79,12 +83,12 @@ impl Store {
         sqlx::query(
             "INSERT INTO job_reports \
              (cluster, job_id, time_submit, archived_at, report, mean_gpu_util, mean_tensor_active, blame, \
-              has_metrics, energy_kwh, measured_share) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+              has_metrics, energy_kwh, measured_share, generation) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON DUPLICATE KEY UPDATE archived_at = VALUES(archived_at), report = VALUES(report), \
              mean_gpu_util = VALUES(mean_gpu_util), mean_tensor_active = VALUES(mean_tensor_active), \
              blame = VALUES(blame), has_metrics = VALUES(has_metrics), energy_kwh = VALUES(energy_kwh), \
-             measured_share = VALUES(measured_share)",
+             measured_share = VALUES(measured_share), generation = VALUES(generation)",
         )
         .bind(cluster.as_str())
         .bind(job_id)
@@ -97,6 +101,7 @@ impl Store {
         .bind(digest.has_metrics)
         .bind(digest.energy_kwh)
         .bind(digest.measured_share)
+        .bind(digest.generation)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -111,17 +116,34 @@ impl Store {
         records: &[(u32, u64)],
     ) -> Result<BTreeMap<(u32, u64), ReportDigest>, StoreError> {
         let wanted: BTreeSet<(u32, u64)> = records.iter().copied().collect();
-        // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics, energy, measured share
-        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool, Option<f64>, Option<f64>);
+        // job id, submit time, mean GPU util, mean tensor activity, blame, has metrics, energy, measured
+        // share, generation
+        type DigestRow = (u32, u64, Option<f64>, Option<f64>, Option<String>, bool, Option<f64>, Option<f64>, u16);
         let select = "SELECT job_id, time_submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh, \
-                      measured_share FROM job_reports";
+                      measured_share, generation FROM job_reports";
         let mut found = BTreeMap::new();
         for row in &self.rows_among(select, cluster, records).await? {
-            let (job_id, submit, mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh, measured_share): DigestRow =
-                sqlx::FromRow::from_row(row)?;
+            let (
+                job_id,
+                submit,
+                mean_gpu_util,
+                mean_tensor_active,
+                blame,
+                has_metrics,
+                energy_kwh,
+                measured_share,
+                generation,
+            ): DigestRow = sqlx::FromRow::from_row(row)?;
             if wanted.contains(&(job_id, submit)) {
-                let digest =
-                    ReportDigest { mean_gpu_util, mean_tensor_active, blame, has_metrics, energy_kwh, measured_share };
+                let digest = ReportDigest {
+                    mean_gpu_util,
+                    mean_tensor_active,
+                    blame,
+                    has_metrics,
+                    energy_kwh,
+                    measured_share,
+                    generation,
+                };
                 found.insert((job_id, submit), digest);
             }
         }
@@ -142,8 +164,9 @@ impl Store {
             // `+ 0` reads JSON_VALUE's text as a number (NULL stays NULL).
             let sql = format!(
                 "SELECT job_id, time_submit, JSON_VALUE(report, '$.totals.energy_kwh') + 0, \
+                 COALESCE(JSON_VALUE(report, '$.totals.coverage.measured_gpu_hours') + 0, \
                  (JSON_VALUE(report, '$.totals.gpu_hours') + 0) \
-                 - COALESCE(JSON_VALUE(report, '$.totals.unattributed_gpu_hours') + 0, 0) \
+                 - COALESCE(JSON_VALUE(report, '$.totals.unattributed_gpu_hours') + 0, 0)) \
                  FROM job_reports \
                  WHERE cluster = ? AND (job_id, time_submit) IN ({placeholders})"
             );
@@ -165,6 +188,18 @@ impl Store {
         records: &[(u32, u64)],
     ) -> Result<BTreeSet<(u32, u64)>, StoreError> {
         self.keys_among(cluster, records, "SELECT job_id, time_submit FROM job_reports WHERE cluster = ?", None).await
+    }
+
+    /// Which of these job records have an archived report of generation `generation` or later: the
+    /// others are due for (re)making.
+    pub async fn current_among(
+        &self,
+        cluster: &ClusterName,
+        records: &[(u32, u64)],
+        generation: u16,
+    ) -> Result<BTreeSet<(u32, u64)>, StoreError> {
+        let select = "SELECT job_id, time_submit FROM job_reports WHERE cluster = ? AND generation >= ?";
+        self.keys_among(cluster, records, select, Some(generation)).await
     }
 
     /// Which of these job records the archiver tried `max_tries` times or more without a report.

@@ -149,7 +149,9 @@ async fn a_drain_minutes_after_a_crash_is_a_possible_cause_never_a_fault_during_
     let _db = database_shared().await;
     let app = spawn_app(config()).await;
     // A real job that exits 1 after a few seconds on an idle node no other test is placing jobs on
-    // (a node still running another job only turns DRAINING, which slurmdbd records when that ends).
+    // (a node still running another job only turns DRAINING, which slurmdbd records when that ends):
+    // the job mix placed first, the other node-picking tests held off.
+    tokio::task::spawn_blocking(crate::support::mix).await.expect("the mix");
     let (picking, _) = crate::support::reserve_gpu_node(1).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let node = loop {
@@ -205,4 +207,45 @@ async fn a_drain_minutes_after_a_crash_is_a_possible_cause_never_a_fault_during_
         .expect("the drain is listed");
     assert_eq!(drain.strength, slurmlens_wire::EvidenceStrength::Weak, "{drain:?}");
     assert!(drain.detail.contains("after the job ended: a possible cause"), "{}", drain.detail);
+}
+
+/// The report configuration with our store, archiving a finished job's report at once.
+fn archiving(backfill_days: u32) -> Config {
+    let mut config = config();
+    config.report.archive_delay_s = 0;
+    config.report.backfill_days = backfill_days;
+    config.database = Some(slurmlens::config::DatabaseConfig { url: lab().var("SLURMLENS_DATABASE_URL").to_string() });
+    config
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_report_archived_by_an_earlier_generation_is_made_again_while_its_series_are_kept() {
+    let _db = database_shared().await;
+    let app = spawn_app(archiving(31)).await;
+    let crashed = job(&app, "exit1").await;
+    let (job_id, submit): (u32, u64) =
+        (crashed.job_id.parse().expect("a numeric id"), u64::try_from(crashed.submit.timestamp()).expect("after 1970"));
+    let store = slurmlens::store::Store::new(lab().var("SLURMLENS_DATABASE_URL"), std::time::Duration::from_secs(5))
+        .expect("store");
+    let cluster: slurmlens::domain::cluster::ClusterName = "lab".parse().expect("a cluster");
+    // What an earlier release archived: a report whose reason says what reports no longer say.
+    let mut old = report(&app, &job_id.to_string()).await;
+    if let Some(failure) = old.failure.as_mut() {
+        failure.reason = "OLD WORDING from an earlier release".into();
+    }
+    let json = serde_json::to_string(&old).expect("JSON");
+    let digest = slurmlens::store::ReportDigest { has_metrics: true, generation: 1, ..Default::default() };
+    store.archive_report(&cluster, job_id, submit, &json, &digest).await.expect("archived");
+
+    // Past the series' retention (`backfill_days`), the earlier report is all there is: served as it is.
+    let past = spawn_app(archiving(0)).await;
+    let kept = report(&past, &job_id.to_string()).await;
+    assert!(kept.failure.is_some_and(|failure| failure.reason.contains("OLD WORDING")));
+
+    // Within it, the report is made again and archived as the current generation.
+    let remade = report(&app, &job_id.to_string()).await;
+    let reason = remade.failure.map(|failure| failure.reason).unwrap_or_default();
+    assert!(!reason.is_empty() && !reason.contains("OLD WORDING"), "made again: {reason}");
+    let (_, generation) = store.archived_report(&cluster, job_id, submit).await.expect("read").expect("archived");
+    assert_eq!(generation, slurmlens::app::report::GENERATION);
 }

@@ -110,6 +110,7 @@ async fn a_node_page_shows_its_fault_the_job_then_running_and_its_verdict_scoped
         has_metrics: true,
         energy_kwh: None,
         measured_share: None,
+        generation: slurmlens::app::report::GENERATION,
     };
     store.archive_report(&"lab".parse().expect("cluster"), job_id, time_submit, "{}", &digest).await.expect("archive");
 

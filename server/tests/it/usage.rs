@@ -277,6 +277,7 @@ async fn an_archived_reports_utilisation_makes_idle_gpu_hours() {
         energy_kwh: Some(0.5),
         // Half of its GPU hours ran on a shared node's GPUs no record placed: unmeasured, never idle.
         measured_share: Some(0.5),
+        generation: slurmlens::app::report::GENERATION,
     };
     store.archive_report(&"lab".parse().expect("a cluster"), job, submit, "{}", &digest).await.expect("archived");
     let start = detail.job.start.expect("started") - Duration::minutes(1);

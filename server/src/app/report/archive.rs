@@ -274,7 +274,8 @@ impl Walk<'_> {
             .filter(|job| tres.gpus(&job.tres_alloc) > 0 || ended_badly(job.state.base(), job.time_start > 0))
             .collect();
         let keys: Vec<(u32, u64)> = due.iter().map(|job| (job.identity.id_job, job.time_submit)).collect();
-        let archived = store.archived_among(reader.cluster(), &keys).await?;
+        // Archived by an earlier generation: made again (`GENERATION`), as a read would.
+        let archived = store.current_among(reader.cluster(), &keys, super::GENERATION).await?;
         let given_up = store.given_up_among(reader.cluster(), &keys, MAX_TRIES).await?;
         Ok(due
             .into_iter()

@@ -86,16 +86,23 @@ impl Reporter {
         let cluster = reader.cluster();
         let job = wire_map::job(record, tres, cluster.as_str(), now);
         let finished = record.state.run_is_over() && record.time_end > 0;
+        // An archived report of an earlier generation, kept in case its remake reads no metrics.
+        let mut earlier: Option<wire::JobReport> = None;
         if finished && let Some(store) = &self.store {
             match store.archived_report(cluster, record.identity.id_job, record.time_submit).await {
-                Ok(Some(json)) => {
+                Ok(Some((json, generation))) => {
                     if let Ok(mut archived) = serde_json::from_str::<wire::JobReport>(&json) {
                         // Slurm may rewrite a finished row (slurmctld restart): the facts stay live.
-                        archived.job = job;
+                        archived.job = job.clone();
                         archived.source = wire::ReportSource::Archived;
-                        return Ok(archived);
+                        let remakable = now < record.time_end + self.settings.remake_within.as_secs();
+                        if generation >= GENERATION || !remakable {
+                            return Ok(archived);
+                        }
+                        earlier = Some(archived);
+                    } else {
+                        tracing::warn!(job = record.identity.id_job, "archived report unreadable; recomputing");
                     }
-                    tracing::warn!(job = record.identity.id_job, "archived report unreadable; recomputing");
                 }
                 Ok(None) => {}
                 Err(error) => tracing::warn!(%error, "archive unavailable; computing the report live"),
@@ -114,6 +121,12 @@ impl Reporter {
         self.flights
             .run(key, !finished, || async {
                 let report = self.compute(reader, record, job, points).await;
+                // A remake that found no metrics where the earlier report had them (the series expired
+                // sooner than configured) keeps the earlier one, marked current so it is not tried again.
+                let report = match earlier {
+                    Some(earlier) if read_metrics(&earlier) && !read_metrics(&report) => earlier,
+                    _ => report,
+                };
                 if due {
                     self.archive_made(cluster, record, &report).await?;
                 }
@@ -144,6 +157,7 @@ impl Reporter {
             has_metrics: report.metrics.status == wire::MetricsState::Ok,
             energy_kwh: report.totals.energy_kwh,
             measured_share: measured_share(&report.totals),
+            generation: GENERATION,
         };
         let archived = store.archive_report(cluster, record.identity.id_job, record.time_submit, &json, &digest);
         if let Err(error) = archived.await {
@@ -369,7 +383,15 @@ pub struct ReportSettings {
     pub rules: RulesSettings,
     /// The site's tools each chart links to (`[links]`).
     pub links: LinkSettings,
+    /// How far back an archived report of an earlier [`GENERATION`] is made again (VictoriaMetrics'
+    /// retention, `[report] backfill_days`): past it, the old one is all there is.
+    pub remake_within: Duration,
 }
+
+/// What archived reports say, numbered: a report archived by an earlier generation is made again where
+/// its job's series are still kept (by the next read or the archiver), so old wording does not outlive
+/// the rules that replaced it. 2: facts placed against the run, figures with their coverage.
+pub const GENERATION: u16 = 2;
 
 impl Default for ReportSettings {
     fn default() -> Self {
@@ -381,6 +403,7 @@ impl Default for ReportSettings {
             live_cache: Duration::from_secs(30),
             rules: RulesSettings::default(),
             links: LinkSettings::default(),
+            remake_within: Duration::from_secs(31 * 86_400),
         }
     }
 }
@@ -446,6 +469,11 @@ fn ending_of(record: &JobRecord) -> Ending {
     }
 }
 
+/// Whether a report read its GPUs' metrics.
+fn read_metrics(report: &wire::JobReport) -> bool {
+    report.metrics.status == wire::MetricsState::Ok
+}
+
 /// Whether the report classifies the job's ending (application or infrastructure): it ended badly.
 fn classifies(record: &JobRecord) -> bool {
     record.state.base().is_finished() && blame::needs_classification(&ending_of(record))
@@ -456,11 +484,19 @@ fn window_end(record: &JobRecord, now: DateTime<Utc>) -> DateTime<Utc> {
     epoch(record.time_end).unwrap_or(now).min(now)
 }
 
-/// The share of a report's GPU hours its figures were measured over (those on GPUs placed as the
-/// job's), for showback; none when that is all of them.
+/// The share of a report's GPU hours its figures were measured over, for showback: those on GPUs placed
+/// as the job's, and of those the part of the run their samples cover (telemetry that started late
+/// measured only its part); none when that is all of them.
 fn measured_share(totals: &wire::ReportTotals) -> Option<f64> {
-    (totals.unattributed_gpu_hours > 0.0 && totals.gpu_hours > 0.0)
-        .then(|| (1.0 - totals.unattributed_gpu_hours / totals.gpu_hours).clamp(0.0, 1.0))
+    if totals.gpu_hours <= 0.0 {
+        return None;
+    }
+    let measured = match &totals.coverage {
+        Some(covered) => covered.measured_gpu_hours,
+        None => totals.gpu_hours - totals.unattributed_gpu_hours,
+    };
+    let share = (measured / totals.gpu_hours).clamp(0.0, 1.0);
+    (share < crate::domain::coverage::WHOLE_SHARE).then_some(share)
 }
 
 #[cfg(test)]
