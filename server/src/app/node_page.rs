@@ -140,7 +140,33 @@ impl App {
         let shared_end = window.0.is_none().then(|| HealthCache::recent_end(window.1, Utc::now())).flatten();
         let window = window_of(self, &scope, (window.0, shared_end.or(window.1)), Duration::hours(24))?;
         let catalog = reader.tres_catalog().await?;
-        let statuses = reader.nodes(&catalog).await?;
+        let mut statuses = reader.nodes(&catalog).await?;
+        // A past moment shows each node as it was then: its drain or down event covering the moment, or
+        // none, never a state that came later.
+        if window.end() < Utc::now() - Duration::minutes(2) {
+            let moment = TimeWindow::new(window.end() - Duration::seconds(1), window.end())
+                .map_err(|e| AppError::Internal(format!("the moment's window: {e}")))?;
+            let events = reader.node_events(moment, None).await?;
+            for status in &mut statuses {
+                let covering = events.iter().rfind(|event| {
+                    event.node == status.node
+                        && i64::try_from(event.time_start).unwrap_or(i64::MAX) <= window.end().timestamp()
+                        && (event.time_end == 0
+                            || i64::try_from(event.time_end).unwrap_or(0) > window.end().timestamp())
+                });
+                match covering {
+                    Some(event) => {
+                        status.state = NodeState::from_raw(event.state).name();
+                        status.reason = Some(event.reason.clone());
+                    }
+                    None if status.reason.is_some() => {
+                        status.state = "IDLE".to_string();
+                        status.reason = None;
+                    }
+                    None => {}
+                }
+            }
+        }
         let names: Vec<String> = statuses.iter().map(|status| status.node.clone()).collect();
         let settings = &self.inner.readings;
         let span = (window.start(), window.end());

@@ -215,7 +215,16 @@ async fn a_drain_set_with_scontrol_shows_among_the_nodes_events_with_its_reason(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    // While it is drained, the grid at a moment before the drain shows the node as it was then, not as
+    // it became.
+    let response = app.get_as("root", &format!("/api/v1/node_health?cluster=lab&end={}", since - 180)).await;
+    let before: Option<NodesHealth> = response.json().await.ok();
     slurm("scontrol", &["update", &format!("nodename={node}"), "state=resume"]);
+    let badge = before.and_then(|health| health.nodes.into_iter().find(|item| item.node == node));
+    assert!(
+        badge.as_ref().is_some_and(|badge| badge.health.reasons.iter().all(|line| !line.contains(&reason))),
+        "{badge:?}"
+    );
     let (event, page) = found;
     assert!(event.state.contains("DRAIN"), "{event:?}");
     assert!(
