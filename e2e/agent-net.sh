@@ -14,6 +14,7 @@ AGENT=${AGENT_BIN:-$ROOT/target/debug/slurmlens-agent}
 for tool in ip tc nft curl; do command -v "$tool" >/dev/null || { echo "agent-net: $tool is missing" >&2; exit 1; }; done
 
 WORK=$(mktemp -d /tmp/slurmlens-agent-net.XXXXXX)
+chmod 755 "$WORK"   # the unprivileged agent below reads its configuration here
 NS=(sla$$a sla$$b sla$$c)
 PIDS=()
 cleanup() {
@@ -92,6 +93,29 @@ start_agent "$A" "$WORK/bursts.toml"
 send() { in_ns "$A" bash -c "dd if=/dev/zero bs=1400 count=$1 status=none >/dev/udp/10.91.0.2/9"; }
 tx_bytes() { in_ns "$A" cat /sys/class/net/va/statistics/tx_bytes; }
 SERIES="{device=\"va\",port=\"0\",instance=\"$N1\""
+
+# Graceful degradation: an agent without any capability (no BPF) and without peers says so once, and
+# its sampler runs all the same.
+cat >"$WORK/bare.toml" <<EOF2
+node = "$N1"
+listen = "127.0.0.1:9467"
+[bursts]
+netdevs = ["va"]
+[cuda]
+spool_dir = "$WORK/bare-spool"
+EOF2
+RUST_BACKTRACE=0 ip netns exec "$A" setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all --bounding-set=-all \
+  "$AGENT" --config "$WORK/bare.toml" >"$WORK/bare.log" 2>&1 &
+PIDS+=($!)
+wait_metrics "$A" 9467
+sleep 1
+text=$(scrape "$A" 9467)
+grep -q '^slurmlens_agent_part_running{part="bursts",.*} 1$' <<<"$text" || fail "the sampler does not run beside a missing BPF: $text"
+grep -q '^slurmlens_agent_part_running{part="cuda",detail="BPF unavailable.*} 0$' <<<"$text" || fail "the agent does not say BPF is missing: $text"
+grep -q '^slurmlens_agent_part_running{part="mesh",detail="no peers.*} 0$' <<<"$text" || fail "the agent does not say it has no peers: $text"
+(($(value "$text" slurmlens_agent_nic_samples_total) > 10)) || fail "the sampler took no samples without BPF"
+(($(grep -c "BPF unavailable" "$WORK/bare.log") == 1)) || fail "the missing BPF is not said once in the log: $(cat "$WORK/bare.log")"
+log "an agent as nobody without capabilities: bursts running, cuda and mesh off, each said once: $(grep -o 'BPF unavailable ([^)]*)' "$WORK/bare.log")"
 
 log "bursts: a quiet 15 s window with one 50 ms burst at line rate (5 MB)"
 scrape "$A" >/dev/null   # forgets the peak so far
