@@ -149,7 +149,7 @@ got=$(sql "$DATABASE" -e "SELECT s.job_id, s.gpu, s.category, n.name, SUM(s.coun
   GROUP BY s.job_id, s.gpu, s.category, n.name ORDER BY s.job_id, s.category, n.name" | tr '\t' ' ')
 want() { # job, gpu, iterations
   local n=$3
-  printf '%s\n' "$1 $2 kernel reduce_rows $n 0" "$1 $2 kernel vector_add $((3 * n)) 0" \
+  printf '%s\n' "$1 $2 kernel reduce_rows $n 0" "$1 $2 kernel vector_add(float*, float*, int) $((3 * n)) 0" \
     "$1 $2 memcpy DtoD $n $((512 * n))" "$1 $2 memcpy DtoH $n $((4096 * n))" "$1 $2 memcpy HtoD $n $((1048576 * n))" \
     "$1 $2 nccl AllGather $n $((512 * n))" "$1 $2 nccl AllReduce $n $((4096 * n))" \
     "$1 $2 sync cudaDeviceSynchronize 1 0" "$1 $2 sync cudaStreamSynchronize $n 0"
@@ -168,13 +168,13 @@ import json, sys
 traces, gpu, node = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 kernels = {k["name"]: k["count"] for k in traces["top_kernels"]}
 collectives = {c["name"]: (c["count"], c["bytes"]) for c in traces["top_collectives"]}
-assert kernels == {"vector_add": 300, "reduce_rows": 100}, kernels
+assert kernels == {"vector_add(float*, float*, int)": 300, "reduce_rows": 100}, kernels
 assert collectives == {"AllReduce": (100, 409600), "AllGather": (100, 51200)}, collectives
 assert [(g["node"], g["gpu"]) for g in traces["gpus"]] == [(node, gpu)], traces["gpus"]
 # Host-side records time no kernel on the GPU: no verdict is drawn from them.
 assert "verdict" not in traces["total"], traces["total"]
 PY
-log "GET /api/v1/jobs/$JOB_A/traces: vector_add x300, reduce_rows x100, AllReduce 100 x 4 KiB, AllGather 100 x 512 B on $NODE GPU $GPU_A; no GPU-time verdict from host-side records"
+log "GET /api/v1/jobs/$JOB_A/traces: vector_add(float*, float*, int) x300 (demangled), reduce_rows x100, AllReduce 100 x 4 KiB, AllGather 100 x 512 B on $NODE GPU $GPU_A; no GPU-time verdict from host-side records"
 events=$(metrics | sed -n 's/^slurmlens_agent_cuda_events_total //p')
 probes=$(metrics | sed -n 's/^slurmlens_agent_cuda_probes //p')
 log "the agent: $probes uprobes on 4 library files, $events calls counted"

@@ -184,6 +184,15 @@ impl Symbols {
     }
 }
 
+/// A C++ symbol as nsys and the profilers print it (`_Z10vector_addPfS_i` → `vector_add(float*, float*,
+/// int)`); a C name or one that does not parse stays as it is.
+pub fn demangle(symbol: &str) -> String {
+    cpp_demangle::Symbol::new(symbol)
+        .ok()
+        .and_then(|parsed| parsed.demangle().ok())
+        .unwrap_or_else(|| symbol.to_string())
+}
+
 /// Names kernels' host stubs from the files a process maps, caching each file's symbols.
 #[derive(Debug, Default)]
 pub struct Symbolizer {
@@ -199,7 +208,7 @@ impl Symbolizer {
         let through_root = proc_root.join(format!("{pid}/root{}", mapping.path));
         let file = if through_root.exists() { through_root } else { PathBuf::from(&mapping.path) };
         let symbols = self.files.entry(file.clone()).or_insert_with(|| Symbols::read(&file));
-        symbols.as_ref()?.at(address - mapping.start + mapping.offset).map(str::to_string)
+        symbols.as_ref()?.at(address - mapping.start + mapping.offset).map(demangle)
     }
 
     /// Forgets every file (a bound on memory between intervals).
@@ -259,6 +268,12 @@ mod tests {
         assert_eq!(gpu_map(&env(&[("CUDA_VISIBLE_DEVICES", "1")])), [1]);
         let job = JobOf { gpus: vec![2, 3], ..JobOf::default() };
         assert_eq!((job.gpu(1), job.gpu(5)), (3, 5));
+    }
+
+    #[test]
+    fn kernel_stubs_are_demangled_as_nsys_prints_them() {
+        assert_eq!(demangle("_Z10vector_addPfS_i"), "vector_add(float*, float*, int)");
+        assert_eq!(demangle("reduce_rows"), "reduce_rows");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 /* A training step's host side against the stand-in libraries, a known number of times with known sizes:
  *   trainer DEVICE ITERATIONS DELAY_S
  * waits DELAY_S (the agent probes the libraries once it sees them mapped), selects CUDA device DEVICE,
- * then per iteration: 3 launches of vector_add, 1 of reduce_rows, cudaMemcpy 1 MiB HtoD and 4 KiB DtoH,
+ * then per iteration: 3 launches of vector_add (a C++ symbol), 1 of reduce_rows, cudaMemcpy 1 MiB HtoD and 4 KiB DtoH,
  * cudaMemcpyAsync 512 B DtoD, cudaStreamSynchronize, ncclAllReduce of 1024 float32 (4 KiB),
  * ncclAllGather of 256 bfloat16 (512 B); then one cudaDeviceSynchronize. e2e/agent-cuda.sh checks that
  * the agent reports exactly these counts and bytes. */
@@ -19,7 +19,9 @@ int cudaStreamSynchronize(void *);
 int ncclAllReduce(const void *, void *, size_t, int, int, void *, void *);
 int ncclAllGather(const void *, void *, size_t, int, void *, void *);
 
-/* Host stubs, as nvcc emits one per __global__ function: the agent names launches after them. */
+/* Host stubs, as nvcc emits one per __global__ function: the agent names launches after them. nvcc's are
+ * C++ symbols: this one carries the mangled name of `vector_add(float*, float*, int)`. */
+void vector_add(void) __asm__("_Z10vector_addPfS_i");
 __attribute__((noinline, used)) void vector_add(void) { __asm__ volatile(""); }
 __attribute__((noinline, used)) void reduce_rows(void) { __asm__ volatile("nop"); }
 
