@@ -45,6 +45,11 @@ if [[ ${1:-} != --bench ]]; then
 fi
 # slurmlens's schema, as a site applies it before the server starts (serve never alters it).
 SLURMLENS_CLUSTERS=sakura,lab "$BIN" migrate >/dev/null
+# Debian's VictoriaMetrics has no vmui (the server then links none); the lab's current release has one,
+# which the charts' vmui links then lead to.
+if [[ -n ${LAB_VM_CURRENT_URL:-} ]] && curl -fsS -o /dev/null "$LAB_VM_CURRENT_URL/vmui/"; then
+  SIGNALS+=(SLURMLENS_LINKS__VMUI_URL="$LAB_VM_CURRENT_URL/vmui/")
+fi
 # The notifier runs (the notifications page switches rules only where the site runs them), with no
 # channel configured: it sends nothing.
 env "${SIGNALS[@]}" SLURMLENS_REPORT__ARCHIVE_INTERVAL_S=$ARCHIVE_EVERY SLURMLENS_CLUSTERS=sakura,lab SLURMLENS_ACCESS__ANONYMOUS=staff SLURMLENS_ACCESS__USER_HEADER=X-Remote-User SLURMLENS_ACCESS__TRUSTED_PROXIES=127.0.0.1 \

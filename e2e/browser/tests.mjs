@@ -1268,15 +1268,20 @@ test('every_report_chart_links_its_exact_query_to_vmui_and_grafana_naming_only_t
     for (const link of figure.links) {
       const asked = full.chart_queries.find((q) => q.metric === link.metric);
       assert(asked, `the API has ${link.metric}'s query`);
-      assertEqual([link.query, link.vmui, link.grafana], [asked.query, asked.vmui_url, asked.grafana_url ?? null], `${figure.title}: the API's query and links`);
+      assertEqual([link.query, link.vmui, link.grafana], [asked.query, asked.vmui_url ?? null, asked.grafana_url ?? null], `${figure.title}: the API's query and links`);
     }
   }
   // The links carry exactly the query, its range and its step.
   const util = full.chart_queries.find((q) => q.metric === 'gpu_util');
   const [start, end] = [Date.parse(util.start), Date.parse(util.end)];
-  const vmui = new URLSearchParams(new URL(util.vmui_url).hash.replace(/^#\/\?/, ''));
-  assertEqual([vmui.get('g0.expr'), vmui.get('g0.range_input'), vmui.get('g0.step_input')], [util.query, `${(end - start) / 1000}s`, `${util.step_s}s`], 'vmui: query, range, step');
-  assertEqual(vmui.get('g0.end_input'), util.end.replace(/Z$/, '').replace(/\.\d+$/, ''), 'vmui: the range ends at the chart\'s end');
+  // A vmui that does not answer (Debian's VictoriaMetrics has none) gets no links at all (checked above:
+  // the page shows what the API says); run.sh points the server at the current release's vmui.
+  if (util.vmui_url !== undefined && util.vmui_url !== null) {
+    const vmui = new URLSearchParams(new URL(util.vmui_url).hash.replace(/^#\/\?/, ''));
+    assertEqual([vmui.get('g0.expr'), vmui.get('g0.range_input'), vmui.get('g0.step_input')], [util.query, `${(end - start) / 1000}s`, `${util.step_s}s`], 'vmui: query, range, step');
+    assertEqual(vmui.get('g0.end_input'), util.end.replace(/Z$/, '').replace(/\.\d+$/, ''), 'vmui: the range ends at the chart\'s end');
+    assertEqual((await fetch(util.vmui_url.split('#')[0])).status, 200, 'the vmui linked to answers');
+  }
   const panes = JSON.parse(new URL(util.grafana_url).searchParams.get('panes'));
   const pane = Object.values(panes)[0];
   assertEqual([pane.queries[0].expr, pane.range.from, pane.range.to], [util.query, String(start), String(end)], 'Explore: query and range');

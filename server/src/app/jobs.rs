@@ -329,7 +329,8 @@ impl App {
             _ => super::report::for_tenant(report),
         };
         // The charts' links are made from what this viewer sees, so they name nothing the page does not.
-        self.reporter().attach_links(&mut report, record.identity.id_job, record.nodes.hosts());
+        let vmui = self.reporter().vmui_answers().await;
+        self.reporter().attach_links(&mut report, record.identity.id_job, record.nodes.hosts(), vmui);
         Ok(report)
     }
 

@@ -213,6 +213,15 @@ impl VictoriaMetrics {
         }
     }
 
+    /// Whether a page beside this server (vmui, at `url`) answers 200 with our credentials. Debian's
+    /// VictoriaMetrics is built without vmui: its links would all be 404s.
+    pub async fn page_answers(&self, url: &str) -> bool {
+        match self.request(reqwest::Method::GET, url.to_string()).send().await {
+            Ok(response) => response.status().is_success(),
+            Err(_) => false,
+        }
+    }
+
     /// [`Self::send_form`], timed and its failures counted for `/metrics`.
     async fn post<T: for<'de> Deserialize<'de>>(&self, path: &str, form: &[(&str, String)]) -> Result<T, VmError> {
         let started = std::time::Instant::now();

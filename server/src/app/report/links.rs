@@ -165,8 +165,9 @@ impl Reporter {
     }
 
     /// Puts on `report` (as the viewer will see it) each chart's query with its links, and the per-job
-    /// dashboard link. `nodes` are the job's nodes. A report without a window or a step gets none.
-    pub fn attach_links(&self, report: &mut wire::JobReport, job_id: u32, nodes: &[String]) {
+    /// dashboard link. `nodes` are the job's nodes; `vmui`: whether vmui answers here
+    /// ([`Reporter::vmui_answers`]). A report without a window or a step gets none.
+    pub fn attach_links(&self, report: &mut wire::JobReport, job_id: u32, nodes: &[String], vmui: bool) {
         let links = &self.settings.links;
         let (Some(start), Some(end)) = (report.window_start, report.window_end) else { return };
         report.dashboard_url = links.dashboard(&report.job.cluster, &report.job.job_id, nodes, start, end);
@@ -192,7 +193,7 @@ impl Reporter {
                     _ => return None,
                 };
                 Some(wire::ChartQuery {
-                    vmui_url: links.vmui(&query, from, to, step_s),
+                    vmui_url: links.vmui(&query, from, to, step_s).filter(|_| vmui),
                     grafana_url: links.explore(&query, from, to, step_s),
                     metric,
                     query,
@@ -292,7 +293,7 @@ mod tests {
     fn every_chart_links_its_query_naming_only_the_gpus_and_nodes_the_page_shows() {
         let nodes = vec!["gpu001".to_string(), "gpu002".to_string()];
         let mut report = report_showing(&[("gpu001", 2), ("gpu001", 3), ("gpu002", 2), ("gpu002", 3)]);
-        reporter_with_links().attach_links(&mut report, 4242, &nodes);
+        reporter_with_links().attach_links(&mut report, 4242, &nodes, true);
         let util = report.chart_queries.iter().find(|q| q.metric == "gpu_util").expect("the utilisation chart's query");
         assert!(util.query.contains(r#"=~"gpu001|gpu002""#) && util.query.contains(r#"=~"2|3""#), "{}", util.query);
         assert!(util.query.contains("[60s]"), "the chart's own step: {}", util.query);
@@ -309,13 +310,13 @@ mod tests {
 
         // Nodes shown with different GPUs: each node's own, and no index of one asked on the other.
         let mut uneven = report_showing(&[("gpu001", 0), ("gpu002", 5)]);
-        reporter_with_links().attach_links(&mut uneven, 4242, &nodes);
+        reporter_with_links().attach_links(&mut uneven, 4242, &nodes, true);
         let util = uneven.chart_queries.iter().find(|q| q.metric == "gpu_util").expect("a query");
         assert!(util.query.contains(r#"{Hostname=~"gpu001",gpu=~"0"}"#), "{}", util.query);
         assert!(util.query.contains(r#"{Hostname=~"gpu002",gpu=~"5"}"#), "{}", util.query);
         assert!(!util.query.contains("gpu001|gpu002") && !util.query.contains(r#"gpu=~"0|5""#), "{}", util.query);
         let mut without_metrics = report_showing(&[]);
-        reporter().attach_links(&mut without_metrics, 4242, &nodes);
+        reporter().attach_links(&mut without_metrics, 4242, &nodes, true);
         assert!(without_metrics.chart_queries.is_empty(), "no metrics source, no queries");
     }
 
@@ -326,7 +327,7 @@ mod tests {
         let mut report = report_showing(&[("gpu001", 0), ("gpu001", 1)]);
         report.shared_node_bands =
             vec![wire::SharedNodeBand { node: "gpu002".into(), gpus: 8, summary: Vec::new(), spread: Vec::new() }];
-        reporter_with_links().attach_links(&mut report, 4242, &nodes);
+        reporter_with_links().attach_links(&mut report, 4242, &nodes, true);
         let util = report.chart_queries.iter().find(|q| q.metric == "gpu_util").expect("a query");
         let lines = r#"max by (Hostname, gpu) (avg_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu002"}[60s]))"#;
         for (aggregate, name) in [("min", "lowest"), ("avg", "mean"), ("max", "highest")] {

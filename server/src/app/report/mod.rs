@@ -51,7 +51,23 @@ use plan::{FaultScope, Span};
 impl Reporter {
     pub fn new(vm: Option<VictoriaMetrics>, store: Option<Store>, settings: ReportSettings) -> Self {
         let flights = std::sync::Arc::new(flight::Flights::new(settings.live_cache));
-        Self { vm, store, settings, flights }
+        Self { vm, store, settings, flights, vmui_answers: std::sync::Arc::default() }
+    }
+
+    /// Whether the charts' vmui links lead anywhere: asked of vmui once (per process), with the metrics
+    /// source's credentials, before the first links are made. None configured: no.
+    pub async fn vmui_answers(&self) -> bool {
+        let (Some(vm), Some(url)) = (&self.vm, self.settings.links.vmui_url.as_deref()) else { return false };
+        *self
+            .vmui_answers
+            .get_or_init(|| async {
+                let answers = vm.page_answers(url).await;
+                if !answers {
+                    tracing::warn!(url, "vmui does not answer here (Debian's VictoriaMetrics has none): no vmui links");
+                }
+                answers
+            })
+            .await
     }
 
     /// Whether a metrics source is configured: without one no report is worth archiving.
@@ -416,6 +432,8 @@ pub struct Reporter {
     settings: ReportSettings,
     /// One computation of a report at a time, and the job-end archives scheduled (`flight.rs`).
     flights: std::sync::Arc<flight::Flights>,
+    /// Whether vmui answered when first asked ([`Reporter::vmui_answers`]).
+    vmui_answers: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
 /// Points per timeline when a request does not say (`?points=`).
