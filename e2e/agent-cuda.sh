@@ -61,12 +61,14 @@ SERVER_PORT=$((30000 + $$ % 10000))
 URL=http://127.0.0.1:$SERVER_PORT
 
 # ---------------------------------------------------------------- the agent ---
-# The node the two jobs share: an idle one (all four GPUs free); the agent speaks for it.
+# The node the two jobs share: an idle one (all four GPUs free).
 NODE=$(sinfo -h -N -p gpu -t idle -o %N | sort -u | head -1)
 [[ -n $NODE ]] || fail "no idle lab node for the two jobs: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
 PORT=$((20000 + $$ % 10000))
 cat >"$WORK/agent.toml" <<EOF2
-node = "$NODE"
+# Not the node's name: the lab's four slurmd share this host, so records go to the node their process
+# runs on (its SLURMD_NODENAME), as on any host running several slurmd.
+node = "lab-host"
 cluster = "lab"
 listen = "127.0.0.1:$PORT"
 [bursts]

@@ -206,7 +206,10 @@ impl Worker {
                     Ok(entries) => {
                         let records = self.records(&entries, start, &mut jobs, &mut symbolizer);
                         self.stats.records.fetch_add(records.len() as u64, Ordering::Relaxed);
-                        self.spool(&spool, records, &wake);
+                        let node_of = |pid: u32| jobs.get(&pid)?.job.as_ref()?.node.clone();
+                        for (node, records) in by_node(records, node_of, &self.node) {
+                            self.spool(&spool, &node, records, &wake);
+                        }
                     }
                     Err(why) => tracing::warn!("reading the uprobes' summaries: {why}"),
                 }
@@ -298,9 +301,9 @@ impl Worker {
     }
 
     /// Writes the interval's records into the spool and wakes the deliverer.
-    fn spool(&self, spool: &spool::Spool, records: Vec<TraceRecord>, wake: &std::sync::mpsc::Sender<()>) {
+    fn spool(&self, spool: &spool::Spool, node: &str, records: Vec<TraceRecord>, wake: &std::sync::mpsc::Sender<()>) {
         for chunk in records.chunks(spool::BATCH_RECORDS) {
-            let batch = TraceBatch { cluster: self.cluster.clone(), node: self.node.clone(), records: chunk.to_vec() };
+            let batch = TraceBatch { cluster: self.cluster.clone(), node: node.to_string(), records: chunk.to_vec() };
             match spool.push(&batch) {
                 Ok(0) => {}
                 Ok(dropped) => tracing::warn!(dropped, "the trace spool is full: its oldest batches were dropped"),
@@ -361,6 +364,20 @@ fn attach_path(proc_root: &std::path::Path, pid: u32, path: &str) -> std::path::
 fn next_boundary(now: DateTime<Utc>, interval_s: i64) -> DateTime<Utc> {
     let next = (now.timestamp() / interval_s + 1) * interval_s;
     DateTime::from_timestamp(next, 0).unwrap_or(now)
+}
+
+/// Records by the node their process runs on: its `SLURMD_NODENAME` (`node_of`), else the agent's node.
+/// One host running several slurmd (Slurm's multiple-slurmd mode, the lab) is served by one agent.
+pub fn by_node(
+    records: Vec<TraceRecord>,
+    node_of: impl Fn(u32) -> Option<String>,
+    own: &str,
+) -> std::collections::BTreeMap<String, Vec<TraceRecord>> {
+    let mut grouped: std::collections::BTreeMap<String, Vec<TraceRecord>> = std::collections::BTreeMap::new();
+    for record in records {
+        grouped.entry(node_of(record.pid).unwrap_or_else(|| own.to_string())).or_default().push(record);
+    }
+    grouped
 }
 
 /// The server's `cudaMemcpyKind` words (`cudaMemcpyHostToHost` 0 and `cudaMemcpyDefault` 4 have no direction).
@@ -464,6 +481,7 @@ mod tests {
                 cgroup: Some(format!("/slurm_n1/uid_1001/job_{pid}/step_0/task_0")),
                 job_id: Some(pid),
                 gpus: vec![2, 3],
+                node: None,
             })
         };
         let mut name_of = |_pid: u32, address: u64| (address == 0x1234).then(|| "vector_add".to_string());
@@ -481,6 +499,10 @@ mod tests {
             ]
         );
         assert!(records.iter().all(|r| r.interval_start == start && r.interval_s == 10 && r.job_id == Some(10)));
+        // Process 10 runs under the host's second slurmd: its records go in n2's batch.
+        let grouped = by_node(records, |pid| (pid == 10).then(|| "n2".to_string()), "n1");
+        assert_eq!(grouped.keys().collect::<Vec<_>>(), ["n2"]);
+        assert_eq!(grouped["n2"].len(), 4);
     }
 
     #[test]

@@ -83,6 +83,8 @@ pub struct JobOf {
     pub job_id: Option<u32>,
     /// Slurm's GPU index of each CUDA device number (index = device number).
     pub gpus: Vec<u16>,
+    /// `SLURMD_NODENAME` of the process: the node, where one host runs several slurmd (the lab).
+    pub node: Option<String>,
 }
 
 impl JobOf {
@@ -142,7 +144,7 @@ pub fn job_of(proc_root: &Path, pid: u32) -> Option<JobOf> {
     if cgroup.is_none() && job_id.is_none() {
         return None;
     }
-    Some(JobOf { cgroup, job_id, gpus: gpu_map(&env) })
+    Some(JobOf { cgroup, job_id, gpus: gpu_map(&env), node: env.get("SLURMD_NODENAME").cloned() })
 }
 
 /// Function symbols of one ELF file by file offset, for naming kernels' host stubs.
