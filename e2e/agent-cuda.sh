@@ -7,7 +7,7 @@
 # on the GPU Slurm gave it (scontrol's IDX), with none crossing between the jobs.
 #
 #   bash lab/lab.sh up && bash e2e/agent-cuda.sh
-set -euo pipefail
+set -Eeuo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 # shellcheck source=/dev/null
@@ -27,6 +27,7 @@ cleanup() {
   [[ -n ${KEEP_WORK:-} ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'echo "agent-cuda: FAIL at line $LINENO: $BASH_COMMAND" >&2' ERR
 fail() { echo "agent-cuda: FAIL: $*" >&2; for log in "$WORK"/*.log; do echo "--- $log" >&2; tail -20 "$log" >&2; done; exit 1; }
 log() { printf '[agent-cuda %ss] %s\n' "$SECONDS" "$*"; }
 

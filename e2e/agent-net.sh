@@ -5,7 +5,7 @@
 # counters, the same code path as an RDMA port's but for the 4-byte word.
 #
 #   bash e2e/agent-net.sh            # builds target/debug/slurmlens-agent first
-set -euo pipefail
+set -Eeuo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 AGENT=${AGENT_BIN:-$ROOT/target/debug/slurmlens-agent}
@@ -24,6 +24,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'echo "agent-net: FAIL at line $LINENO: $BASH_COMMAND" >&2' ERR
 fail() {
   echo "agent-net: FAIL: $*" >&2
   local log
