@@ -357,6 +357,19 @@ test('grid_cell_names_the_job_that_held_it_then', async (page) => {
   await cell.click();
   await page.waitForSelector('[data-testid=job-title]');
   assert((await page.textContent('[data-testid=job-title]')).includes(job), 'clicking a GPU opens its job');
+  // Another moment starts without the last one's hover: it named what held a GPU then, not now.
+  await page.goto(`${base}/grid?cluster=sakura&at=${earlier}`);
+  await hydrated(page);
+  await page.locator(`a[data-testid=gpu-cell][data-node="${node}"]`).first().hover();
+  await page.waitForFunction((j) => document.querySelector('[data-testid=grid-info]').textContent.includes(`job ${j}`), job);
+  const later = earlier + 1800;
+  await page.mouse.move(0, 0);
+  await page.$eval('[data-testid=grid-scrubber]', (input, value) => {
+    input.value = String(value);
+    input.dispatchEvent(new Event('input', { bubbles: true }));
+  }, later);
+  await page.waitForSelector(`[data-testid=grid-summary][data-at="${later}"]`, { timeout: 30000 });
+  assertEqual((await page.textContent('[data-testid=grid-info]')).trim(), 'Hover or focus a GPU for its job.', 'no hover carried over from another moment');
   return null;
 });
 

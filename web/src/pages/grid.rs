@@ -36,6 +36,12 @@ pub fn GridPage() -> impl IntoView {
     let shown_at = initial.at.unwrap_or(page_now);
     let scrub = RwSignal::new(shown_at);
     let hovered: RwSignal<Option<String>> = RwSignal::new(None);
+    // A hover names what was on a GPU at the moment shown: another moment starts without one.
+    Effect::new(move |_| {
+        query.track();
+        scrub.track();
+        hovered.set(None);
+    });
     let zone = crate::clock::use_zone();
     #[cfg(feature = "ssr")]
     let response = use_context::<leptos_axum::ResponseOptions>();

@@ -399,15 +399,30 @@ fn verdict_title(kind: &str) -> String {
 fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
     let total = &traces.total;
     let pct = |share: f64| format!("{:.0} %", share * 100.0);
-    let summary = format!(
-        "{:.1} GPU-hours traced: compute {}, NCCL {}, memory copies {}, synchronisation {}, idle {}",
-        total.traced_s / 3600.0,
-        pct(total.compute_share),
-        pct(total.communication_share),
-        pct(total.memcpy_share),
-        pct(total.sync_share),
-        pct(total.idle_share)
-    );
+    // Records from the node agent's uprobes carry host-side counts and times in the CUDA and NCCL API,
+    // no GPU kernel time: no share of GPU time can be told from them, and none is drawn.
+    let host_side = total.kernel_ns == 0 && traces.top_kernels.iter().any(|kernel| kernel.count > 0);
+    let summary = if host_side {
+        let launches: u64 = traces.top_kernels.iter().map(|kernel| kernel.count).sum();
+        let collectives: u64 = traces.top_collectives.iter().map(|op| op.count).sum();
+        format!(
+            "Host side only (eBPF on the CUDA and NCCL API): {launches} kernel launches among the top kernels, \
+             {collectives} NCCL calls, {:.1} s blocked in synchronisation, {:.1} s in synchronous copies. The API \
+             layer cannot see how long kernels ran on the GPU: the GPU's own activity is DCGM's, in the charts above.",
+            total.sync_ns as f64 / 1e9,
+            total.memcpy_ns as f64 / 1e9,
+        )
+    } else {
+        format!(
+            "{:.1} GPU-hours traced: compute {}, NCCL {}, memory copies {}, synchronisation {}, idle {}",
+            total.traced_s / 3600.0,
+            pct(total.compute_share),
+            pct(total.communication_share),
+            pct(total.memcpy_share),
+            pct(total.sync_share),
+            pct(total.idle_share)
+        )
+    };
     let verdict = total.verdict.clone().map(|verdict| {
         let evidence = verdict.evidence.iter().map(|line| view! { <li>{line.clone()}</li> }).collect_view();
         view! {
@@ -433,15 +448,16 @@ fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
     };
     let kernels = top(&traces.top_kernels);
     let collectives = top(&traces.top_collectives);
-    let bars = charts::time_shares(&traces);
+    let bars = (!host_side).then(|| charts::time_shares(&traces)).flatten();
+    let time_header = if host_side { "Host time" } else { "GPU time" };
     view! {
-        <section class="time-shares-box" data-testid="time-shares">
-            <h3>"Where the GPU time went (traces)"</h3>
+        <section class="time-shares-box" data-testid="time-shares" data-host-side=host_side.to_string()>
+            <h3>{if host_side { "The CUDA and NCCL calls (traces, host side)" } else { "Where the GPU time went (traces)" }}</h3>
             <p>{summary}</p>
             {verdict}
             {bars.map(|svg| view! { <figure class="chart-box"><div inner_html=svg></div></figure> })}
             <table class="compact">
-                <thead><tr><th scope="col">"Top kernels"</th><th scope="col">"Calls"</th><th scope="col">"GPU time"</th><th scope="col">""</th></tr></thead>
+                <thead><tr><th scope="col">"Top kernels"</th><th scope="col">"Calls"</th><th scope="col">{time_header}</th><th scope="col">""</th></tr></thead>
                 <tbody>{kernels}</tbody>
             </table>
             <table class="compact">
