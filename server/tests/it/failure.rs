@@ -147,7 +147,12 @@ async fn bursts_show_where_a_node_agent_exports_peaks_and_are_unknown_where_only
 #[tokio::test(flavor = "multi_thread")]
 async fn a_drain_minutes_after_a_crash_is_a_possible_cause_never_a_fault_during_the_run() {
     let _db = database_shared().await;
-    let app = spawn_app(config()).await;
+    // A store of its own: another test's archiver must not archive the job's report before the drain
+    // reaches slurmdbd.
+    let mut config = config();
+    config.database =
+        Some(slurmlens::config::DatabaseConfig { url: crate::support::fresh_database("failure_drain").await });
+    let app = spawn_app(config).await;
     // A real job that exits 1 after a few seconds on an idle node no other test is placing jobs on
     // (a node still running another job only turns DRAINING, which slurmdbd records when that ends):
     // the job mix placed first, the other node-picking tests held off.
@@ -174,7 +179,9 @@ async fn a_drain_minutes_after_a_crash_is_a_possible_cause_never_a_fault_during_
         assert!(std::time::Instant::now() < deadline, "job {job_id} did not fail: {state}");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    // Then Slurm drains the node for a GPU fault, as it does minutes after the crash it caused.
+    // Then Slurm drains the node for a GPU fault, as it does minutes after the crash it caused (seconds
+    // here: a drain in the job's last second is one during its run, as slurmdbd's whole seconds tell).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let reason = format!("Xid 79: GPU has fallen off the bus (slurmlens test {})", std::process::id());
     let since = Utc::now().timestamp() - 5;
     slurm("scontrol", &["update", &format!("nodename={node}"), "state=drain", &format!("reason={reason}")]);
