@@ -1250,6 +1250,11 @@ function nodesNamed(query, nodeNames) {
   return values.filter((value) => nodeNames.has(value));
 }
 
+/** `2026-11-30T21:00:00`: `iso` as a wall time in the browser contexts' zone (lib.mjs: E2E_TZ). */
+function wallTime(iso) {
+  return new Date(iso).toLocaleString('sv-SE', { timeZone: process.env.E2E_TZ || 'Asia/Tokyo', hour12: false }).replace(' ', 'T');
+}
+
 test('every_report_chart_links_its_exact_query_to_vmui_and_grafana_naming_only_the_jobs_nodes', async (page) => {
   // Ended a minute or more ago: a job whose recorded end is still ahead (the demo's live clock runs a
   // little ahead of a re-run lab) is charted up to now, which moves between the page and the API call.
@@ -1265,6 +1270,12 @@ test('every_report_chart_links_its_exact_query_to_vmui_and_grafana_naming_only_t
   assert(full.chart_queries.length >= 3, `the report carries its charts' queries: ${full.chart_queries.length}`);
   await page.goto(`${base}/jobs/${job.job_id}?cluster=sakura`);
   await hydrated(page);
+  // Once running in the browser, the page rewrites vmui's end in the browser's zone.
+  const firstVmui = full.chart_queries.find((q) => q.vmui_url);
+  if (firstVmui) {
+    await page.waitForFunction((end) => [...document.querySelectorAll('[data-testid=chart-vmui]')]
+      .every((a) => new URLSearchParams(new URL(a.href).hash.replace(/^#\/\?/, '')).get('g0.end_input') === end), wallTime(firstVmui.end));
+  }
   const figures = await page.$$eval('[data-testid=report-chart]', (figs) => figs.map((fig) => ({
     chart: fig.dataset.chart,
     title: fig.querySelector('figcaption').textContent,
@@ -1281,7 +1292,14 @@ test('every_report_chart_links_its_exact_query_to_vmui_and_grafana_naming_only_t
     for (const link of figure.links) {
       const asked = full.chart_queries.find((q) => q.metric === link.metric);
       assert(asked, `the API has ${link.metric}'s query`);
-      assertEqual([link.query, link.vmui, link.grafana], [asked.query, asked.vmui_url ?? null, asked.grafana_url ?? null], `${figure.title}: the API's query and links`);
+      assertEqual([link.query, link.grafana], [asked.query, asked.grafana_url ?? null], `${figure.title}: the API's query and links`);
+      // vmui reads its end as a wall time in the browser's zone: the page writes the API's end there.
+      assertEqual(link.vmui === null, (asked.vmui_url ?? null) === null, `${figure.title}: a vmui link where the API has one`);
+      if (link.vmui !== null) {
+        const [ours, theirs] = [link.vmui, asked.vmui_url].map((u) => new URLSearchParams(new URL(u).hash.replace(/^#\/\?/, '')));
+        for (const key of ['g0.expr', 'g0.range_input', 'g0.step_input']) assertEqual(ours.get(key), theirs.get(key), `${figure.title}: vmui's ${key}`);
+        assertEqual(ours.get('g0.end_input'), wallTime(asked.end), `${figure.title}: vmui's end in the browser's zone`);
+      }
     }
   }
   // The links carry exactly the query, its range and its step.

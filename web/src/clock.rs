@@ -97,6 +97,11 @@ impl Zone {
         self.at(epoch).map_or(0, |at| at.offset().fix().local_minus_utc() / 60)
     }
 
+    /// `2026-11-30T13:21:05`: the wall time in this zone, as vmui's `g0.end_input` reads it.
+    pub fn wall_time(self, epoch: i64) -> String {
+        self.at(epoch).map(|at| at.format("%Y-%m-%dT%H:%M:%S").to_string()).unwrap_or_default()
+    }
+
     /// `2026-11-30 13:21`.
     pub fn short(self, epoch: i64) -> String {
         self.at(epoch).map(|at| at.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default()

@@ -371,6 +371,14 @@ fn points_to(strength: wire::EvidenceStrength) -> &'static str {
     }
 }
 
+/// A vmui link whose range ends at `end` read in `zone`: vmui reads `g0.end_input` as a wall time in the
+/// browser's own zone, where the server can only write UTC.
+pub fn vmui_in_zone(href: &str, end: i64, zone: crate::clock::Zone) -> String {
+    let Some((head, rest)) = href.split_once("g0.end_input=") else { return href.to_string() };
+    let tail = rest.find('&').map_or("", |at| &rest[at..]);
+    format!("{head}g0.end_input={}{tail}", zone.wall_time(end).replace(':', "%3A"))
+}
+
 /// A verdict's title in words.
 fn verdict_title(kind: &str) -> String {
     match kind {
@@ -677,6 +685,9 @@ fn ReportCharts(
 #[component]
 fn ChartLinks(metrics: Vec<String>, queries: Vec<wire::ChartQuery>) -> impl IntoView {
     let labelled = metrics.len() > 1;
+    // The browser's zone, once the page runs in one: the vmui links' end is rewritten in it.
+    let browser = RwSignal::new(None::<crate::clock::Zone>);
+    Effect::new(move |_| browser.set(crate::clock::browser_zone()));
     let links = metrics
         .iter()
         .filter_map(|metric| queries.iter().find(|query| query.metric == *metric))
@@ -685,8 +696,10 @@ fn ChartLinks(metrics: Vec<String>, queries: Vec<wire::ChartQuery>) -> impl Into
             view! {
                 <span class="chart-query" data-metric=query.metric.clone()>
                     {label}
-                    {query.vmui_url.clone().map(|href| view! {
-                        <a href=href target="_blank" rel="noopener" data-testid="chart-vmui">"vmui"</a>
+                    {query.vmui_url.clone().map(|href| {
+                        let end = query.end.timestamp();
+                        let href = move || browser.get().map_or_else(|| href.clone(), |zone| vmui_in_zone(&href, end, zone));
+                        view! { <a href=href target="_blank" rel="noopener" data-testid="chart-vmui">"vmui"</a> }
                     })}
                     {query.grafana_url.clone().map(|href| view! {
                         <a href=href target="_blank" rel="noopener" data-testid="chart-grafana">"Grafana"</a>
@@ -700,4 +713,21 @@ fn ChartLinks(metrics: Vec<String>, queries: Vec<wire::ChartQuery>) -> impl Into
         })
         .collect_view();
     view! { <div class="chart-links" data-testid="chart-links">{links}</div> }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vmui_links_end_is_rewritten_in_the_browsers_zone_and_nothing_else_changes() {
+        let href = "http://vm:8428/vmui/#/?g0.expr=up&g0.range_input=3600s&g0.end_input=2026-11-30T12%3A00%3A00&g0.step_input=60s";
+        let tokyo: crate::clock::Zone = "Asia/Tokyo".parse().expect("a zone");
+        assert_eq!(
+            vmui_in_zone(href, 1_796_040_000, tokyo),
+            "http://vm:8428/vmui/#/?g0.expr=up&g0.range_input=3600s&g0.end_input=2026-11-30T21%3A00%3A00&g0.step_input=60s"
+        );
+        assert_eq!(vmui_in_zone(href, 1_796_040_000, crate::clock::Zone::UTC), href);
+        assert_eq!(vmui_in_zone("http://vm/vmui/", 0, tokyo), "http://vm/vmui/", "no end, nothing to rewrite");
+    }
 }
