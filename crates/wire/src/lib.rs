@@ -48,7 +48,8 @@ pub use notify::{MyNotifications, Notification, NotificationRule, NotificationRu
 pub use output::{JobOutput, OutputFile, OutputNamed, OutputState, OutputStream};
 pub use report::{
     FailureAnalysis, FailureEvidence, GpuReport, IoReport, JobReport, MetricSeries, MetricSummary, MetricsStatus,
-    NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, TelemetryCoverage, Verdict, XidEvent,
+    NodeBursts, NodeNetworkReport, ReportTotals, SharedNodeBand, SpreadSeries, TelemetryCoverage, Verdict,
+    WHOLE_COVERAGE_SHARE, XidEvent,
 };
 pub use script::{EnvironmentAccess, JobScript, StoredText};
 pub use signals::{FlameBar, ImportantLogLine, JobLogs, JobProfile, LogLine, ProfileFunction};

@@ -276,6 +276,10 @@ pub struct ReportTotals {
     pub coverage: Option<TelemetryCoverage>,
 }
 
+/// A coverage share at or above this is the whole run (a scrape or two missing at its edges): the
+/// server's verdicts and the page's totals say "part of the run" only below it.
+pub const WHOLE_COVERAGE_SHARE: f64 = 0.95;
+
 /// The part of a job's run its GPU samples cover.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

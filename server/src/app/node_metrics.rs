@@ -75,6 +75,9 @@ pub struct XidOnset {
     pub code: u32,
 }
 
+/// Steps whose onsets [`date_onsets`] dates from their raw samples, at most, per call.
+const MAX_DATED_STEPS: usize = 32;
+
 /// How an onset shows in its raw samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnsetKind {
@@ -107,7 +110,10 @@ pub async fn date_onsets(
     onsets: &mut [XidOnset],
     step_s: u64,
 ) -> Result<(), crate::sources::victoriametrics::VmError> {
+    // The newest steps first, a bounded number of them: a node faulting all week keeps its older
+    // onsets at their steps' ends rather than costing a query each.
     let steps: BTreeSet<i64> = onsets.iter().map(|onset| onset.at).collect();
+    let steps: Vec<i64> = steps.into_iter().rev().take(MAX_DATED_STEPS).collect();
     let selectors = on_node(catalog, metric, nodes);
     let reach = match kind {
         OnsetKind::Code => step_s,

@@ -8,8 +8,8 @@
 use super::history::duration;
 use super::time::iso_utc;
 
-/// A share of the run at or above this counts as all of it (a scrape or two missing at the edges).
-pub const WHOLE_SHARE: f64 = 0.95;
+/// A share of the run at or above this counts as all of it (the wire's, which the page reads too).
+pub const WHOLE_SHARE: f64 = slurmlens_wire::WHOLE_COVERAGE_SHARE;
 
 /// The part of a run the GPU samples cover: from the first to the last sample, and the share of the
 /// job's GPU-time (GPUs × run) that has samples.

@@ -16,10 +16,8 @@
 use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
-/// Idle below this mean utilisation (the server's `verdicts::IDLE_UTIL_PCT`).
-const IDLE_UTIL_PCT: f64 = 5.0;
-/// A coverage share at or above this is the whole run (the server's `coverage::WHOLE_SHARE`).
-const WHOLE_SHARE: f64 = 0.95;
+/// Idle below this mean utilisation: the server's rule.
+const IDLE_UTIL_PCT: f64 = slurmlens::domain::verdicts::IDLE_UTIL_PCT;
 /// No GPU draws more than this (kW) for long: energy above it per measured GPU-hour was extrapolated.
 const MAX_GPU_KW: f64 = 1.2;
 
@@ -106,7 +104,7 @@ fn coverage(report: &wire::JobReport) -> Vec<Contradiction> {
         }
         return out;
     };
-    let partial = covered.share < WHOLE_SHARE;
+    let partial = covered.share < wire::WHOLE_COVERAGE_SHARE;
     if partial && !report.verdicts.iter().any(|verdict| verdict.kind == "telemetry_gap") {
         out.push(found(
             "coverage",

@@ -52,7 +52,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         nodes => format!("no record says which of the {nodes} shared nodes' GPUs were the job's (all are shown below)"),
     };
     // Where the samples cover part of the run, every figure after this says so: it is of that part.
-    let partial = totals.coverage.as_ref().filter(|covered| covered.share < COVERED_WHOLE);
+    let partial = totals.coverage.as_ref().filter(|covered| covered.share < wire::WHOLE_COVERAGE_SHARE);
     let zone = crate::clock::use_zone();
     if let Some(covered) = partial {
         total_text.push(format!(
@@ -133,9 +133,6 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         <SharedNodeTable bands=report.shared_node_bands.clone() />
     }
 }
-
-/// A share of the run at or above this is all of it (the server's `coverage::WHOLE_SHARE`).
-const COVERED_WHOLE: f64 = 0.95;
 
 /// "5 %", "<1 %": a share as the totals print it.
 fn share(value: f64) -> String {
