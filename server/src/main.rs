@@ -16,7 +16,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's options, read at its start: a background thread returns freed pages to the system within
 /// a second of the burst that used them, instead of at the next allocations after ten.
 #[expect(unsafe_code, reason = "jemalloc reads its options from this one exported symbol; nothing else has the name")]
-#[unsafe(export_name = "_rjem_malloc_conf")]
+#[unsafe(export_name = "malloc_conf")]
 static JEMALLOC_CONF: &[u8; 60] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 #[derive(Parser)]
