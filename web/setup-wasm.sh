@@ -7,7 +7,7 @@
 #   apt:  rustc-web cargo-web rust-web-src rust-web-llvm lld-22   (Debian's rustc 1.96 + its std source)
 #   $WASM_TOOLS_PREFIX (default <repo>/.wasm-tools, git-ignored):
 #     sysroot/  the wasm32-unknown-unknown std, built once from rust-web-src (stamp: `rustc -vV`)
-#     bin/      wasm-bindgen at exactly the version in Cargo.lock
+#     bin/      wasm-bindgen at exactly the version in Cargo.lock (unoptimised: built in a minute)
 #     npm/      binaryen@132 (wasm-opt; Debian's binaryen 108 breaks hydration)
 #     env.sh    PATH and the sysroot flag for web/build.sh
 set -euo pipefail
@@ -82,10 +82,13 @@ fi
 bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock")
 [[ -n $bindgen_version ]] || die "no wasm-bindgen in Cargo.lock"
 if [[ $("$PREFIX/bin/wasm-bindgen" --version 2>/dev/null) != "wasm-bindgen $bindgen_version" ]]; then
-  log "cargo install wasm-bindgen-cli $bindgen_version (~3 min)"
-  # --locked first; the crates.io mirror here has lacked a locked dependency, so fall back to a fresh resolve.
-  "$DEB_CARGO" install -q wasm-bindgen-cli --version "=$bindgen_version" --root "$PREFIX" --locked 2>/dev/null ||
-    "$DEB_CARGO" install -q wasm-bindgen-cli --version "=$bindgen_version" --root "$PREFIX" --force
+  log "cargo install wasm-bindgen-cli $bindgen_version (~1 min)"
+  # Its `wasm-bindgen` binary only, unoptimised: a third of the build's CPU of release's opt-level 3, and
+  # it still makes the bundle's bindings in about a second (the same bytes). --locked first; the
+  # crates.io mirror here has lacked a locked dependency, so fall back to a fresh resolve.
+  install=("$DEB_CARGO" install -q wasm-bindgen-cli --version "=$bindgen_version" --root "$PREFIX" --bin wasm-bindgen)
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=0 "${install[@]}" --locked 2>/dev/null ||
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=0 "${install[@]}" --force
 else
   log "wasm-bindgen $bindgen_version present"
 fi
