@@ -92,7 +92,7 @@ if curl -s -o /dev/null --max-time 2 "http://$LISTEN/"; then
   echo "demo: something already answers on $LISTEN (an earlier demo?): stop it, or set SLURMLENS_DEMO_LISTEN" >&2
   exit 1
 fi
-step "slurmlens serve (log: $SERVER_LOG), its archiver's first round"
+step "slurmlens serve (log: $SERVER_LOG)"
 "$BIN" serve >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
 # sakura stays alive next to the server: every 30 s its jobs end, start and arrive (its history's scheduler
@@ -101,24 +101,30 @@ SERVER_PID=$!
 "$DEV_BIN" demo live --cluster sakura &
 LIVE_PID=$!
 # (Each step `|| true`: under set -e a failed kill, of a bundle already built, would end the trap there.)
-trap 'kill -- -"$WEB_PID" 2>/dev/null || true; kill "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true
+trap 'kill -- -"$WEB_PID" 2>/dev/null || true; kill "${PROGRESS_PID:-}" "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true
   wait "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-# The archiver's first round: done when /metrics has its end time (a round that finds nothing due ends
-# at once); meanwhile the archive's rows say how far it is.
+# The server answers within seconds; its archiver's first round (every report of the last days) goes on
+# in the background, and the job list says how far it is while it does. This script prints its progress.
 metric() { curl -fsS --max-time 5 "http://$LISTEN/metrics" 2>/dev/null | awk -v name="$1" '$1 == name { print $2 }'; }
 sql() { mariadb --defaults-file="$LAB_MYCNF" -N -e "$1" 2>/dev/null || echo '?'; }
-ended=$(sql "SELECT COUNT(*) FROM slurm_acct_db.sakura_job_table
-  WHERE time_end > UNIX_TIMESTAMP() - $(((HOURS + 23) / 24)) * 86400")
-shown=''
 round_ended() { local at; at=$(metric slurmlens_archive_last_round_timestamp_seconds); [[ -n $at && $at != 0 && $at != 0.0 ]]; }
 server_runs() { kill -0 "$SERVER_PID" 2>/dev/null || { tail -20 "$SERVER_LOG" >&2; echo "demo: the server stopped" >&2; exit 1; }; }
-until server_runs && round_ended; do
-  progress="reports archived: $(sql "SELECT COUNT(*) FROM slurmlens.job_reports WHERE cluster = 'sakura'") of sakura's $ended ended jobs"
-  [[ $progress != "$shown" ]] && printf '  %s (%ss)\n' "$progress" "$SECONDS" && shown=$progress
-  sleep 10
-done
+until server_runs && curl -fsS -o /dev/null --max-time 2 "http://$LISTEN/api/v1/health"; do sleep 1; done
+ended=$(sql "SELECT COUNT(*) FROM slurm_acct_db.sakura_job_table
+  WHERE time_end > UNIX_TIMESTAMP() - $(((HOURS + 23) / 24)) * 86400")
+archived() { sql "SELECT COUNT(*) FROM slurmlens.job_reports WHERE cluster = 'sakura'"; }
+(
+  shown=''
+  until round_ended; do
+    progress="reports archived: $(archived) of sakura's $ended ended jobs"
+    [[ $progress != "$shown" ]] && printf '  %s (%ss)\n' "$progress" "$SECONDS" && shown=$progress
+    sleep 30
+  done
+  printf '  every report of the last %s h archived (%ss)\n' "$HOURS" "$SECONDS"
+) &
+PROGRESS_PID=$!
 
 step "web bundle: waiting for it"
 if ! wait "$WEB_PID"; then
@@ -133,4 +139,5 @@ fi
 echo
 echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /jobs/<id>; API under /api/v1; clusters: lab, sakura)"
 echo "(ready in ${SECONDS}s; the server's log: $SERVER_LOG; Ctrl-C stops it)"
+round_ended || echo "(its archiver is still making the reports of the last $HOURS h: the job list says how far, and so does this terminal)"
 wait "$SERVER_PID"

@@ -37,4 +37,24 @@ pub struct Page<T> {
     /// A sorted listing's position of this page's first item in the whole order (0: the first page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
+    /// The job listing only, while the archiver's first round since the server started makes reports:
+    /// how far it is. A job without a report has no efficiency or blame in the listing until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archiving: Option<Archiving>,
+}
+
+/// How far the archiver's first round since the server started is in making the reports of ended jobs
+/// (those within the backfill window that have none yet: GPU jobs, and any job that ended badly).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Archiving {
+    /// When the round started (Unix seconds).
+    pub since: i64,
+    /// Ended jobs found without a report so far.
+    pub due: u64,
+    /// Whether `due` is the whole round's count: its first pass reads every job of the window, making
+    /// the reports of the jobs that ended badly; the second makes the rest, newest first.
+    pub counted: bool,
+    /// Reports made so far (with metrics, or "no data").
+    pub made: u64,
 }

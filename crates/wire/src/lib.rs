@@ -31,7 +31,7 @@ pub use advice::{Advice, AdviceAnswer, AdviceKind, AdviceSetting};
 pub use compare::{
     AlignedSeries, ComparedJob, Comparison, PreviousRuns, RunFigures, RunMedians, SlowerThanUsual, WorkMatch,
 };
-pub use errors::{ErrorBody, ErrorEnvelope, Page};
+pub use errors::{Archiving, ErrorBody, ErrorEnvelope, Page};
 pub use ingest::{
     AllocatedGpu, GpuAllocationBatch, GpuAllocationEvent, GpuAllocationReceipt, GpuAllocationRecord,
     GpuAllocationRejection,

@@ -79,6 +79,7 @@ impl App {
             next_cursor: None,
             total: Some(ordered.len() as u64),
             offset: Some(order.offset as u64),
+            archiving: self.archive_progress().now(),
         })
     }
 

@@ -139,7 +139,8 @@ impl App {
         let (records, next) =
             self.window_page(reader, &scope, query.window, &query.filter, &catalog, query.cursor, query.limit).await?;
         let items = self.listed_jobs(reader, records, &catalog, &query.blame).await;
-        Ok(wire::Page { items, next_cursor: next.map(|cursor| cursor.encode()), total: None, offset: None })
+        let next_cursor = next.map(|cursor| cursor.encode());
+        Ok(wire::Page { items, next_cursor, total: None, offset: None, archiving: self.archive_progress().now() })
     }
 
     /// The viewer's window limit, as a listing applies it. A job id is found through slurmdbd's id

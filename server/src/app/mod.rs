@@ -111,6 +111,8 @@ struct Inner {
     live_means: jobs::LiveMeansCache,
     /// Sorted listings' orders, kept for their next pages.
     orders: job_order::OrderCache,
+    /// How far the archiver's first round is, for the job listing.
+    archiving: report::Progress,
     /// Finished jobs of staff's chart windows, kept by the hour of their ends.
     chart_history: chart_history::ChartHistory,
 }
@@ -151,6 +153,7 @@ impl App {
             health,
             live_means,
             orders,
+            archiving: report::Progress::default(),
             chart_history,
         };
         Some(Self { inner: Arc::new(inner), notify: Arc::default(), job_output: Arc::default() })
@@ -254,6 +257,11 @@ impl App {
                 "a window of at most {days} days may be listed; this one is {asked:.1} days: move start or end closer"
             ),
         ))
+    }
+
+    /// Where the archiver publishes how far its first round is, and the job listing reads it.
+    pub fn archive_progress(&self) -> &report::Progress {
+        &self.inner.archiving
     }
 
     /// slurmlens's own database, if one is configured.

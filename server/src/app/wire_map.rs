@@ -162,6 +162,7 @@ mod tests {
             next_cursor: Some("1795946340.1".into()),
             total: None,
             offset: None,
+            archiving: None,
         };
         insta::assert_json_snapshot!(page);
     }

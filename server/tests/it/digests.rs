@@ -6,9 +6,9 @@ use chrono::{DateTime, Duration, Utc};
 use slurmlens::app::report::{ArchiverSettings, Round, RoundSummary, archive_round};
 use slurmlens::config::{AnonymousAccess, Config, DatabaseConfig, VictoriaMetricsConfig};
 use slurmlens::domain::job::TimeWindow;
-use slurmlens_wire::{DigestState, Job, Page};
+use slurmlens_wire::{Archiving, DigestState, Job, Page};
 
-use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, test_config};
+use crate::support::{TestApp, database_shared, fresh_database, lab, spawn_app, spawn_state, test_config};
 
 /// Cluster `sakura` only, with VictoriaMetrics and a database of the test's own; no archiver loop:
 /// the tests run its rounds.
@@ -47,7 +47,7 @@ fn window(hours_ago: i64, minutes: i64) -> Span {
 
 async fn round(config: &Config, span: Span, max_reports: Option<usize>) -> RoundSummary {
     let app = slurmlens::serve::app(config).expect("app");
-    let round = Round { window: span.window, max_reports, as_of: span.as_of };
+    let round = Round { window: span.window, max_reports, as_of: span.as_of, published: false };
     archive_round(&app, &settings(), round).await.expect("an archiver round")
 }
 
@@ -323,4 +323,43 @@ async fn lease_freed(database: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     pool.close().await;
+}
+
+/// The server's first round tells the job listing how far it is while it runs (`archiving`), counting
+/// the due jobs in its first pass; the listing says nothing once it ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_published_round_tells_the_listing_how_far_it_is() {
+    let _db = database_shared().await;
+    let config = digests_config(fresh_database("digests_progress").await);
+    let app = slurmlens::serve::app(&config).expect("app");
+    let served = spawn_state(&config, slurmlens::http::HttpState::new(app.clone())).await;
+    let at = window(9, 4);
+    let progress = async |served: &TestApp| {
+        let response = served.get(&format!("/api/v1/jobs?{}&limit=1", span(at.window))).await;
+        assert_eq!(response.status(), 200);
+        response.json::<Page<Job>>().await.expect("page JSON").archiving
+    };
+    assert_eq!(progress(&served).await, None, "no round yet");
+    // One report at a time with a pause after each: the round lasts long enough to be watched.
+    let settings = ArchiverSettings { concurrency: 1, pause: std::time::Duration::from_millis(150), ..settings() };
+    let round = tokio::spawn({
+        let app = app.clone();
+        async move {
+            let round = Round { window: at.window, max_reports: None, as_of: at.as_of, published: true };
+            archive_round(&app, &settings, round).await
+        }
+    });
+    let mut seen: Vec<Archiving> = Vec::new();
+    while !round.is_finished() {
+        seen.extend(progress(&served).await);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let summary = round.await.expect("the round's task").expect("an archiver round");
+    assert!(summary.made() >= 3, "a window with a few due jobs: {summary:?}");
+    assert!(seen.len() >= 3, "the listing showed the round as it went: {seen:?}");
+    assert!(seen.iter().all(|p| p.since == at.as_of.timestamp() && p.made <= summary.made() as u64), "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].made <= w[1].made && w[0].due <= w[1].due), "only forward: {seen:?}");
+    assert!(seen.iter().all(|p| !p.counted || p.due == summary.due as u64), "counted is the round's count: {seen:?}");
+    assert!(seen.iter().any(|p| p.counted && p.made > 0), "the second pass shows too: {seen:?}");
+    assert_eq!(progress(&served).await, None, "nothing once the round ended");
 }

@@ -85,7 +85,9 @@ pub async fn run(config: &Config, args: &BackfillBenchArgs) -> anyhow::Result<()
         settings.pause.as_millis()
     );
     let (started, cpu_before) = (Instant::now(), cpu_seconds());
-    let summary = archive_round(&app, &settings, Round { window, max_reports: args.max_reports, as_of: now }).await?;
+    let summary =
+        archive_round(&app, &settings, Round { window, max_reports: args.max_reports, as_of: now, published: false })
+            .await?;
     let (seconds, cpu) = (started.elapsed().as_secs_f64(), cpu_seconds() - cpu_before);
     println!(
         "round: {} due, {} made ({} with metrics, {} no data; {} of jobs that ended badly), {} unanswered, \

@@ -95,6 +95,9 @@ pub fn JobsPage() -> impl IntoView {
                                 let window = (api_window.start.unwrap_or(0), api_window.end.unwrap_or(0));
                                 let total = page.total.unwrap_or(page.items.len() as u64);
                                 let first = page.offset.unwrap_or(0);
+                                let archiving = page.archiving.map(|progress| {
+                                    view! { <p class="hint" data-testid="jobs-archiving">{archiving_line(&progress)}</p> }
+                                });
                                 let rows = page.items;
                                 shown.set_value(rows.clone());
                                 let sort_words: Vec<(&str, String)> = order
@@ -126,6 +129,7 @@ pub fn JobsPage() -> impl IntoView {
                                         <a class="button" href=whole_csv download="jobs.csv" data-testid="export-window-csv" title=WHOLE_WINDOW>"Whole window CSV"</a>
                                         <a class="button" href=whole_ndjson download="jobs.ndjson" data-testid="export-window-ndjson" title=WHOLE_WINDOW>"Whole window NDJSON"</a>
                                     </div>
+                                    {archiving}
                                     {table}
                                     {pager}
                                     {beyond_view}
@@ -142,6 +146,24 @@ pub fn JobsPage() -> impl IntoView {
 }
 
 /// `201–400 of 7,712 jobs`, or with a search `12 jobs in this window match “x”`.
+/// What the listing says while the archiver's first round makes the reports that fill its last columns.
+pub fn archiving_line(progress: &wire::Archiving) -> String {
+    let made = thousands(progress.made as usize);
+    let due = thousands(progress.due as usize);
+    let how_far = if progress.counted {
+        format!("{made} of {due} so far (those of jobs that ended badly first, then the rest, newest first)")
+    } else {
+        format!(
+            "first those of jobs that ended badly ({made} made so far), while counting the jobs that need one ({due} so far)"
+        )
+    };
+    format!(
+        "Reports of recently ended jobs are being made: {how_far}. Until a job's report is made, its {} and {} cells stay blank; reload to see more.",
+        Column::GpuUtil.title(),
+        Column::Blame.title()
+    )
+}
+
 pub fn count_line(first: u64, shown: u64, total: u64, search: Option<&str>) -> String {
     let range = if shown == 0 || shown == total {
         String::new()

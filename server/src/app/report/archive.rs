@@ -54,6 +54,29 @@ pub struct Round {
     /// before it. The archiver passes the round's start; a caller that counted the due jobs itself
     /// passes the moment it counted at, so a job ending meanwhile does not join the round.
     pub as_of: DateTime<Utc>,
+    /// Whether the job listing shows how far it is ([`App::archiving`]): the server's first round.
+    pub published: bool,
+}
+
+/// How far the round the job listing shows is ([`Round::published`]); empty between rounds.
+#[derive(Debug, Default)]
+pub struct Progress(std::sync::Mutex<Option<slurmlens_wire::Archiving>>);
+
+impl Progress {
+    /// The round in progress, if one is published.
+    pub fn now(&self) -> Option<slurmlens_wire::Archiving> {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, value: Option<slurmlens_wire::Archiving>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = value;
+    }
+
+    fn update(&self, change: impl FnOnce(&mut slurmlens_wire::Archiving)) {
+        if let Some(progress) = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            change(progress);
+        }
+    }
 }
 
 /// What one round did.
@@ -106,7 +129,8 @@ impl Archiver {
             _ => now - self.settings.backfill,
         };
         let window = TimeWindow::new(since, now).map_err(|e| ReportError::Window(e.to_string()))?;
-        let summary = archive_round(app, &self.settings, Round { window, max_reports: None, as_of: now }).await?;
+        let round = Round { window, max_reports: None, as_of: now, published: self.last_round.is_none() };
+        let summary = archive_round(app, &self.settings, round).await?;
         if summary.skipped {
             // Another replica archives: when this one takes over, it starts with a full round.
             return Ok(summary);
@@ -119,8 +143,8 @@ impl Archiver {
     }
 }
 
-/// One archiver round over `round.window`: for each cluster, first the jobs that ended badly, then
-/// the other finished GPU jobs, each pass newest submission first, skipping jobs already archived
+/// One archiver round over `round.window`: first the jobs that ended badly, then the other finished GPU
+/// jobs, each pass over every cluster, newest submission first, skipping jobs already archived
 /// or given up on. A report without metrics is archived as "no data"; one the metrics source did not
 /// answer for is counted as a try. Several such in a row stop the round: the source is down.
 pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round) -> Result<RoundSummary, ReportError> {
@@ -131,6 +155,7 @@ pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round)
         summary: RoundSummary::default(),
         unanswered: Vec::new(),
         streak: 0,
+        progress: round.published.then(|| app.archive_progress()),
     };
     let Some(store) = app.store() else { return Ok(walk.summary) };
     if !app.reporter().has_metrics_source() {
@@ -140,12 +165,15 @@ pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round)
     let Some(lease) = store.try_lease(ARCHIVER_LEASE).await? else {
         return Ok(RoundSummary { skipped: true, ..RoundSummary::default() });
     };
-    for reader in app.readers() {
-        let tres = reader.tres_catalog().await?;
-        for pass in [Pass::EndedBadly, Pass::Rest] {
-            walk.pass(app.reporter(), store, reader, &tres, round.window, pass).await?;
-        }
+    if let Some(progress) = walk.progress {
+        let since = round.as_of.timestamp();
+        progress.set(Some(slurmlens_wire::Archiving { since, due: 0, counted: false, made: 0 }));
     }
+    let walked = walk.passes(app, store, round.window).await;
+    if let Some(progress) = walk.progress {
+        progress.set(None);
+    }
+    walked?;
     walk.record_unanswered(store).await?;
     lease.release().await?;
     Ok(walk.summary)
@@ -189,9 +217,26 @@ struct Walk<'a> {
     unanswered: Vec<(ClusterName, u32, u64, String)>,
     /// Unanswered reports in a row.
     streak: usize,
+    /// Where the job listing reads how far the round is, if it is published.
+    progress: Option<&'a Progress>,
 }
 
 impl Walk<'_> {
+    /// The two passes, each over every cluster's window: the first counts every due job.
+    async fn passes(&mut self, app: &App, store: &Store, window: TimeWindow) -> Result<(), ReportError> {
+        let mut clusters = Vec::new();
+        for reader in app.readers() {
+            clusters.push((reader, reader.tres_catalog().await?));
+        }
+        for pass in [Pass::EndedBadly, Pass::Rest] {
+            for (reader, tres) in &clusters {
+                self.pass(app.reporter(), store, reader, tres, window, pass).await?;
+            }
+            self.publish(|progress| progress.counted = true);
+        }
+        Ok(())
+    }
+
     /// One pass over the window, a page at a time.
     async fn pass(
         &mut self,
@@ -209,6 +254,8 @@ impl Walk<'_> {
             let due = self.due_among(reporter, store, reader, tres, &jobs).await?;
             if pass == Pass::EndedBadly {
                 self.summary.due += due.len();
+                let found = due.len() as u64;
+                self.publish(|progress| progress.due += found);
             }
             let mine: Vec<&JobRecord> =
                 due.into_iter().filter(|job| pass.takes(job, tres.gpus(&job.tres_alloc))).take(self.budget).collect();
@@ -228,6 +275,9 @@ impl Walk<'_> {
                 };
                 let made = !matches!(outcome, Outcome::Unavailable(_));
                 self.tally(reader.cluster(), job, outcome, pass)?;
+                if made {
+                    self.publish(|progress| progress.made += 1);
+                }
                 // The rules tag the job as its report is kept: listing pages never read scripts.
                 if made && let Err(error) = crate::app::tags::apply_rules(store, reader, job).await {
                     tracing::warn!(%error, job = job.identity.id_job, "job tag rules failed");
@@ -312,6 +362,12 @@ impl Walk<'_> {
             self.summary.ended_badly += 1;
         }
         Ok(())
+    }
+
+    fn publish(&self, change: impl FnOnce(&mut slurmlens_wire::Archiving)) {
+        if let Some(progress) = self.progress {
+            progress.update(change);
+        }
     }
 
     /// Counts a try for each job the source did not answer for.

@@ -23,7 +23,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use slurmlens_wire as wire;
 
-pub use archive::{Archiver, ArchiverSettings, MAX_TRIES, Round, RoundSummary, archive_round, schedule_archive};
+pub use archive::{
+    Archiver, ArchiverSettings, MAX_TRIES, Progress, Round, RoundSummary, archive_round, schedule_archive,
+};
 pub use flight::{ARCHIVES_AT_ONCE, MIN_BUDGET_POINTS, POINTS_BUDGET, budgeted_points};
 pub use form::{SPREAD_ABOVE_GPUS, SeriesChoice, in_form};
 pub use links::{LinkSettings, vmui_beside};
