@@ -2,15 +2,16 @@
 //! Gantt's axis, the moments named in verdicts) is shown in one zone: the one the viewer chose in the
 //! header (a cookie), else the site's default (`time_zone` in the server's configuration), else UTC.
 //! The server renders in that zone and the browser hydrates in the same one, read back from the page,
-//! so the first paint and the interactive page agree. Formats are ISO 8601, 24-hour.
+//! so the first paint and the interactive page agree. Formats are ISO 8601, 24-hour. The zones' rules
+//! come from [`crate::tz`]: chrono-tz's tables on the server, the browser's own in the bundle.
 
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone};
-use chrono_tz::Tz;
+use chrono::{DateTime, FixedOffset, NaiveDateTime};
 
 use crate::timefmt;
+use crate::tz::{Tz, UTC_NAMES};
 
 /// The cookie holding the viewer's choice (an IANA zone name, or `UTC`).
 pub const COOKIE: &str = "slurmlens_tz";
@@ -49,10 +50,7 @@ impl FromStr for Zone {
         if name.eq_ignore_ascii_case("utc") || name == "Z" {
             return Ok(Self::UTC);
         }
-        Tz::from_str(name)
-            .or_else(|_| Tz::from_str_insensitive(name))
-            .map(Self)
-            .map_err(|_| UnknownZone(name.to_string()))
+        Tz::parse(name).map(Self).ok_or_else(|| UnknownZone(name.to_string()))
     }
 }
 
@@ -85,16 +83,17 @@ impl Zone {
 
     /// Whether this zone is UTC itself (not merely at offset 0 now, as London in winter).
     pub fn is_utc(self) -> bool {
-        matches!(self.0, Tz::UTC | Tz::Etc__UTC | Tz::Etc__UCT | Tz::Etc__Universal | Tz::Etc__Zulu | Tz::Zulu)
+        UTC_NAMES.contains(&self.name())
     }
 
-    fn at(self, epoch: i64) -> Option<DateTime<Tz>> {
-        DateTime::from_timestamp(epoch, 0).map(|at| at.with_timezone(&self.0))
+    fn at(self, epoch: i64) -> Option<DateTime<FixedOffset>> {
+        let offset = FixedOffset::east_opt(self.0.offset_seconds(epoch))?;
+        DateTime::from_timestamp(epoch, 0).map(|at| at.with_timezone(&offset))
     }
 
     /// Minutes east of UTC at `epoch`.
     pub fn offset_minutes(self, epoch: i64) -> i32 {
-        self.at(epoch).map_or(0, |at| at.offset().fix().local_minus_utc() / 60)
+        self.0.offset_seconds(epoch) / 60
     }
 
     /// `2026-11-30T13:21:05`: the wall time in this zone, as vmui's `g0.end_input` reads it.
@@ -141,10 +140,15 @@ impl Zone {
         let naive = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
             .iter()
             .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())?;
-        match self.0.from_local_datetime(&naive) {
-            LocalResult::Single(at) | LocalResult::Ambiguous(at, _) => Some(at.timestamp()),
-            LocalResult::None => None,
-        }
+        // The moment is the wall time less the offset in force then: try the offsets of half a day
+        // before and after (a transition between them changes it), keep those that hold at the moment
+        // they give; none hold in a skipped hour, both in a repeated one (the first passing is kept).
+        let wall = naive.and_utc().timestamp();
+        [wall - 43_200, wall + 43_200]
+            .into_iter()
+            .map(|probe| wall - i64::from(self.0.offset_seconds(probe)))
+            .filter(|&moment| wall - moment == i64::from(self.0.offset_seconds(moment)))
+            .min()
     }
 
     /// A time axis label: `21:00`, or the date at midnight or for day-sized steps.
@@ -330,6 +334,13 @@ mod tests {
         assert_eq!(berlin.parse_local("2026-03-29T02:30"), None);
         assert_eq!(berlin.parse_local("2026-10-25T02:30"), Some(1_792_888_200));
         assert_eq!(berlin.parse_local("yesterday"), None);
+        // The southern summer starts in October; Lord Howe moves its clocks by half an hour.
+        let sydney: Zone = "Australia/Sydney".parse().expect("a zone");
+        assert_eq!(sydney.parse_local("2026-10-04T02:30"), None);
+        assert_eq!(sydney.parse_local("2026-10-04T03:00"), Some(1_791_043_200));
+        let lord_howe: Zone = "Australia/Lord_Howe".parse().expect("a zone");
+        assert_eq!(lord_howe.parse_local("2026-10-04T02:15"), None);
+        assert_eq!(lord_howe.offset_minutes(NOON_UTC), 660);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod query;
 #[cfg(feature = "ssr")]
 pub mod server;
 pub mod timefmt;
+pub mod tz;
 pub mod usage;
 
 #[cfg(test)]
