@@ -101,8 +101,8 @@ SERVER_PID=$!
 "$DEV_BIN" demo live --cluster sakura &
 LIVE_PID=$!
 # (Each step `|| true`: under set -e a failed kill, of a bundle already built, would end the trap there.)
-trap 'kill -- -"$WEB_PID" 2>/dev/null || true; kill "${PROGRESS_PID:-}" "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true
-  wait "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true' EXIT
+trap 'kill -- -"$WEB_PID" 2>/dev/null || true; kill -- -"${AGENT_PID:-0}" 2>/dev/null || true; bash lab/agent.sh stop || true
+  kill "${PROGRESS_PID:-}" "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true; wait "$LIVE_PID" "$SERVER_PID" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 # The server answers within seconds; its archiver's first round (every report of the last days) goes on
@@ -136,8 +136,15 @@ tail -1 "$WEB_LOG"
 if [[ -n $MIX_PID ]] && kill -0 "$MIX_PID" 2>/dev/null; then
   echo "lab: its job mix is still running (log: $MIX_LOG); its jobs show as they start and end"
 fi
+# The node agent on the lab's nodes (lab/agent.sh) and a training job it watches: built and started
+# once the URL is out (its eBPF part compiles libbpf), from a session of its own so the trap stops it.
+AGENT_LOG=$LAB/log/demo-agent.log
+setsid nice -n 10 bash -c "cargo build -q --profile '$PROFILE' -p slurmlens-agent &&
+  bash lab/agent.sh start '$ROOT/target/$PROFILE/slurmlens-agent' 'http://$LISTEN'" >"$AGENT_LOG" 2>&1 &
+AGENT_PID=$!
 echo
 echo "slurmlens demo: http://$LISTEN/?cluster=sakura  (Gantt; /grid, /jobs, /jobs/<id>; API under /api/v1; clusters: lab, sakura)"
 echo "(ready in ${SECONDS}s; the server's log: $SERVER_LOG; Ctrl-C stops it)"
 round_ended || echo "(its archiver is still making the reports of the last $HOURS h: the job list says how far, and so does this terminal)"
+echo "(the node agent is being built for the lab's nodes, then a stand-in training job runs on cluster lab: $AGENT_LOG)"
 wait "$SERVER_PID"
