@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use slurmlens_slurm::state::printed_word;
 use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
@@ -457,8 +458,7 @@ impl GridSnapshot {
         let job = &self.jobs[job as usize];
         let outcome = match job.end {
             Some(end) => {
-                let state = job.state.split_whitespace().next().unwrap_or(&job.state);
-                format!("ended {} as {state}", zone.short(end))
+                format!("ended {} as {}", zone.short(end), printed_word(&job.state))
             }
             None => "still running".to_string(),
         };

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use slurmlens_slurm::state::{JobStateBase, StateFilter};
 
 /// Tol's muted qualitative scheme: distinguishable under the common colour-vision deficiencies (the
 /// report's chart lines).
@@ -35,19 +36,21 @@ pub const BUSY: &str = "repeating-linear-gradient(135deg, #A8A8A8 0 2px, #E4E4E4
 /// [`BUSY`] as one colour, for a stop in a node's gradient.
 pub const BUSY_SOLID: &str = "#B4B4B4";
 
-/// Okabe–Ito colours by sacct state word; states not listed are [`OTHER`].
+/// Okabe–Ito colours by sacct state word; flags sacct prints in the state's place (`COMPLETING`) are
+/// [`OTHER`].
 pub fn state_colour(state: &str) -> &'static str {
-    match state.split_whitespace().next().unwrap_or("") {
-        "RUNNING" => "#0072B2",
-        "COMPLETED" => "#009E73",
-        "FAILED" => "#D55E00",
-        "TIMEOUT" | "DEADLINE" => "#E69F00",
-        "OUT_OF_MEMORY" => "#CC79A7",
-        "NODE_FAIL" | "BOOT_FAIL" => "#000000",
-        "PREEMPTED" | "REQUEUED" => "#56B4E9",
-        "SUSPENDED" | "PENDING" => "#F0E442",
-        "CANCELLED" => "#999999",
-        _ => OTHER,
+    use StateFilter::{Base, Requeued};
+    match StateFilter::of_printed(state) {
+        Some(Base(JobStateBase::Running)) => "#0072B2",
+        Some(Base(JobStateBase::Completed)) => "#009E73",
+        Some(Base(JobStateBase::Failed)) => "#D55E00",
+        Some(Base(JobStateBase::Timeout | JobStateBase::Deadline)) => "#E69F00",
+        Some(Base(JobStateBase::OutOfMemory)) => "#CC79A7",
+        Some(Base(JobStateBase::NodeFail | JobStateBase::BootFail)) => "#000000",
+        Some(Base(JobStateBase::Preempted) | Requeued) => "#56B4E9",
+        Some(Base(JobStateBase::Suspended | JobStateBase::Pending)) => "#F0E442",
+        Some(Base(JobStateBase::Cancelled)) => "#999999",
+        None => OTHER,
     }
 }
 

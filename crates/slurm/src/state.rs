@@ -80,6 +80,32 @@ pub enum StateFilter {
     Requeued,
 }
 
+impl StateFilter {
+    /// The word sacct prints for it: the base state's name, or `REQUEUED`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Base(base) => base.name(),
+            Self::Requeued => "REQUEUED",
+        }
+    }
+
+    /// The filter that lists a job whose state reads `printed`, as sacct prints it and the API carries it
+    /// (`COMPLETED`, `CANCELLED by 1001`, `REQUEUED`); None for a flag sacct prints in the base state's
+    /// place (`COMPLETING`) or a word that names no state.
+    pub fn of_printed(printed: &str) -> Option<Self> {
+        let word = printed_word(printed);
+        std::iter::once(Self::Requeued)
+            .chain(JobStateBase::ALL.into_iter().map(Self::Base))
+            .find(|filter| filter.name() == word)
+    }
+}
+
+/// The state word of a job state as sacct prints it, without what may follow it: `CANCELLED` of
+/// `CANCELLED by 1001`; empty for blank text.
+pub fn printed_word(printed: &str) -> &str {
+    printed.split_whitespace().next().unwrap_or("")
+}
+
 /// Why a state name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown job state `{0}`")]
@@ -255,6 +281,18 @@ mod tests {
         }
         assert_eq!("cd".parse::<StateFilter>(), Ok(StateFilter::Base(JobStateBase::Completed)));
         assert!("FINISHED".parse::<StateFilter>().is_err());
+    }
+
+    #[test]
+    fn printed_states_read_back_as_their_filter() {
+        for base in JobStateBase::ALL {
+            assert_eq!(StateFilter::of_printed(base.name()), Some(StateFilter::Base(base)));
+        }
+        assert_eq!(StateFilter::of_printed("CANCELLED by 1001"), Some(StateFilter::Base(JobStateBase::Cancelled)));
+        assert_eq!(StateFilter::of_printed("REQUEUED"), Some(StateFilter::Requeued));
+        assert_eq!(StateFilter::of_printed(JobState::from_raw(0x8000 | 1).name()), None, "COMPLETING is a flag");
+        assert_eq!(StateFilter::of_printed("cd"), None, "sacct prints names, not squeue's codes");
+        assert_eq!((printed_word("CANCELLED by 1001"), printed_word("  ")), ("CANCELLED", ""));
     }
 
     #[test]

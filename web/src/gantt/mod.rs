@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use slurmlens_slurm::hostlist;
+use slurmlens_slurm::state::printed_word;
 use slurmlens_slurm::topology::Racks;
 use slurmlens_wire as wire;
 
@@ -204,7 +205,7 @@ impl GanttData {
                 user: users.get(&job.user),
                 account: accounts.get(&job.account),
                 partition: partitions.get(&job.partition),
-                state: states.get(job.state.split_whitespace().next().unwrap_or("")),
+                state: states.get(printed_word(&job.state)),
                 start: job.start,
                 end: job.end,
                 gpus: job.gpus,
