@@ -62,6 +62,6 @@ pub use traces::{
 pub use usage::{BlameSplit, Histogram, HistogramBin, TopEntry, UsageGrouping, UsageReport, UsageRow, UsageStats};
 pub use vocabulary::{
     Attribution, Blame, BurstStatus, DigestState, Direction, EvidenceSource, EvidenceStrength, GpusSource, IoSource,
-    LogKind, LogsStatus, MetricsReads, MetricsState, ProfileStatus, ReportSource, SeriesForm, Severity, TokenState,
-    TraceBottleneck, ValuesState,
+    LogKind, LogsStatus, MetricsReads, MetricsState, NotifyRule, ProfileStatus, ReportSource, SeriesForm, Severity,
+    TokenState, TraceBottleneck, TraceCategory, ValuesState, VerdictKind,
 };

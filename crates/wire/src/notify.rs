@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::vocabulary::NotifyRule;
+
 /// The user's notifications: the notices about their own jobs, newest first, and each rule's setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -17,8 +19,7 @@ pub struct MyNotifications {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Notification {
-    /// `idle_gpus`, `infrastructure_failure`.
-    pub rule: String,
+    pub rule: NotifyRule,
     pub cluster: String,
     pub title: String,
     pub body: String,
@@ -33,7 +34,7 @@ pub struct Notification {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NotificationRule {
-    pub rule: String,
+    pub rule: NotifyRule,
     pub description: String,
     /// The user's own choice (true unless they opted out).
     pub enabled: bool,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocabulary::{
     Attribution, Blame, BurstStatus, Direction, EvidenceSource, EvidenceStrength, IoSource, MetricsReads, MetricsState,
-    ReportSource, SeriesForm, Severity,
+    ReportSource, SeriesForm, Severity, VerdictKind,
 };
 
 use crate::jobs::Job;
@@ -297,12 +297,7 @@ pub struct TelemetryCoverage {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Verdict {
-    /// `idle_gpus`, `outlier_node`, `low_tensor_activity`, `memory_nearly_full`, `unbalanced_gpus`,
-    /// `xid_errors` (hardware or driver), `program_gpu_faults` (XIDs programs cause), `good`, and the node
-    /// signals' `io_bound`, `node_memory_pressure`, `node_power`, `power_readings_disagree`, `micro_bursts`;
-    /// `attribution_uncertain` (a shared node's GPUs no record placed) and `telemetry_gap` (the GPU
-    /// samples end well before the window does).
-    pub kind: String,
+    pub kind: VerdictKind,
     /// `info`, `warning` or `critical`.
     pub severity: Severity,
     pub message: String,

@@ -33,7 +33,9 @@ pub struct TraceRecord {
     pub cgroup: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<u32>,
-    /// `cuda_api`, `kernel`, `memcpy`, `nccl` or `sync`.
+    /// A `TraceCategory` word, read as text: a record with another word is refused on its own (in
+    /// `rejected`), not with its whole batch.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::TraceCategory))]
     pub category: String,
     /// Function, kernel, memcpy kind (`HtoD`, `DtoH`, `DtoD`, `PtoP`) or NCCL operation (`AllReduce`, …).
     pub name: String,

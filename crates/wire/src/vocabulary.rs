@@ -5,15 +5,23 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// `as_str` (the word on the wire, as serde writes it) and `Display` for a vocabulary.
+/// `ALL`, `as_str` (the word on the wire, as serde writes it), `from_word` and `Display` for a vocabulary.
 macro_rules! words {
     ($name:ident { $($variant:ident => $word:literal),+ $(,)? }) => {
         impl $name {
+            /// Every word of the vocabulary, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
             /// The word on the wire.
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Self::$variant => $word,)+
                 }
+            }
+
+            /// The value whose word is `word` exactly; None for any other text.
+            pub fn from_word(word: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|value| value.as_str() == word)
             }
         }
 
@@ -324,6 +332,79 @@ pub enum LogKind {
 }
 words!(LogKind { Xid => "xid", NcclError => "nccl_error", NcclTimeout => "nccl_timeout", OomKill => "oom_kill", LinkDown => "link_down", Slurm => "slurm" });
 
+/// What a job report's verdict found. The kinds of reports archived in our store are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    /// `idle_gpus`: GPUs that sat idle.
+    IdleGpus,
+    /// `outlier_node`: a node slower than the rest.
+    OutlierNode,
+    /// `low_tensor_activity`: busy GPUs doing little tensor work.
+    LowTensorActivity,
+    /// `memory_nearly_full`: GPU memory nearly full.
+    MemoryNearlyFull,
+    /// `unbalanced_gpus`: uneven load across the GPUs.
+    UnbalancedGpus,
+    /// `xid_errors`: XID errors of the hardware or driver.
+    XidErrors,
+    /// `program_gpu_faults`: XID errors programs cause.
+    ProgramGpuFaults,
+    /// `good`: the GPUs were used efficiently.
+    Good,
+    /// `io_bound`: a node waited on I/O.
+    IoBound,
+    /// `node_memory_pressure`: a node's host memory ran short.
+    NodeMemoryPressure,
+    /// `node_power`: a node's power draw.
+    NodePower,
+    /// `power_readings_disagree`: a node's power readings cannot all be true.
+    PowerReadingsDisagree,
+    /// `micro_bursts`: network micro-bursts on a node's links.
+    MicroBursts,
+    /// `attribution_uncertain`: a shared node's GPUs no record placed.
+    AttributionUncertain,
+    /// `telemetry_gap`: the GPU samples end well before the window does.
+    TelemetryGap,
+}
+words!(VerdictKind { IdleGpus => "idle_gpus", OutlierNode => "outlier_node", LowTensorActivity => "low_tensor_activity", MemoryNearlyFull => "memory_nearly_full", UnbalancedGpus => "unbalanced_gpus", XidErrors => "xid_errors", ProgramGpuFaults => "program_gpu_faults", Good => "good", IoBound => "io_bound", NodeMemoryPressure => "node_memory_pressure", NodePower => "node_power", PowerReadingsDisagree => "power_readings_disagree", MicroBursts => "micro_bursts", AttributionUncertain => "attribution_uncertain", TelemetryGap => "telemetry_gap" });
+
+/// What a trace summary measures. The words are also the store's (`trace_summaries.category`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TraceCategory {
+    /// `cuda_api`: host-side CUDA runtime/driver API time.
+    CudaApi,
+    /// `kernel`: GPU kernel execution (compute).
+    Kernel,
+    /// `memcpy`: memory copies; the name is the kind (`HtoD`, `DtoH`, `DtoD`, `PtoP`).
+    Memcpy,
+    /// `nccl`: NCCL collectives and point-to-point; the name is the operation (`AllReduce`, …).
+    Nccl,
+    /// `sync`: host waits in `cudaStreamSynchronize`, `cudaDeviceSynchronize`, … .
+    Sync,
+}
+words!(TraceCategory { CudaApi => "cuda_api", Kernel => "kernel", Memcpy => "memcpy", Nccl => "nccl", Sync => "sync" });
+
+/// A notification rule. The words are also the configuration's (`[notify] rules`) and the store's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyRule {
+    /// `idle_gpus`: a running job whose GPUs have been idle for a while.
+    IdleGpus,
+    /// `infrastructure_failure`: a job that ended badly, by the infrastructure's fault (its report's blame).
+    InfrastructureFailure,
+    /// `node_faulting`: a node drained or down again and again.
+    NodeFaulting,
+    /// `monthly_usage`: each month, to each account coordinator, the last month's usage and waste of their
+    /// accounts.
+    MonthlyUsage,
+}
+words!(NotifyRule { IdleGpus => "idle_gpus", InfrastructureFailure => "infrastructure_failure", NodeFaulting => "node_faulting", MonthlyUsage => "monthly_usage" });
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,5 +485,55 @@ mod tests {
             ],
             LogKind::as_str,
         );
+        check(
+            &[
+                VerdictKind::IdleGpus,
+                VerdictKind::OutlierNode,
+                VerdictKind::LowTensorActivity,
+                VerdictKind::MemoryNearlyFull,
+                VerdictKind::UnbalancedGpus,
+                VerdictKind::XidErrors,
+                VerdictKind::ProgramGpuFaults,
+                VerdictKind::Good,
+                VerdictKind::IoBound,
+                VerdictKind::NodeMemoryPressure,
+                VerdictKind::NodePower,
+                VerdictKind::PowerReadingsDisagree,
+                VerdictKind::MicroBursts,
+                VerdictKind::AttributionUncertain,
+                VerdictKind::TelemetryGap,
+            ],
+            VerdictKind::as_str,
+        );
+        check(
+            &[
+                TraceCategory::CudaApi,
+                TraceCategory::Kernel,
+                TraceCategory::Memcpy,
+                TraceCategory::Nccl,
+                TraceCategory::Sync,
+            ],
+            TraceCategory::as_str,
+        );
+        check(
+            &[
+                NotifyRule::IdleGpus,
+                NotifyRule::InfrastructureFailure,
+                NotifyRule::NodeFaulting,
+                NotifyRule::MonthlyUsage,
+            ],
+            NotifyRule::as_str,
+        );
+    }
+
+    /// `from_word` reads back every word `as_str` gives, and nothing else.
+    #[test]
+    fn from_word_reads_as_str_exactly() {
+        for &kind in VerdictKind::ALL {
+            assert_eq!(VerdictKind::from_word(kind.as_str()), Some(kind));
+        }
+        assert_eq!(TraceCategory::from_word("kernel"), Some(TraceCategory::Kernel));
+        assert_eq!(TraceCategory::from_word("Kernel"), None);
+        assert_eq!(NotifyRule::from_word(" idle_gpus"), None);
     }
 }

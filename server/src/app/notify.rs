@@ -238,7 +238,7 @@ impl Notifier {
         // Staff hear of a node at most once a period: not again while its last notice is that recent.
         let store = self.app.require_store()?;
         let told: BTreeSet<String> = store
-            .subjects_since(Rule::NodeFaulting.as_str(), now - settings.thresholds.node_fault_period)
+            .subjects_since(Rule::NodeFaulting, now - settings.thresholds.node_fault_period)
             .await?
             .iter()
             .map(|key| notify::node_of_subject(key).to_string())
@@ -268,14 +268,14 @@ impl Notifier {
         let coordinators = reader.coordinators().await?;
         let keys: Vec<String> =
             coordinators.iter().map(|user| format!("{cluster}/{user}/{}", month.0.format("%Y-%m"))).collect();
-        let known = store.known_subjects(Rule::MonthlyUsage.as_str(), &keys).await?;
+        let known = store.known_subjects(Rule::MonthlyUsage, &keys).await?;
         let window = TimeWindow::new(month.0, month.1).map_err(|_| AppError::Internal("an empty month".into()))?;
         let mut notices = Vec::new();
         for (user, key) in coordinators.iter().zip(keys) {
             // Made only for someone it can reach, once: a month of usage is a heavy read.
             let reachable = settings.mailer.is_some()
                 && user_address(settings.user_email.as_deref(), user).is_some()
-                && !store.opt_outs(user).await?.iter().any(|rule| rule == Rule::MonthlyUsage.as_str());
+                && !store.opt_outs(user).await?.contains(&Rule::MonthlyUsage);
             if known.contains(&key) || !reachable {
                 continue;
             }
@@ -300,7 +300,7 @@ impl Notifier {
         let blamed = store.infrastructure_blamed_since(since, 1000).await?;
         let keys: Vec<String> =
             blamed.iter().map(|(cluster, id, submit, _)| format!("{cluster}/{id}/{submit}")).collect();
-        let known = store.known_subjects(Rule::InfrastructureFailure.as_str(), &keys).await?;
+        let known = store.known_subjects(Rule::InfrastructureFailure, &keys).await?;
         let mut notices = Vec::new();
         for ((cluster, job_id, time_submit, _), key) in blamed.into_iter().zip(keys) {
             if known.contains(&key) {
@@ -338,9 +338,9 @@ impl Notifier {
         };
         let mut targets: Vec<(&str, String)> = Vec::new();
         let mail = settings.mailer.is_some();
-        if let Some(user) = owner.filter(|_| mail && notice.rule.tells_users())
+        if let Some(user) = owner.filter(|_| mail && notify::tells_users(notice.rule))
             && let Some(address) = user_address(settings.user_email.as_deref(), user)
-            && !store.opt_outs(user).await?.iter().any(|rule| rule == notice.rule.as_str())
+            && !store.opt_outs(user).await?.contains(&notice.rule)
         {
             targets.push(("email", address));
         }
@@ -357,7 +357,7 @@ impl Notifier {
         let mut recorded = 0;
         for (channel, address) in &targets {
             let delivery = NewDelivery {
-                rule: notice.rule.as_str(),
+                rule: notice.rule,
                 subject_key: &notice.subject_key,
                 channel,
                 address,
@@ -419,7 +419,7 @@ impl Notifier {
                     .iter()
                     .find(|hook| hook.name == delivery.address)
                     .ok_or_else(|| ChannelError(format!("no webhook {} is configured now", delivery.address)))?;
-                let rule: Rule = delivery.rule.parse().map_err(|e: notify::UnknownRule| ChannelError(e.to_string()))?;
+                let rule = delivery.rule().map_err(|e| ChannelError(e.to_string()))?;
                 let payload = webhook_payload(rule, &delivery.cluster, &delivery.title, &delivery.body, &delivery.link);
                 settings.webhooks.post(&hook.url, &payload).await
             }
@@ -439,32 +439,40 @@ impl App {
         let config = self.notify_config();
         let store = self.require_store()?;
         let address = user_address(config.user_email.as_deref(), user);
-        let mut notices: BTreeMap<(String, String), wire::Notification> = BTreeMap::new();
+        // Keyed by the rule's word, so that notices of one moment keep the order they always had.
+        let mut notices: BTreeMap<(&str, String), wire::Notification> = BTreeMap::new();
         for delivery in store.user_notifications(user, LISTED).await? {
+            let rule = match delivery.rule() {
+                Ok(rule) => rule,
+                Err(unknown) => {
+                    tracing::warn!(id = delivery.id, %unknown, "a stored notification is left out of the list");
+                    continue;
+                }
+            };
             let to_you = address.as_deref() == Some(delivery.address.as_str());
-            let entry = notices.entry((delivery.rule.clone(), delivery.subject_key.clone())).or_insert_with(|| {
-                wire::Notification {
-                    rule: delivery.rule.clone(),
+            let entry =
+                notices.entry((rule.as_str(), delivery.subject_key.clone())).or_insert_with(|| wire::Notification {
+                    rule,
                     cluster: delivery.cluster.clone(),
                     title: delivery.title.clone(),
                     body: delivery.body.clone(),
                     link: delivery.link.clone(),
                     created_at: delivery.created_at,
                     emailed_to_you: false,
-                }
-            });
+                });
             entry.emailed_to_you |= to_you && delivery.sent_at.is_some();
         }
         let mut notifications: Vec<wire::Notification> = notices.into_values().collect();
         notifications.sort_by_key(|notice| std::cmp::Reverse(notice.created_at));
         let opted_out = store.opt_outs(user).await?;
         let rules = Rule::ALL
-            .into_iter()
-            .filter(|rule| rule.tells_users())
+            .iter()
+            .copied()
+            .filter(|&rule| notify::tells_users(rule))
             .map(|rule| wire::NotificationRule {
-                rule: rule.as_str().to_string(),
-                description: rule.describe().to_string(),
-                enabled: !opted_out.iter().any(|out| out == rule.as_str()),
+                rule,
+                description: notify::describe(rule).to_string(),
+                enabled: !opted_out.contains(&rule),
                 on_at_site: config.enabled && config.rules.contains(&rule),
             })
             .collect();
@@ -474,14 +482,14 @@ impl App {
     /// Turns `rule` on or off for the signed-in viewer (their e-mails only; staff still hear).
     pub async fn set_notification_rule(&self, viewer: &Viewer, rule: &str, enabled: bool) -> Result<(), AppError> {
         let user = signed_user(viewer)?;
-        let rule: Rule = rule.parse().map_err(|e: notify::UnknownRule| AppError::invalid("rule", e.to_string()))?;
-        if !rule.tells_users() {
+        let rule = notify::parse_rule(rule).map_err(|e| AppError::invalid("rule", e.to_string()))?;
+        if !notify::tells_users(rule) {
             return Err(AppError::invalid(
                 "rule",
                 format!("{rule} goes to staff only; there is nothing to opt out of"),
             ));
         }
-        self.require_store()?.set_opt_out(user, rule.as_str(), enabled, Utc::now()).await?;
+        self.require_store()?.set_opt_out(user, rule, enabled, Utc::now()).await?;
         Ok(())
     }
 }

@@ -21,7 +21,9 @@ use super::profile::ProfileType;
 use super::promql::{self, LabelName, Matcher, MetricName, Selector};
 use super::time::{elapsed_seconds, epoch, format_duration, iso_utc};
 use super::token::{TokenName, TokenSecret};
-use super::trace::{RawTraceSummary, SlurmCgroup, TraceCategory, TraceName, TraceSummary, parse_nsys_csv};
+use super::trace::{
+    RawTraceSummary, SlurmCgroup, TraceCategory, TraceName, TraceSummary, parse_category, parse_nsys_csv,
+};
 use super::tres::{TresMap, megabytes_exact};
 
 /// `seed` with a few random edits (bytes flipped, inserted, deleted, chunks repeated): input that gets
@@ -147,7 +149,7 @@ fn nsys_text() -> impl Strategy<Value = String> {
 
 fn category() -> impl Strategy<Value = String> {
     prop_oneof![
-        prop::sample::select(vec!["kernel", "cuda_api", "memcpy", "nccl", "sync"]).prop_map(String::from),
+        prop::sample::select(TraceCategory::ALL).prop_map(|category| category.as_str().to_string()),
         any::<String>()
     ]
 }
@@ -257,7 +259,7 @@ proptest! {
 
     #[test]
     fn trace_names_and_cgroups_parse_or_refuse(category in category(), name in any::<String>(), cgroup in prop_oneof![any::<String>(), cgroup_like()]) {
-        if let Ok(category) = category.parse::<TraceCategory>()
+        if let Ok(category) = parse_category(&category)
             && let Ok(parsed) = TraceName::parse(category, &name)
         {
             prop_assert!(!parsed.as_str().is_empty() && parsed.as_str().len() <= super::trace::MAX_NAME_LEN);

@@ -4,7 +4,7 @@
 //! nodes' power").
 
 use super::promql::{LabelName, Matcher, MetricName, Selector};
-use slurmlens_wire::Severity;
+use slurmlens_wire::{Severity, VerdictKind};
 
 use super::series::{LustreSeries, NodeSeries};
 use super::verdicts::Finding;
@@ -246,7 +246,7 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
             evidence.push(format!("Lustre reads of {whose}: {:.1} MB/s", read / 1e6));
         }
         found.push(Finding {
-            kind: "io_bound",
+            kind: VerdictKind::IoBound,
             severity: Severity::Warning,
             message: "the GPUs wait on the file system: they idle while the nodes' CPUs wait on I/O (a data loader \
                       reading from Lustre?)"
@@ -259,7 +259,7 @@ pub fn findings(facts: &NodeFacts) -> Vec<Finding> {
     }
     if let Some(pressure) = facts.memory_pressure_pct.filter(|v| *v >= MEMORY_PRESSURE_PCT) {
         found.push(Finding {
-            kind: "node_memory_pressure",
+            kind: VerdictKind::NodeMemoryPressure,
             severity: Severity::Warning,
             message: "the nodes ran short of host memory: tasks stalled waiting for it".into(),
             evidence: vec![format!("memory pressure {pressure:.1} % (time some task stalled on memory)")],
@@ -285,7 +285,7 @@ fn power_finding(gpu_w: f64, node_w: f64) -> Finding {
     let evidence = vec![format!("node power {node_w:.0} W (BMC), GPU power {gpu_w:.0} W (DCGM)")];
     if share > MAX_GPU_POWER_SHARE {
         return Finding {
-            kind: "power_readings_disagree",
+            kind: VerdictKind::PowerReadingsDisagree,
             severity: Severity::Info,
             message: format!(
                 "inconsistent data: the GPUs' own power reading ({:.1} kW) is {:.0} % of the nodes' ({:.1} kW), \
@@ -299,7 +299,7 @@ fn power_finding(gpu_w: f64, node_w: f64) -> Finding {
         };
     }
     Finding {
-        kind: "node_power",
+        kind: VerdictKind::NodePower,
         severity: Severity::Info,
         message: format!(
             "the GPUs drew {:.0} % of the nodes' power ({:.1} of {:.1} kW)",
@@ -348,7 +348,7 @@ pub fn burst_finding(ports: &[PortBursts<'_>], window_s: f64) -> Option<Finding>
         evidence.push(format!("… and {} more", super::counted(bursty.len() - 4, "port")));
     }
     Some(Finding {
-        kind: "micro_bursts",
+        kind: VerdictKind::MicroBursts,
         severity: Severity::Info,
         message: format!(
             "the job's network traffic came in line-rate bursts on {} (up to {:.1} % of the run): \
@@ -426,12 +426,12 @@ mod tests {
             ..Default::default()
         };
         let found = findings(&facts);
-        assert_eq!(found[0].kind, "io_bound");
+        assert_eq!(found[0].kind, VerdictKind::IoBound);
         assert!(found[0].evidence.iter().any(|e| e.contains("2400.0 MB/s")), "{:?}", found[0].evidence);
         let busy = NodeFacts { gpu_idle_share: Some(0.02), ..facts.clone() };
-        assert!(findings(&busy).iter().all(|f| f.kind != "io_bound"));
+        assert!(findings(&busy).iter().all(|f| f.kind != VerdictKind::IoBound));
         let no_wait = NodeFacts { cpu_iowait_pct: Some(0.4), ..facts };
-        assert!(findings(&no_wait).iter().all(|f| f.kind != "io_bound"));
+        assert!(findings(&no_wait).iter().all(|f| f.kind != VerdictKind::IoBound));
     }
 
     #[test]
@@ -443,11 +443,11 @@ mod tests {
             ..Default::default()
         };
         let found = findings(&facts);
-        assert_eq!(found[0].kind, "node_power");
+        assert_eq!(found[0].kind, VerdictKind::NodePower);
         assert!(found[0].message.contains("80 %"), "{}", found[0].message);
         assert!(findings(&NodeFacts { whole_nodes: false, ..facts.clone() }).is_empty());
         let impossible = findings(&NodeFacts { gpu_power_w: Some(2700.0), node_power_w: Some(2400.0), ..facts });
-        assert_eq!(impossible[0].kind, "power_readings_disagree");
+        assert_eq!(impossible[0].kind, VerdictKind::PowerReadingsDisagree);
         assert!(impossible[0].message.starts_with("inconsistent data"), "{}", impossible[0].message);
         assert!(!impossible[0].message.contains("drew"), "no share is stated as a fact");
     }

@@ -2,56 +2,25 @@
 //! delivery may go out (rate limit, retries). The notifier (`app/notify.rs`) reads the facts and sends.
 
 use std::fmt;
-use std::str::FromStr;
 
 use chrono::{DateTime, Duration, Utc};
 
-/// A notification rule. The words are the API's, the configuration's and the store's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rule {
-    /// A running job whose GPUs have been idle for a while.
-    IdleGpus,
-    /// A job that ended badly, by the infrastructure's fault (its report's blame).
-    InfrastructureFailure,
-    /// A node drained or down again and again.
-    NodeFaulting,
-    /// Each month, to each account coordinator: the last month's usage and waste of their accounts.
-    MonthlyUsage,
-}
+/// A notification rule: the API's, the configuration's and the store's vocabulary.
+pub use slurmlens_wire::NotifyRule as Rule;
 
-impl Rule {
-    pub const ALL: [Rule; 4] = [Rule::IdleGpus, Rule::InfrastructureFailure, Rule::NodeFaulting, Rule::MonthlyUsage];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::IdleGpus => "idle_gpus",
-            Rule::InfrastructureFailure => "infrastructure_failure",
-            Rule::NodeFaulting => "node_faulting",
-            Rule::MonthlyUsage => "monthly_usage",
-        }
-    }
-
-    /// What the rule tells, in a line a settings page can show.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Rule::IdleGpus => "a running job of yours whose GPUs sit idle",
-            Rule::InfrastructureFailure => "a job of yours that ended by a fault of the cluster, not of the job",
-            Rule::NodeFaulting => "a node that keeps faulting (staff)",
-            Rule::MonthlyUsage => "each month, the usage and waste of the accounts you coordinate",
-        }
-    }
-
-    /// Whether the rule speaks to the job's user (else only to staff).
-    pub fn tells_users(self) -> bool {
-        !matches!(self, Rule::NodeFaulting)
+/// What `rule` tells, in a line a settings page can show.
+pub fn describe(rule: Rule) -> &'static str {
+    match rule {
+        Rule::IdleGpus => "a running job of yours whose GPUs sit idle",
+        Rule::InfrastructureFailure => "a job of yours that ended by a fault of the cluster, not of the job",
+        Rule::NodeFaulting => "a node that keeps faulting (staff)",
+        Rule::MonthlyUsage => "each month, the usage and waste of the accounts you coordinate",
     }
 }
 
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// Whether `rule` speaks to the job's user (else only to staff).
+pub fn tells_users(rule: Rule) -> bool {
+    !matches!(rule, Rule::NodeFaulting)
 }
 
 /// A rule name that is none of [`Rule::ALL`].
@@ -65,12 +34,9 @@ impl fmt::Display for UnknownRule {
     }
 }
 
-impl FromStr for Rule {
-    type Err = UnknownRule;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Rule::ALL.into_iter().find(|rule| rule.as_str() == text).ok_or_else(|| UnknownRule(text.to_string()))
-    }
+/// The rule named `text` exactly.
+pub fn parse_rule(text: &str) -> Result<Rule, UnknownRule> {
+    Rule::from_word(text).ok_or_else(|| UnknownRule(text.to_string()))
 }
 
 /// Who a notice goes to.
@@ -374,10 +340,10 @@ mod tests {
 
     #[test]
     fn rules_parse_their_own_names_and_refuse_others() {
-        for rule in Rule::ALL {
-            assert_eq!(rule.as_str().parse::<Rule>(), Ok(rule));
+        for &rule in Rule::ALL {
+            assert_eq!(parse_rule(rule.as_str()), Ok(rule));
         }
-        let error = "idle".parse::<Rule>().expect_err("refused").to_string();
+        let error = parse_rule("idle").expect_err("refused").to_string();
         assert!(error.contains("idle_gpus, infrastructure_failure, node_faulting, monthly_usage"), "{error}");
     }
 

@@ -13,51 +13,16 @@ pub const MAX_INTERVAL_S: u32 = 31 * 24 * 3600;
 /// Highest GPU index accepted on one node.
 pub const MAX_GPU_INDEX: u16 = 255;
 
-/// What a summary measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TraceCategory {
-    /// Host-side CUDA runtime/driver API time.
-    CudaApi,
-    /// GPU kernel execution (compute).
-    Kernel,
-    /// Memory copies; the name is the kind (`HtoD`, `DtoH`, `DtoD`, `PtoP`).
-    Memcpy,
-    /// NCCL collectives and point-to-point; the name is the operation (`AllReduce`, …).
-    Nccl,
-    /// Host waits in `cudaStreamSynchronize`, `cudaDeviceSynchronize`, … .
-    Sync,
-}
+/// What a summary measures: the API's and the store's vocabulary.
+pub use slurmlens_wire::TraceCategory;
 
-impl TraceCategory {
-    pub const ALL: [Self; 5] = [Self::CudaApi, Self::Kernel, Self::Memcpy, Self::Nccl, Self::Sync];
-
-    /// The name on the wire and in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::CudaApi => "cuda_api",
-            Self::Kernel => "kernel",
-            Self::Memcpy => "memcpy",
-            Self::Nccl => "nccl",
-            Self::Sync => "sync",
-        }
-    }
-}
-
-impl fmt::Display for TraceCategory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for TraceCategory {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|category| category.as_str() == text)
-            .ok_or_else(|| format!("`{}` is not a category: cuda_api, kernel, memcpy, nccl or sync", shorten(text)))
-    }
+/// The category named `text` exactly; the error says which words are.
+pub fn parse_category(text: &str) -> Result<TraceCategory, String> {
+    TraceCategory::from_word(text).ok_or_else(|| {
+        let words: Vec<&str> = TraceCategory::ALL.iter().map(|category| category.as_str()).collect();
+        let (last, rest) = words.split_last().unwrap_or((&"", &[]));
+        format!("`{}` is not a category: {} or {last}", shorten(text), rest.join(", "))
+    })
 }
 
 /// Memory copy kinds, as CUDA's `cudaMemcpyKind` and nsys name them.
@@ -382,7 +347,7 @@ impl TraceSummary {
     /// Validates one record received at `now`; the error is a sentence naming the field at fault.
     pub fn parse(raw: &RawTraceSummary<'_>, now: DateTime<Utc>) -> Result<Self, String> {
         let job_id = resolve_job(raw.job_id, raw.cgroup)?;
-        let category: TraceCategory = raw.category.parse().map_err(|e| format!("category: {e}"))?;
+        let category = parse_category(raw.category).map_err(|e| format!("category: {e}"))?;
         let name = TraceName::parse(category, raw.name).map_err(|e| format!("name: {e}"))?;
         if raw.gpu > MAX_GPU_INDEX {
             return Err(format!("gpu: {} is beyond {MAX_GPU_INDEX}", raw.gpu));
@@ -662,7 +627,7 @@ mod tests {
         assert!(name(TraceCategory::Kernel, &"x".repeat(MAX_NAME_LEN + 1)).is_err());
         assert!(name(TraceCategory::Kernel, "").is_err());
         assert!(name(TraceCategory::Kernel, "a\u{0}b").is_err());
-        assert!("gpu".parse::<TraceCategory>().is_err());
+        assert!(parse_category("gpu").is_err());
         assert_eq!(
             nccl_kernel_op("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)"),
             Some("AllReduce")
@@ -706,6 +671,10 @@ mod tests {
         reject(&|r| r.interval_s = MAX_INTERVAL_S + 1, "interval_s");
         reject(&|r| r.gpu = 999, "gpu");
         reject(&|r| r.category = "gpu", "category");
+        assert_eq!(
+            parse_category("gpu").expect_err("refused"),
+            "`gpu` is not a category: cuda_api, kernel, memcpy, nccl or sync"
+        );
         reject(&|r| r.bytes = 5, "bytes");
         reject(&|r| r.job_id = None, "job_id or cgroup");
         reject(&|r| r.interval_start = Utc.with_ymd_and_hms(1999, 1, 1, 0, 0, 0).single().expect("valid"), "plausible");

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use slurmlens_wire::Severity;
+use slurmlens_wire::{Severity, VerdictKind};
 
 use super::blame::{self, Strength};
 use super::gpu::{GpuRef, format_gpu_indices};
@@ -17,7 +17,7 @@ use super::time::iso_utc;
 /// A verdict kind with its severity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
-    pub kind: &'static str,
+    pub kind: VerdictKind,
     pub severity: Severity,
     pub message: String,
     pub evidence: Vec<String>,
@@ -97,15 +97,15 @@ fn per_node(gpus: &[(&GpuFacts, f64)]) -> Vec<(String, f64)> {
 }
 
 /// Every kind [`verdicts`] gives: findings read from the GPUs' own figures.
-pub const GPU_VERDICT_KINDS: &[&str] = &[
-    "idle_gpus",
-    "outlier_node",
-    "low_tensor_activity",
-    "good",
-    "memory_nearly_full",
-    "unbalanced_gpus",
-    "xid_errors",
-    "program_gpu_faults",
+pub const GPU_VERDICT_KINDS: &[VerdictKind] = &[
+    VerdictKind::IdleGpus,
+    VerdictKind::OutlierNode,
+    VerdictKind::LowTensorActivity,
+    VerdictKind::Good,
+    VerdictKind::MemoryNearlyFull,
+    VerdictKind::UnbalancedGpus,
+    VerdictKind::XidErrors,
+    VerdictKind::ProgramGpuFaults,
 ];
 
 /// The verdicts for a job's GPUs, each with its evidence, most severe first. `ended_badly`: whether
@@ -117,7 +117,9 @@ pub fn verdicts(gpus: &[GpuFacts], ended_badly: bool) -> Vec<Finding> {
     // A job with a slow node, or whose GPUs mostly idled, is not "efficient" as a whole, whatever the
     // busy GPUs' mean says.
     let mostly_idle = 2 * idle_count(gpus) >= gpus.iter().filter(|gpu| gpu.gpu_util.is_some()).count();
-    findings.extend(tensor_work(gpus).filter(|found| (outlier.is_none() && !mostly_idle) || found.kind != "good"));
+    findings.extend(
+        tensor_work(gpus).filter(|found| (outlier.is_none() && !mostly_idle) || found.kind != VerdictKind::Good),
+    );
     findings.extend(outlier);
     findings.extend(memory_full(gpus));
     findings.extend(unbalanced(gpus));
@@ -155,7 +157,7 @@ fn idle(gpus: &[GpuFacts]) -> Option<Finding> {
         return None;
     }
     Some(Finding {
-        kind: "idle_gpus",
+        kind: VerdictKind::IdleGpus,
         severity: Severity::Warning,
         message: format!(
             "{} of {} GPUs were idle (mean utilisation under {IDLE_UTIL_PCT} %): they were allocated but not used",
@@ -216,7 +218,7 @@ fn outlier_nodes(gpus: &[GpuFacts]) -> Option<Finding> {
         .collect();
     let names: Vec<&str> = outliers.iter().map(|(node, _, _)| *node).collect();
     Some(Finding {
-        kind: "outlier_node",
+        kind: VerdictKind::OutlierNode,
         severity: Severity::Warning,
         message: format!(
             "{}: a slow node holds back every synchronous step of the whole job",
@@ -251,7 +253,7 @@ fn tensor_work(gpus: &[GpuFacts]) -> Option<Finding> {
             )
         }));
         Some(Finding {
-            kind: "low_tensor_activity",
+            kind: VerdictKind::LowTensorActivity,
             severity: Severity::Warning,
             message: format!(
                 "GPUs look busy (mean utilisation {util:.0} % on {population}) but tensor cores were active only \
@@ -266,7 +268,7 @@ fn tensor_work(gpus: &[GpuFacts]) -> Option<Finding> {
         })
     } else if tensor >= GOOD_TENSOR_PCT {
         Some(Finding {
-            kind: "good",
+            kind: VerdictKind::Good,
             severity: Severity::Info,
             message: format!("tensor cores active {tensor:.0} % of the time on {population}: efficient use"),
             evidence: vec![format!(
@@ -291,7 +293,7 @@ fn memory_full(gpus: &[GpuFacts]) -> Option<Finding> {
         })
         .collect();
     (!full.is_empty()).then(|| Finding {
-        kind: "memory_nearly_full",
+        kind: VerdictKind::MemoryNearlyFull,
         severity: Severity::Warning,
         message: format!(
             "GPU memory reached over {:.0} % of capacity: close to out-of-memory",
@@ -314,7 +316,7 @@ fn unbalanced(gpus: &[GpuFacts]) -> Option<Finding> {
     let (low_gpu, low) = means.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1))?;
     let (high_gpu, high) = means.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
     (means.len() >= 2 && high - low >= UNBALANCED_SPREAD_PCT).then(|| Finding {
-        kind: "unbalanced_gpus",
+        kind: VerdictKind::UnbalancedGpus,
         severity: Severity::Warning,
         message: format!(
             "GPUs were unevenly loaded: mean utilisation ranges from {low:.0} % to {high:.0} %; the slowest rank sets the pace"
@@ -357,7 +359,7 @@ fn xid_faults(gpus: &[GpuFacts], ended_badly: bool) -> Vec<Finding> {
     let mut findings = Vec::new();
     if !hardware.is_empty() {
         findings.push(Finding {
-            kind: "xid_errors",
+            kind: VerdictKind::XidErrors,
             severity: Severity::Critical,
             message: "the GPU driver reported hardware or driver faults on the job's GPUs".into(),
             evidence: capped(hardware),
@@ -374,7 +376,7 @@ fn xid_faults(gpus: &[GpuFacts], ended_badly: bool) -> Vec<Finding> {
     }
     if !program.is_empty() {
         findings.push(Finding {
-            kind: "program_gpu_faults",
+            kind: VerdictKind::ProgramGpuFaults,
             severity: Severity::Warning,
             message: "the program caused GPU faults, such as an access to a memory address it does not own".into(),
             evidence: capped(program),
@@ -435,7 +437,7 @@ pub fn telemetry_gap(
         parts.push("some of the job's GPUs have samples over only part of its run".to_string());
     }
     Some(Finding {
-        kind: "telemetry_gap",
+        kind: VerdictKind::TelemetryGap,
         severity: Severity::Warning,
         message: format!("{}: {covers}, none is extrapolated to the rest", parts.join("; ")),
         evidence: Vec::new(),
@@ -466,17 +468,17 @@ mod tests {
         }
     }
 
-    fn kinds(found: &[Finding]) -> Vec<&str> {
+    fn kinds(found: &[Finding]) -> Vec<VerdictKind> {
         found.iter().map(|f| f.kind).collect()
     }
 
     #[test]
     fn busy_gpus_without_tensor_work_are_called_out_with_a_next_step() {
         let found = verdicts(&[facts("n1", 0, 97.0, 3.0), facts("n1", 1, 95.0, 4.0)], true);
-        assert_eq!(kinds(&found), ["low_tensor_activity"]);
+        assert_eq!(kinds(&found), [VerdictKind::LowTensorActivity]);
         assert!(found[0].next_step.as_deref().is_some_and(|step| step.contains("mixed precision")));
         assert_eq!(found[0].evidence[0], "2 busy GPUs: tensor activity from 3.0 % to 4.0 %");
-        assert_eq!(verdicts(&[facts("n1", 0, 90.0, 45.0)], true)[0].kind, "good");
+        assert_eq!(verdicts(&[facts("n1", 0, 90.0, 45.0)], true)[0].kind, VerdictKind::Good);
     }
 
     #[test]
@@ -485,12 +487,15 @@ mod tests {
         let mut gpus: Vec<GpuFacts> = (1..8).map(|g| facts("n1", g, 0.5, 0.0)).collect();
         gpus.push(facts("n1", 0, 99.0, 45.0));
         let found = verdicts(&gpus, true);
-        assert!(!kinds(&found).contains(&"good"), "{:?}", kinds(&found));
-        assert!(found.iter().any(|f| f.kind == "idle_gpus" && f.message.starts_with("7 of 8 GPUs")));
+        assert!(!kinds(&found).contains(&VerdictKind::Good), "{:?}", kinds(&found));
+        assert!(found.iter().any(|f| f.kind == VerdictKind::IdleGpus && f.message.starts_with("7 of 8 GPUs")));
         // Most busy: the efficient verdict names its population.
         let mut gpus: Vec<GpuFacts> = (1..8).map(|g| facts("n1", g, 99.0, 45.0)).collect();
         gpus.push(facts("n1", 0, 0.5, 0.0));
-        let good = verdicts(&gpus, true).into_iter().find(|f| f.kind == "good").expect("efficient on the busy ones");
+        let good = verdicts(&gpus, true)
+            .into_iter()
+            .find(|f| f.kind == VerdictKind::Good)
+            .expect("efficient on the busy ones");
         assert!(good.message.contains("on the 7 busy GPUs of 8"), "{}", good.message);
     }
 
@@ -502,10 +507,10 @@ mod tests {
             gpu.tensor_active = summary(2.0);
         }
         let found = verdicts(&gpus, true);
-        let outlier = found.iter().find(|f| f.kind == "outlier_node").expect("an outlier verdict");
+        let outlier = found.iter().find(|f| f.kind == VerdictKind::OutlierNode).expect("an outlier verdict");
         assert_eq!(outlier.evidence, ["gpu017 ran at 2 % tensor activity while the other 31 nodes ran at 46 %"]);
         assert!(outlier.next_step.as_deref().is_some_and(|step| step.contains("--exclude=gpu017")));
-        assert!(!kinds(&found).contains(&"low_tensor_activity"));
+        assert!(!kinds(&found).contains(&VerdictKind::LowTensorActivity));
     }
 
     #[test]
@@ -518,7 +523,7 @@ mod tests {
         crashed.xid = vec![(1_796_041_000, 31)];
         gpus.push(crashed);
         let found = verdicts(&gpus, true);
-        assert_eq!(found[0].kind, "xid_errors", "the most severe first: {:?}", kinds(&found));
+        assert_eq!(found[0].kind, VerdictKind::XidErrors, "the most severe first: {:?}", kinds(&found));
         assert_eq!(found[0].evidence.len(), 1);
         assert!(
             found[0].evidence[0].starts_with("gpu073: XID 79 on 8 GPUs (0-7) from 2026-11-30T"),
@@ -526,7 +531,7 @@ mod tests {
             found[0].evidence[0]
         );
         assert!(!found[0].evidence[0].contains("1796041293"), "no raw Unix time");
-        let program = found.iter().find(|f| f.kind == "program_gpu_faults").expect("the program's own fault");
+        let program = found.iter().find(|f| f.kind == VerdictKind::ProgramGpuFaults).expect("the program's own fault");
         assert_eq!(program.severity, Severity::Warning);
         assert!(program.evidence[0].starts_with("gpu046: XID 31 on GPU 3"), "{:?}", program.evidence);
     }
@@ -536,7 +541,7 @@ mod tests {
         let mut gpus: Vec<GpuFacts> = (0..8).map(|g| facts("n1", g, 1.0, 0.0)).collect();
         gpus.push(facts("n2", 0, 20.0, 10.0));
         let found = verdicts(&gpus, true);
-        let idle = found.iter().find(|f| f.kind == "idle_gpus").expect("idle verdict");
+        let idle = found.iter().find(|f| f.kind == VerdictKind::IdleGpus).expect("idle verdict");
         assert_eq!(idle.evidence, ["n1 GPUs 0-7: mean utilisation at most 1.0 %"]);
         let lines = capped((0..20).map(|i| i.to_string()).collect());
         assert_eq!((lines.len(), lines[EVIDENCE_LINES].as_str()), (EVIDENCE_LINES + 1, "… and 12 more"));
@@ -547,8 +552,8 @@ mod tests {
         let mut full = facts("n2", 0, 70.0, 40.0);
         full.fb_used = Some(Summary { mean: 60_000.0, max: 80_000.0, samples: 10 });
         let found = verdicts(&[facts("n1", 1, 20.0, 10.0), full], true);
-        assert!(kinds(&found).contains(&"unbalanced_gpus"), "{:?}", kinds(&found));
-        assert!(kinds(&found).contains(&"memory_nearly_full"), "{:?}", kinds(&found));
+        assert!(kinds(&found).contains(&VerdictKind::UnbalancedGpus), "{:?}", kinds(&found));
+        assert!(kinds(&found).contains(&VerdictKind::MemoryNearlyFull), "{:?}", kinds(&found));
     }
 
     #[test]
@@ -557,7 +562,7 @@ mod tests {
         let end = 1_796_032_800;
         let start = end - 7200;
         let running = telemetry_gap(start, end - 23 * 60, 0.8, (start, end), 15, true).expect("a gap");
-        assert_eq!((running.kind, running.severity), ("telemetry_gap", Severity::Warning));
+        assert_eq!((running.kind, running.severity), (VerdictKind::TelemetryGap, Severity::Warning));
         assert!(
             running.message.starts_with("no GPU samples since 2026-11-30T09:37:00Z (23m 00s ago)"),
             "{}",

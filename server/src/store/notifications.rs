@@ -4,11 +4,12 @@
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError};
+use crate::domain::notify::{self, Rule, UnknownRule};
 
 /// One delivery to record: a notice, a channel and an address.
 #[derive(Debug, Clone)]
 pub struct NewDelivery<'a> {
-    pub rule: &'a str,
+    pub rule: Rule,
     pub subject_key: &'a str,
     pub channel: &'a str,
     pub address: &'a str,
@@ -24,7 +25,9 @@ pub struct NewDelivery<'a> {
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Delivery {
     pub id: u64,
-    pub rule: String,
+    /// The rule's word as stored: read through [`Delivery::rule`].
+    #[sqlx(rename = "rule")]
+    rule_word: String,
     pub subject_key: String,
     pub channel: String,
     pub address: String,
@@ -38,6 +41,14 @@ pub struct Delivery {
     pub failed_at: Option<DateTime<Utc>>,
     pub attempts: u32,
     pub last_error: Option<String>,
+}
+
+impl Delivery {
+    /// The rule that made the delivery; a word this version does not know (a newer version's row) is an
+    /// error the caller reports.
+    pub fn rule(&self) -> Result<Rule, UnknownRule> {
+        notify::parse_rule(&self.rule_word)
+    }
 }
 
 const COLUMNS: &str = "id, rule, subject_key, channel, address, user, cluster, title, body, link, created_at, \
@@ -60,7 +71,7 @@ impl Store {
             "INSERT IGNORE INTO notifications (rule, subject_key, channel, address, user, cluster, title, body, link, \
              created_at, next_try_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
-        .bind(delivery.rule)
+        .bind(delivery.rule.as_str())
         .bind(delivery.subject_key)
         .bind(delivery.channel)
         .bind(delivery.address)
@@ -144,32 +155,34 @@ impl Store {
         Ok(sqlx::query_as(&sql).bind(user).bind(limit).fetch_all(&self.pool).await?)
     }
 
-    /// The rules `user` opted out of.
-    pub async fn opt_outs(&self, user: &str) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT rule FROM notification_optouts WHERE user = ? ORDER BY rule")
-            .bind(user)
-            .fetch_all(&self.pool)
-            .await?)
+    /// The rules `user` opted out of (a word this version does not know opts out of nothing it sends).
+    pub async fn opt_outs(&self, user: &str) -> Result<Vec<Rule>, StoreError> {
+        let words: Vec<String> =
+            sqlx::query_scalar("SELECT rule FROM notification_optouts WHERE user = ? ORDER BY rule")
+                .bind(user)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(words.iter().filter_map(|word| Rule::from_word(word)).collect())
     }
 
     /// Opts `user` out of `rule` (`enabled = false`) or back in; idempotent.
     pub async fn set_opt_out(
         &self,
         user: &str,
-        rule: &str,
+        rule: Rule,
         enabled: bool,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         if enabled {
             sqlx::query("DELETE FROM notification_optouts WHERE user = ? AND rule = ?")
                 .bind(user)
-                .bind(rule)
+                .bind(rule.as_str())
                 .execute(&self.pool)
                 .await?;
         } else {
             sqlx::query("INSERT IGNORE INTO notification_optouts (user, rule, created_at) VALUES (?, ?, ?)")
                 .bind(user)
-                .bind(rule)
+                .bind(rule.as_str())
                 .bind(now)
                 .execute(&self.pool)
                 .await?;
@@ -178,15 +191,15 @@ impl Store {
     }
 
     /// The subjects of `rule` with a delivery recorded since `since`.
-    pub async fn subjects_since(&self, rule: &str, since: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
+    pub async fn subjects_since(&self, rule: Rule, since: DateTime<Utc>) -> Result<Vec<String>, StoreError> {
         let sql = "SELECT DISTINCT subject_key FROM notifications WHERE rule = ? AND created_at >= ? LIMIT 100000";
-        Ok(sqlx::query_scalar(sql).bind(rule).bind(since).fetch_all(&self.pool).await?)
+        Ok(sqlx::query_scalar(sql).bind(rule.as_str()).bind(since).fetch_all(&self.pool).await?)
     }
 
     /// Which of `keys` already have a delivery recorded under `rule`.
     pub async fn known_subjects(
         &self,
-        rule: &str,
+        rule: Rule,
         keys: &[String],
     ) -> Result<std::collections::BTreeSet<String>, StoreError> {
         let mut known = std::collections::BTreeSet::new();
@@ -194,7 +207,7 @@ impl Store {
             let marks = vec!["?"; chunk.len()].join(", ");
             let sql =
                 format!("SELECT DISTINCT subject_key FROM notifications WHERE rule = ? AND subject_key IN ({marks})");
-            let mut query = sqlx::query_scalar::<_, String>(&sql).bind(rule);
+            let mut query = sqlx::query_scalar::<_, String>(&sql).bind(rule.as_str());
             for key in chunk {
                 query = query.bind(key);
             }

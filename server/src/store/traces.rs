@@ -175,17 +175,17 @@ impl Store {
         .await?;
         for (node, gpu, category, total_ns, htod_count, htod_ns, htod_bytes) in by_category {
             let entry = totals.gpus.entry(GpuRef { node, index: gpu }).or_default();
-            match category.parse::<TraceCategory>() {
-                Ok(TraceCategory::Kernel) => entry.kernel_ns = total_ns,
-                Ok(TraceCategory::Nccl) => entry.nccl_ns = total_ns,
-                Ok(TraceCategory::Memcpy) => {
+            match TraceCategory::from_word(&category) {
+                Some(TraceCategory::Kernel) => entry.kernel_ns = total_ns,
+                Some(TraceCategory::Nccl) => entry.nccl_ns = total_ns,
+                Some(TraceCategory::Memcpy) => {
                     entry.memcpy_ns = total_ns;
                     entry.htod_count = htod_count;
                     entry.htod_ns = htod_ns;
                     entry.htod_bytes = htod_bytes;
                 }
-                Ok(TraceCategory::Sync) => entry.sync_ns = total_ns,
-                Ok(TraceCategory::CudaApi) | Err(_) => {}
+                Some(TraceCategory::Sync) => entry.sync_ns = total_ns,
+                Some(TraceCategory::CudaApi) | None => {}
             }
         }
         totals.top_kernels = self.top_names(cluster, job_id, run, TraceCategory::Kernel, 10).await?;

@@ -270,7 +270,7 @@ async fn an_infrastructure_failure_reaches_the_user_staff_and_the_webhook_once_a
     assert!(my_notifications(&app.base_url, &user).await.rules.iter().all(|rule| rule.enabled));
     assert_eq!(set_rule(&app.base_url, &user, "infrastructure_failure", r#"{"enabled": false}"#).await, 204);
     let rules = my_notifications(&app.base_url, &user).await.rules;
-    let failure = rules.iter().find(|rule| rule.rule == "infrastructure_failure").expect("the rule");
+    let failure = rules.iter().find(|rule| rule.rule == Rule::InfrastructureFailure).expect("the rule");
     assert!(!failure.enabled && failure.on_at_site, "{rules:?}");
 
     archive_blamed(&store, jobs[1]).await;

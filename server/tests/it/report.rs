@@ -6,7 +6,7 @@ use chrono::Utc;
 use slurmlens::config::{AnonymousAccess, Config, VictoriaMetricsConfig};
 use slurmlens::domain::gpu::{GpuAllocation, GpuRef, parse_gpu_indices};
 use slurmlens::store::Store;
-use slurmlens_wire::JobReport;
+use slurmlens_wire::{JobReport, VerdictKind};
 
 use crate::support::{TestApp, database_shared, lab, slurm, spawn_app, submit_holding, test_config};
 
@@ -251,10 +251,10 @@ async fn report_attributes_shared_node_gpus_matches_promql_and_survives_retentio
         );
         assert!(report.totals.gpu_hours > 0.0);
         assert!(
-            report
-                .verdicts
-                .iter()
-                .any(|v| v.kind == "low_tensor_activity" || v.kind == "unbalanced_gpus" || v.kind == "good"),
+            report.verdicts.iter().any(|v| matches!(
+                v.kind,
+                VerdictKind::LowTensorActivity | VerdictKind::UnbalancedGpus | VerdictKind::Good
+            )),
             "{:?}",
             report.verdicts
         );

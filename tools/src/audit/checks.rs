@@ -105,7 +105,7 @@ fn coverage(report: &wire::JobReport) -> Vec<Contradiction> {
         return out;
     };
     let partial = covered.share < wire::WHOLE_COVERAGE_SHARE;
-    if partial && !report.verdicts.iter().any(|verdict| verdict.kind == "telemetry_gap") {
+    if partial && !report.verdicts.iter().any(|verdict| verdict.kind == wire::VerdictKind::TelemetryGap) {
         out.push(found(
             "coverage",
             format!("samples cover {:.0} % of the run and no verdict says so", covered.share * 100.0),
@@ -155,12 +155,12 @@ fn verdict_figures(report: &wire::JobReport) -> Vec<Contradiction> {
         report.gpus.iter().filter(|gpu| !gpu.uncertain).filter_map(|gpu| mean_of(gpu, "gpu_util")).collect();
     let idle = known.iter().filter(|util| **util < IDLE_UTIL_PCT).count();
     for verdict in &report.verdicts {
-        match verdict.kind.as_str() {
-            "good" if !known.is_empty() && 2 * idle >= known.len() => out.push(found(
+        match verdict.kind {
+            wire::VerdictKind::Good if !known.is_empty() && 2 * idle >= known.len() => out.push(found(
                 "verdict_figures",
                 format!("'efficient' while {idle} of {} GPUs idled: {}", known.len(), verdict.message),
             )),
-            "idle_gpus" => {
+            wire::VerdictKind::IdleGpus => {
                 let said = verdict.message.split(" of ").next().and_then(|n| n.parse::<usize>().ok());
                 if said != Some(idle) {
                     out.push(found(
@@ -261,9 +261,9 @@ mod tests {
         report
     }
 
-    fn verdict(kind: &str, message: &str) -> wire::Verdict {
+    fn verdict(kind: wire::VerdictKind, message: &str) -> wire::Verdict {
         wire::Verdict {
-            kind: kind.into(),
+            kind,
             severity: wire::Severity::Info,
             message: message.into(),
             evidence: Vec::new(),
@@ -279,7 +279,9 @@ mod tests {
     fn a_consistent_report_passes() {
         let mut consistent = report((0..8).map(|g| gpu(g, 90.0)).collect());
         consistent.totals.mean_gpu_util = Some(90.0);
-        consistent.verdicts.push(verdict("good", "tensor cores active 45 % of the time on the 8 busy GPUs"));
+        consistent
+            .verdicts
+            .push(verdict(wire::VerdictKind::Good, "tensor cores active 45 % of the time on the 8 busy GPUs"));
         assert!(check(&consistent).is_empty(), "{:?}", check(&consistent));
     }
 
@@ -331,8 +333,8 @@ mod tests {
         gpus.push(gpu(0, 99.0));
         let mut wrong = report(gpus);
         wrong.totals.mean_gpu_util = Some(99.0);
-        wrong.verdicts.push(verdict("good", "efficient use"));
-        wrong.verdicts.push(verdict("idle_gpus", "6 of 8 GPUs were idle"));
+        wrong.verdicts.push(verdict(wire::VerdictKind::Good, "efficient use"));
+        wrong.verdicts.push(verdict(wire::VerdictKind::IdleGpus, "6 of 8 GPUs were idle"));
         let found = check(&wrong);
         assert_eq!(found.iter().filter(|c| c.check == "verdict_figures").count(), 3, "{found:?}");
     }

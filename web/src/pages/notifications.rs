@@ -19,7 +19,7 @@ pub fn NotificationsPage() -> impl IntoView {
     let message: RwSignal<Option<String>> = RwSignal::new(None);
     let hydrated = RwSignal::new(false);
     Effect::new(move |_| hydrated.set(true));
-    let toggle = move |rule: String, enabled: bool| {
+    let toggle = move |rule: wire::NotifyRule, enabled: bool| {
         message.set(None);
         let body = serde_json::json!({ "enabled": enabled }).to_string();
         leptos::task::spawn_local(async move {
@@ -59,7 +59,7 @@ fn Rules(
     rules: Vec<wire::NotificationRule>,
     email: Option<String>,
     hydrated: RwSignal<bool>,
-    toggle: impl Fn(String, bool) + Copy + Send + Sync + 'static,
+    toggle: impl Fn(wire::NotifyRule, bool) + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let address = match email {
         Some(address) => view! { <p>"E-mails go to " <strong data-testid="notify-email">{address}</strong> "."</p> }.into_any(),
@@ -68,8 +68,7 @@ fn Rules(
     let rows = rules
         .into_iter()
         .map(|rule| {
-            let name = rule.rule.clone();
-            let for_toggle = rule.rule.clone();
+            let name = rule.rule;
             let enabled = rule.enabled;
             let state = match (rule.on_at_site, enabled) {
                 (false, _) => "off at this site",
@@ -77,13 +76,13 @@ fn Rules(
                 (true, false) => "off for you",
             };
             view! {
-                <li data-testid="notify-rule" data-rule=name data-enabled=enabled.to_string()>
+                <li data-testid="notify-rule" data-rule=name.as_str() data-enabled=enabled.to_string()>
                     <label>
                         <input
                             type="checkbox"
                             checked=enabled
                             prop:disabled=move || !hydrated.get() || !rule.on_at_site
-                            on:change=move |_| toggle(for_toggle.clone(), !enabled)
+                            on:change=move |_| toggle(name, !enabled)
                         />
                         " " {rule.description}
                     </label>
@@ -103,18 +102,18 @@ fn Rules(
 }
 
 /// What a notice of `rule` is about, in words.
-fn rule_words(rule: &str) -> &str {
+fn rule_words(rule: wire::NotifyRule) -> &'static str {
     match rule {
-        "idle_gpus" => "idle GPUs",
-        "infrastructure_failure" => "ended by the cluster",
-        "monthly_usage" => "monthly usage",
-        other => other,
+        wire::NotifyRule::IdleGpus => "idle GPUs",
+        wire::NotifyRule::InfrastructureFailure => "ended by the cluster",
+        wire::NotifyRule::MonthlyUsage => "monthly usage",
+        wire::NotifyRule::NodeFaulting => rule.as_str(),
     }
 }
 
 /// The rules the site runs and the viewer has not turned off, in words.
 fn watched_rules(rules: &[wire::NotificationRule]) -> Vec<String> {
-    rules.iter().filter(|rule| rule.on_at_site && rule.enabled).map(|rule| rule_words(&rule.rule).to_string()).collect()
+    rules.iter().filter(|rule| rule.on_at_site && rule.enabled).map(|rule| rule_words(rule.rule).to_string()).collect()
 }
 
 /// The notices about the viewer's jobs, newest first.
@@ -133,11 +132,15 @@ fn NoticeList(list: Vec<wire::Notification>, watched: Vec<String>) -> impl IntoV
     let items = list
         .into_iter()
         .map(|notice| {
-            let kind = rule_words(&notice.rule).to_string();
+            let kind = rule_words(notice.rule);
             let emailed = if notice.emailed_to_you { "e-mailed to you" } else { "not e-mailed" };
-            let evidence = if notice.rule == "monthly_usage" { "The month on the usage page" } else { "The evidence" };
+            let evidence = if notice.rule == wire::NotifyRule::MonthlyUsage {
+                "The month on the usage page"
+            } else {
+                "The evidence"
+            };
             view! {
-                <li class="notice-item" data-testid="notify-item" data-rule=notice.rule.clone()>
+                <li class="notice-item" data-testid="notify-item" data-rule=notice.rule.as_str()>
                     <p>
                         <Time at=notice.created_at.timestamp() />
                         " · " <span class="tag">{kind}</span>

@@ -105,8 +105,8 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
                 view! { <p class="next-step" data-testid="next-step"><strong>"What to do: "</strong>{step}</p> }
             });
             view! {
-                <article class=format!("verdict {}", verdict.severity) data-testid="verdict" data-kind=verdict.kind.clone()>
-                    <h3>{format!("{} · {}", verdict.severity, verdict_title(&verdict.kind))}</h3>
+                <article class=format!("verdict {}", verdict.severity) data-testid="verdict" data-kind=verdict.kind.as_str()>
+                    <h3>{format!("{} · {}", verdict.severity, verdict_title(verdict.kind))}</h3>
                     <p>{zone.restamp(&verdict.message)}</p>
                     <ul>{evidence}</ul>
                     {next}
@@ -377,24 +377,24 @@ pub fn vmui_in_zone(href: &str, end: i64, zone: crate::clock::Zone) -> String {
 }
 
 /// A verdict's title in words.
-fn verdict_title(kind: &str) -> String {
+fn verdict_title(kind: wire::VerdictKind) -> &'static str {
+    use wire::VerdictKind;
     match kind {
-        "idle_gpus" => "idle GPUs".into(),
-        "outlier_node" => "a slow node".into(),
-        "low_tensor_activity" => "little tensor work".into(),
-        "memory_nearly_full" => "GPU memory nearly full".into(),
-        "unbalanced_gpus" => "uneven load".into(),
-        "xid_errors" => "GPU hardware or driver faults".into(),
-        "program_gpu_faults" => "GPU faults caused by the program".into(),
-        "good" => "efficient".into(),
-        "io_bound" => "waiting on I/O".into(),
-        "node_memory_pressure" => "host memory short".into(),
-        "node_power" => "power".into(),
-        "power_readings_disagree" => "inconsistent power readings".into(),
-        "micro_bursts" => "network micro-bursts".into(),
-        "attribution_uncertain" => "which GPUs were the job's".into(),
-        "telemetry_gap" => "samples cover part of the run".into(),
-        other => other.replace('_', " "),
+        VerdictKind::IdleGpus => "idle GPUs",
+        VerdictKind::OutlierNode => "a slow node",
+        VerdictKind::LowTensorActivity => "little tensor work",
+        VerdictKind::MemoryNearlyFull => "GPU memory nearly full",
+        VerdictKind::UnbalancedGpus => "uneven load",
+        VerdictKind::XidErrors => "GPU hardware or driver faults",
+        VerdictKind::ProgramGpuFaults => "GPU faults caused by the program",
+        VerdictKind::Good => "efficient",
+        VerdictKind::IoBound => "waiting on I/O",
+        VerdictKind::NodeMemoryPressure => "host memory short",
+        VerdictKind::NodePower => "power",
+        VerdictKind::PowerReadingsDisagree => "inconsistent power readings",
+        VerdictKind::MicroBursts => "network micro-bursts",
+        VerdictKind::AttributionUncertain => "which GPUs were the job's",
+        VerdictKind::TelemetryGap => "samples cover part of the run",
     }
 }
 

@@ -235,7 +235,7 @@ impl Reporter {
         }
         if attributed.iter().any(|a| a.uncertain) {
             report.verdicts.push(wire::Verdict {
-                kind: "attribution_uncertain".into(),
+                kind: wire::VerdictKind::AttributionUncertain,
                 severity: wire::Severity::Info,
                 message: "the job shared a node and no GPU record exists: every GPU of the node is shown, marked \
                      uncertain, and none counts in the job's figures or findings"
@@ -609,7 +609,7 @@ fn node_energy_kwh(nodes: &[(&str, &NodeData)], step_s: u64, window_s: u64, insi
 /// A verdict as the wire carries it.
 fn verdict(finding: Finding) -> wire::Verdict {
     wire::Verdict {
-        kind: finding.kind.to_string(),
+        kind: finding.kind,
         severity: finding.severity,
         message: finding.message,
         evidence: finding.evidence,

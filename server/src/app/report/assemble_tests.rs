@@ -83,7 +83,7 @@ fn the_reports_shape_is_pinned() {
 fn idle_gpus_are_named_in_a_verdict() {
     let mut report = empty_report();
     reporter().fill(&mut report, &failed_job(), gathered(), at(END), 120);
-    let idle = report.verdicts.iter().find(|verdict| verdict.kind == "idle_gpus");
+    let idle = report.verdicts.iter().find(|verdict| verdict.kind == wire::VerdictKind::IdleGpus);
     assert!(idle.is_some_and(|v| v.evidence.iter().any(|line| line.contains("gpu001 GPU 0"))), "{:?}", report.verdicts);
 }
 
@@ -105,10 +105,11 @@ fn a_shared_nodes_gpus_are_listed_and_not_counted() {
     assert_eq!(totals.mean_gpu_util, Some(35.0));
     assert!(totals.energy_kwh.is_some_and(|kwh| (kwh - 2.4).abs() < 1e-9), "8 × 300 W × 1 h");
     assert_eq!((totals.node_power_w, totals.node_energy_kwh), (None, None), "gpu002's BMC reads other jobs too");
-    let idle = report.verdicts.iter().find(|verdict| verdict.kind == "idle_gpus").expect("gpu001 GPU 0 idled");
+    let idle =
+        report.verdicts.iter().find(|verdict| verdict.kind == wire::VerdictKind::IdleGpus).expect("gpu001 GPU 0 idled");
     assert!(idle.message.starts_with("1 of 8 GPUs"), "{idle:?}");
     assert!(idle.evidence.iter().all(|line| !line.contains("gpu002")), "{idle:?}");
-    let uncertain = report.verdicts.iter().find(|verdict| verdict.kind == "attribution_uncertain");
+    let uncertain = report.verdicts.iter().find(|verdict| verdict.kind == wire::VerdictKind::AttributionUncertain);
     assert!(uncertain.is_some_and(|v| v.evidence.len() == 8 && v.message.contains("none counts")), "{uncertain:?}");
 
     // Nothing known of the job's GPUs at all: no mean, no energy, no GPU finding but the uncertainty.
@@ -122,9 +123,9 @@ fn a_shared_nodes_gpus_are_listed_and_not_counted() {
     let totals = &report.totals;
     assert!((totals.unattributed_gpu_hours - totals.gpu_hours).abs() < 1e-9 && totals.idle_gpu_hours == 0.0);
     assert_eq!((totals.mean_gpu_util, totals.energy_kwh, totals.peak_memory_mib), (None, None, None));
-    let kinds: Vec<&str> = report.verdicts.iter().map(|verdict| verdict.kind.as_str()).collect();
+    let kinds: Vec<wire::VerdictKind> = report.verdicts.iter().map(|verdict| verdict.kind).collect();
     assert!(kinds.iter().all(|kind| !GPU_VERDICT_KINDS.contains(kind)), "{kinds:?}");
-    assert!(kinds.contains(&"attribution_uncertain"), "{kinds:?}");
+    assert!(kinds.contains(&wire::VerdictKind::AttributionUncertain), "{kinds:?}");
 }
 
 fn gpu(node: &str, index: u16, xids: &[(i64, u32)]) -> wire::GpuReport {

@@ -27,10 +27,11 @@ pub fn for_tenant(mut report: wire::JobReport) -> wire::JobReport {
     let names_shared = |text: &str| by_node.keys().any(|node| names_node(text, node));
     // The GPUs' own findings that name a shared node are about GPUs that may be other tenants'.
     report.verdicts.retain(|verdict| {
-        !GPU_VERDICT_KINDS.contains(&verdict.kind.as_str())
+        !GPU_VERDICT_KINDS.contains(&verdict.kind)
             || !(names_shared(&verdict.message) || verdict.evidence.iter().any(|line| names_shared(line)))
     });
-    for verdict in report.verdicts.iter_mut().filter(|verdict| verdict.kind == "attribution_uncertain") {
+    for verdict in report.verdicts.iter_mut().filter(|verdict| verdict.kind == wire::VerdictKind::AttributionUncertain)
+    {
         verdict.message = "the job shared a node and no GPU record exists: that node's GPUs, other tenants' too, \
                            are shown as one band (lowest, mean and highest across them), and none counts in the \
                            job's figures or findings"
@@ -119,9 +120,9 @@ mod tests {
         }
     }
 
-    fn verdict(kind: &str, evidence: &str) -> wire::Verdict {
+    fn verdict(kind: wire::VerdictKind, evidence: &str) -> wire::Verdict {
         wire::Verdict {
-            kind: kind.into(),
+            kind,
             severity: wire::Severity::Warning,
             message: "m".into(),
             evidence: vec![evidence.into()],
@@ -155,10 +156,10 @@ mod tests {
             gpu("n2", 1, wire::Attribution::NodeOnly, 30.0),
         ];
         report.verdicts = vec![
-            verdict("idle_gpus", "n2 GPU 1: mean utilisation 1 %"),
-            verdict("idle_gpus", "n1 GPU 0: mean utilisation 1 %"),
-            verdict("io_bound", "n2: iowait 30 %"),
-            verdict("attribution_uncertain", "n2 gpu 0"),
+            verdict(wire::VerdictKind::IdleGpus, "n2 GPU 1: mean utilisation 1 %"),
+            verdict(wire::VerdictKind::IdleGpus, "n1 GPU 0: mean utilisation 1 %"),
+            verdict(wire::VerdictKind::IoBound, "n2: iowait 30 %"),
+            verdict(wire::VerdictKind::AttributionUncertain, "n2 gpu 0"),
         ];
         let staff = report.clone();
         let seen = for_tenant(report);
@@ -168,8 +169,11 @@ mod tests {
         assert_eq!((band.node.as_str(), band.gpus), ("n2", 2));
         assert_eq!((band.summary[0].mean, band.summary[0].max, band.summary[0].samples), (20.0, 31.0, 20));
         assert_eq!(band.spread[0].points, [(1000, 10.0, 20.0, 30.0)]);
-        let kinds: Vec<&str> = seen.verdicts.iter().map(|v| v.kind.as_str()).collect();
-        assert_eq!(kinds, ["idle_gpus", "io_bound", "attribution_uncertain"]);
+        let kinds: Vec<wire::VerdictKind> = seen.verdicts.iter().map(|v| v.kind).collect();
+        assert_eq!(
+            kinds,
+            [wire::VerdictKind::IdleGpus, wire::VerdictKind::IoBound, wire::VerdictKind::AttributionUncertain]
+        );
         assert_eq!(seen.verdicts[0].evidence, ["n1 GPU 0: mean utilisation 1 %"]);
         assert_eq!(seen.verdicts[2].evidence, ["n2: a band across its 2 GPUs"]);
         let places: Vec<&str> =
