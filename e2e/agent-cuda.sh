@@ -178,10 +178,11 @@ assert [(g["node"], g["gpu"]) for g in traces["gpus"]] == [(node, gpu)], traces[
 assert "verdict" not in traces["total"], traces["total"]
 PY
 log "GET /api/v1/jobs/$JOB_A/traces: vector_add(float*, float*, int) x300 (demangled), reduce_rows x100, AllReduce 100 x 4 KiB, AllGather 100 x 512 B on $NODE GPU $GPU_A; no GPU-time verdict from host-side records"
-# The job page says what these records are: host-side calls, no GPU kernel time, no shares drawn.
+# The job page says what these records are: host-side calls, no GPU kernel time, no shares drawn; and,
+# the lab having no DCGM, not that the GPUs' own activity is charted.
 page=$(curl -fs "$URL/jobs/$JOB_A?cluster=lab")
 grep -q 'data-host-side="true"' <<<"$page" && grep -q 'Host side only (eBPF on the CUDA and NCCL API)' <<<"$page" \
-  && grep -q 'vector_add(float\*, float\*, int)' <<<"$page" \
+  && grep -q 'vector_add(float\*, float\*, int)' <<<"$page" && grep -q 'DCGM has no samples of this job' <<<"$page" \
   || fail "the job page does not show the host-side calls as host-side"
 log "the job page: the calls shown as host-side, no GPU-time shares"
 events=$(metrics | sed -n 's/^slurmlens_agent_cuda_events_total //p')

@@ -120,7 +120,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         {report.failure.clone().map(|failure| view! { <FailureCard failure run=run_of(&report) /> })}
         <div class="verdicts">{verdicts}</div>
         <ReportCharts charts queries=report.chart_queries.clone() dashboard=report.dashboard_url.clone() />
-        {report.traces.clone().map(|traces| view! { <TimeShares traces /> })}
+        {report.traces.clone().map(|traces| view! { <TimeShares traces gpu_charts=!report.gpus.is_empty() /> })}
         {match report.io.clone() {
             Some(io) => view! { <IoLine io /> }.into_any(),
             None => metrics_ok.then(|| view! {
@@ -399,9 +399,9 @@ fn verdict_title(kind: wire::VerdictKind) -> &'static str {
 }
 
 /// Where the traced GPU time went (eBPF or nsys summaries), the bottleneck and the top kernels and
-/// collectives.
+/// collectives; `gpu_charts`: whether the report charts the job's GPUs (DCGM's samples) above.
 #[component]
-fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
+fn TimeShares(traces: wire::JobTraces, gpu_charts: bool) -> impl IntoView {
     let total = &traces.total;
     let pct = |share: f64| format!("{:.0} %", share * 100.0);
     // Records from the node agent's uprobes carry host-side counts and times in the CUDA and NCCL API,
@@ -410,10 +410,11 @@ fn TimeShares(traces: wire::JobTraces) -> impl IntoView {
     let summary = if host_side {
         let launches: u64 = traces.top_kernels.iter().map(|kernel| kernel.count).sum();
         let collectives: u64 = traces.top_collectives.iter().map(|op| op.count).sum();
+        let device_side = if gpu_charts { "in the charts above" } else { "and DCGM has no samples of this job's GPUs" };
         format!(
             "Host side only (eBPF on the CUDA and NCCL API): {launches} kernel launches among the top kernels, \
              {collectives} NCCL calls, {:.1} s blocked in synchronisation, {:.1} s in synchronous copies. The API \
-             layer cannot see how long kernels ran on the GPU: the GPU's own activity is DCGM's, in the charts above.",
+             layer cannot see how long kernels ran on the GPU: the GPU's own activity is DCGM's, {device_side}.",
             total.sync_ns as f64 / 1e9,
             total.memcpy_ns as f64 / 1e9,
         )
