@@ -37,6 +37,8 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
     }
     // Where VictoriaMetrics answered, a missing exporter is said; where it did not, the status says so.
     let metrics_ok = report.metrics.status == wire::MetricsState::Ok;
+    // Whether DCGM's samples of the job's GPUs are charted (a GPU listed without samples draws none).
+    let gpu_charts = charts.iter().any(|chart| matches!(chart.kind.as_str(), "heat-map" | "timeline" | "shared"));
     let totals = &report.totals;
     let hours = |value: f64| gpu_hours(value, totals.gpu_hours);
     let mut total_text = vec![format!("{} GPU hours", hours(totals.gpu_hours))];
@@ -120,7 +122,7 @@ pub fn ReportSummary(report: wire::JobReport, charts: Vec<charts::Chart>, href: 
         {report.failure.clone().map(|failure| view! { <FailureCard failure run=run_of(&report) /> })}
         <div class="verdicts">{verdicts}</div>
         <ReportCharts charts queries=report.chart_queries.clone() dashboard=report.dashboard_url.clone() />
-        {report.traces.clone().map(|traces| view! { <TimeShares traces gpu_charts=!report.gpus.is_empty() /> })}
+        {report.traces.clone().map(|traces| view! { <TimeShares traces gpu_charts /> })}
         {match report.io.clone() {
             Some(io) => view! { <IoLine io /> }.into_any(),
             None => metrics_ok.then(|| view! {
