@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use slurmlens_plugin_core::http::Endpoint;
-use slurmlens_wire::{TraceBatch, TraceRecord};
+use slurmlens_wire::{TraceBatch, TraceCategory, TraceRecord};
 
 use crate::config::{Config, CudaConfig};
 use crate::metrics::{Exporter, Parts};
@@ -408,20 +408,22 @@ pub fn summarise(
             continue;
         };
         let (category, name) = match entry.category {
-            CAT_KERNEL => ("kernel", name_of(entry.pid, entry.name).unwrap_or_else(|| format!("{:#x}", entry.name))),
+            CAT_KERNEL => {
+                (TraceCategory::Kernel, name_of(entry.pid, entry.name).unwrap_or_else(|| format!("{:#x}", entry.name)))
+            }
             CAT_MEMCPY => match memcpy_kind(entry.name) {
-                Some(kind) => ("memcpy", kind.to_string()),
+                Some(kind) => (TraceCategory::Memcpy, kind.to_string()),
                 None => {
                     unattributed += 1;
                     continue;
                 }
             },
             CAT_SYNC => match SYNC_CALLS.iter().find(|(cookie, _)| *cookie == entry.name) {
-                Some((_, call)) => ("sync", (*call).to_string()),
+                Some((_, call)) => (TraceCategory::Sync, (*call).to_string()),
                 None => continue,
             },
             CAT_NCCL => match NCCL_OPS.get(entry.name as usize) {
-                Some(op) => ("nccl", (*op).to_string()),
+                Some(op) => (TraceCategory::Nccl, (*op).to_string()),
                 None => continue,
             },
             _ => continue,
@@ -433,7 +435,7 @@ pub fn summarise(
             pid: entry.pid,
             cgroup: job.cgroup.clone(),
             job_id: job.job_id,
-            category: category.into(),
+            category: category.as_str().into(),
             name,
             count: entry.count,
             total_ns: entry.total_ns,
