@@ -14,6 +14,7 @@
 //!   its node's page, or between two windows of that page.
 
 use chrono::{DateTime, Utc};
+use slurmlens_slurm::state::{JobStateBase, StateFilter};
 use slurmlens_wire as wire;
 
 /// Idle below this mean utilisation: the server's rule.
@@ -171,7 +172,7 @@ fn verdict_figures(report: &wire::JobReport) -> Vec<Contradiction> {
             }
             _ => {}
         }
-        let completed = report.job.state.split_whitespace().next() == Some("COMPLETED");
+        let completed = StateFilter::of_printed(&report.job.state) == Some(StateFilter::Base(JobStateBase::Completed));
         if completed && verdict.next_step.as_deref().is_some_and(|step| step.starts_with("resubmit")) {
             out.push(found("verdict_figures", format!("a COMPLETED job is told to resubmit ({})", verdict.kind)));
         }
