@@ -54,7 +54,7 @@ pub struct Round {
     /// before it. The archiver passes the round's start; a caller that counted the due jobs itself
     /// passes the moment it counted at, so a job ending meanwhile does not join the round.
     pub as_of: DateTime<Utc>,
-    /// Whether the job listing shows how far it is ([`App::archiving`]): the server's first round.
+    /// Whether the job listing shows how far it is ([`App::archive_progress`]): the server's first round.
     pub published: bool,
 }
 
@@ -70,12 +70,6 @@ impl Progress {
 
     fn set(&self, value: Option<slurmlens_wire::Archiving>) {
         *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = value;
-    }
-
-    fn update(&self, change: impl FnOnce(&mut slurmlens_wire::Archiving)) {
-        if let Some(progress) = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
-            change(progress);
-        }
     }
 }
 
@@ -156,6 +150,7 @@ pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round)
         unanswered: Vec::new(),
         streak: 0,
         progress: round.published.then(|| app.archive_progress()),
+        counted: false,
     };
     let Some(store) = app.store() else { return Ok(walk.summary) };
     if !app.reporter().has_metrics_source() {
@@ -165,10 +160,7 @@ pub async fn archive_round(app: &App, settings: &ArchiverSettings, round: Round)
     let Some(lease) = store.try_lease(ARCHIVER_LEASE).await? else {
         return Ok(RoundSummary { skipped: true, ..RoundSummary::default() });
     };
-    if let Some(progress) = walk.progress {
-        let since = round.as_of.timestamp();
-        progress.set(Some(slurmlens_wire::Archiving { since, due: 0, counted: false, made: 0 }));
-    }
+    walk.publish();
     let walked = walk.passes(app, store, round.window).await;
     if let Some(progress) = walk.progress {
         progress.set(None);
@@ -219,6 +211,8 @@ struct Walk<'a> {
     streak: usize,
     /// Where the job listing reads how far the round is, if it is published.
     progress: Option<&'a Progress>,
+    /// Whether the first pass is over: `summary.due` is then the round's whole count.
+    counted: bool,
 }
 
 impl Walk<'_> {
@@ -232,7 +226,8 @@ impl Walk<'_> {
             for (reader, tres) in &clusters {
                 self.pass(app.reporter(), store, reader, tres, window, pass).await?;
             }
-            self.publish(|progress| progress.counted = true);
+            self.counted = true;
+            self.publish();
         }
         Ok(())
     }
@@ -254,8 +249,7 @@ impl Walk<'_> {
             let due = self.due_among(reporter, store, reader, tres, &jobs).await?;
             if pass == Pass::EndedBadly {
                 self.summary.due += due.len();
-                let found = due.len() as u64;
-                self.publish(|progress| progress.due += found);
+                self.publish();
             }
             let mine: Vec<&JobRecord> =
                 due.into_iter().filter(|job| pass.takes(job, tres.gpus(&job.tres_alloc))).take(self.budget).collect();
@@ -276,7 +270,7 @@ impl Walk<'_> {
                 let made = !matches!(outcome, Outcome::Unavailable(_));
                 self.tally(reader.cluster(), job, outcome, pass)?;
                 if made {
-                    self.publish(|progress| progress.made += 1);
+                    self.publish();
                 }
                 // The rules tag the job as its report is kept: listing pages never read scripts.
                 if made && let Err(error) = crate::app::tags::apply_rules(store, reader, job).await {
@@ -364,9 +358,15 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn publish(&self, change: impl FnOnce(&mut slurmlens_wire::Archiving)) {
+    /// Tells the job listing what the round has found and made so far, if it is published.
+    fn publish(&self) {
         if let Some(progress) = self.progress {
-            progress.update(change);
+            progress.set(Some(slurmlens_wire::Archiving {
+                since: self.now.timestamp(),
+                due: self.summary.due as u64,
+                counted: self.counted,
+                made: self.summary.made() as u64,
+            }));
         }
     }
 
