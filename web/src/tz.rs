@@ -1,6 +1,6 @@
 //! The time-zone database behind [`crate::clock::Zone`]: IANA's, as chrono-tz compiles it into the
 //! server (and the native tests), and as the browser itself holds it (`Intl.DateTimeFormat`) in the
-//! wasm bundle, which so carries no second copy of the tables (a quarter of its gzip size). Both answer
+//! wasm bundle, which so carries no second copy of the tables (148 KB of its 833 KB gzip). Both answer
 //! the two questions a zone is asked: its name, and its offset from UTC at a moment.
 
 pub use imp::Tz;
@@ -60,6 +60,14 @@ mod imp {
         static OFFSETS: RefCell<HashMap<(&'static str, i64), i32>> = RefCell::new(HashMap::new());
     }
 
+    /// The parts of a moment a formatter gives, in the order they are read.
+    const FIELDS: [&str; 6] = ["year", "month", "day", "hour", "minute", "second"];
+
+    /// The zone met before under `name`, with its formatter.
+    fn known(name: &str) -> Option<(&'static str, Intl::DateTimeFormat)> {
+        FORMATS.with(|formats| formats.borrow().iter().find(|(n, _)| *n == name).cloned())
+    }
+
     impl Tz {
         pub const UTC: Self = Self("UTC");
 
@@ -67,10 +75,8 @@ mod imp {
         /// its case differs from the browser's name (whose own canonical names may be older ones, as
         /// `Asia/Calcutta` for `Asia/Kolkata`, and must not rename what the server rendered).
         pub fn parse(name: &str) -> Option<Self> {
-            if let Some(known) =
-                FORMATS.with(|formats| formats.borrow().iter().find(|(n, _)| *n == name).map(|(n, _)| *n))
-            {
-                return Some(Self(known));
+            if let Some((name, _)) = known(name) {
+                return Some(Self(name));
             }
             let format = formatter(name)?;
             let resolved = Reflect::get(&format.resolved_options(), &"timeZone".into()).ok()?.as_string()?;
@@ -100,11 +106,9 @@ mod imp {
 
         /// The wall time at `epoch` in this zone, read as if it were UTC.
         fn wall_seconds(self, epoch: i64) -> Option<i64> {
-            let format = FORMATS.with(|formats| {
-                formats.borrow().iter().find(|(name, _)| *name == self.0).map(|(_, format)| format.clone())
-            });
-            let format = match format {
-                Some(format) => format,
+            // Every zone but the `UTC` constant was parsed, which kept its formatter.
+            let format = match known(self.0) {
+                Some((_, format)) => format,
                 None => {
                     let format = formatter(self.0)?;
                     FORMATS.with(|formats| formats.borrow_mut().push((self.0, format.clone())));
@@ -116,7 +120,7 @@ mod imp {
             let mut fields = [0i64; 6];
             for part in parts.iter() {
                 let kind = Reflect::get(&part, &"type".into()).ok()?.as_string()?;
-                let index = ["year", "month", "day", "hour", "minute", "second"].iter().position(|k| *k == kind);
+                let index = FIELDS.iter().position(|field| *field == kind);
                 if let Some(index) = index {
                     fields[index] = Reflect::get(&part, &"value".into()).ok()?.as_string()?.parse().ok()?;
                 }
@@ -135,8 +139,8 @@ mod imp {
         let set = |key: &str, value: &str| Reflect::set(&options, &key.into(), &value.into()).ok();
         set("timeZone", name)?;
         set("hourCycle", "h23")?;
-        for key in ["year", "month", "day", "hour", "minute", "second"] {
-            set(key, "numeric")?;
+        for field in FIELDS {
+            set(field, "numeric")?;
         }
         let intl = Reflect::get(&js_sys::global(), &"Intl".into()).ok()?;
         let constructor: Function = Reflect::get(&intl, &"DateTimeFormat".into()).ok()?.dyn_into().ok()?;
