@@ -84,16 +84,13 @@ secret_file = "$WORK/ingest.secret"
 spool_dir = "$WORK/spool"
 EOF2
 # As its systemd unit runs it: an unprivileged user with exactly the unit's capabilities.
-CAPS=$(sed -n 's/^AmbientCapabilities=//p' packaging/agent/slurmlens-agent.service | tr 'A-Z ' 'a-z\n' | sed 's/^cap_/+/' | paste -sd,)
-[[ $CAPS == +bpf,* ]] || fail "no AmbientCapabilities in packaging/agent/slurmlens-agent.service"
 mkdir -p "$WORK/spool" && chown nobody "$WORK/spool"
-setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps="-all,$CAPS" --ambient-caps="-all,$CAPS" \
-  --bounding-set="-all,$CAPS" "$AGENT" --config "$WORK/agent.toml" >"$WORK/agent.log" 2>&1 &
+bash lab/agent.sh exec "$AGENT" "$WORK/agent.toml" >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 metrics() { curl -sf "http://127.0.0.1:$PORT/metrics"; }
 for _ in $(seq 1 100); do metrics 2>/dev/null | grep -q '^slurmlens_agent_part_running{part="cuda".*} 1$' && break; sleep 0.1; done
 metrics | grep -q '^slurmlens_agent_part_running{part="cuda".*} 1$' || fail "the agent's CUDA part did not start: $(metrics | grep part_running)"
-log "server to come at $URL; agent on 127.0.0.1:$PORT as nobody with $CAPS, its uprobes loaded"
+log "server to come at $URL; agent on 127.0.0.1:$PORT as nobody with its unit's capabilities, its uprobes loaded"
 
 # ---------------------------------------------------------------- two jobs on one node ---
 # A: 2 GPUs, device 1, 100 iterations; B: 1 GPU, device 0, 37 iterations. Both wait 3 s, then call.

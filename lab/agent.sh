@@ -12,6 +12,7 @@
 #
 #   bash lab/agent.sh start AGENT_BIN SERVER_URL   # the agent, then one stand-in training job
 #   bash lab/agent.sh stop
+#   bash lab/agent.sh exec AGENT_BIN CONFIG        # becomes the agent as its unit runs it (e2e/agent-cuda.sh)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=/dev/null
@@ -21,6 +22,15 @@ PIDFILE=$WORK/agent.pid
 # The port the lab's vmagent scrapes.
 PORT=$LAB_AGENT_PORT
 die() { echo "lab/agent.sh: $*" >&2; exit 1; }
+
+# Becomes AGENT with CONFIG as its systemd unit runs it: nobody, with exactly the unit's capabilities.
+exec_as_unit() {
+  local caps
+  caps=$(sed -n 's/^AmbientCapabilities=//p' "$ROOT/packaging/agent/slurmlens-agent.service" | tr 'A-Z ' 'a-z\n' | sed 's/^cap_/+/' | paste -sd,)
+  [[ $caps == +bpf,* ]] || die "no AmbientCapabilities in packaging/agent/slurmlens-agent.service"
+  exec setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps="-all,$caps" --ambient-caps="-all,$caps" \
+    --bounding-set="-all,$caps" "$1" --config "$2"
+}
 
 stop() {
   [[ -f $PIDFILE ]] && kill "$(cat "$PIDFILE")" 2>/dev/null || true
@@ -48,10 +58,7 @@ server = "$server"
 secret_file = "$WORK/ingest.secret"
 spool_dir = "$WORK/spool"
 EOF
-  local caps
-  caps=$(sed -n 's/^AmbientCapabilities=//p' "$ROOT/packaging/agent/slurmlens-agent.service" | tr 'A-Z ' 'a-z\n' | sed 's/^cap_/+/' | paste -sd,)
-  setsid setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps="-all,$caps" --ambient-caps="-all,$caps" \
-    --bounding-set="-all,$caps" "$agent" --config "$WORK/agent.toml" >"$LAB/log/agent.log" 2>&1 &
+  setsid bash "$ROOT/lab/agent.sh" exec "$agent" "$WORK/agent.toml" >"$LAB/log/agent.log" 2>&1 &
   echo $! >"$PIDFILE"
   local metrics=http://127.0.0.1:$PORT/metrics
   for _ in $(seq 1 100); do curl -fs "$metrics" 2>/dev/null | grep -q '^slurmlens_agent_part_running{part="cuda".*} 1$' && break; sleep 0.1; done
@@ -78,5 +85,6 @@ EOF
 case ${1:-} in
   start) (($# == 3)) || die "usage: lab/agent.sh start AGENT_BIN SERVER_URL"; start "$2" "$3" ;;
   stop) stop ;;
-  *) die "usage: lab/agent.sh start AGENT_BIN SERVER_URL | stop" ;;
+  exec) (($# == 3)) || die "usage: lab/agent.sh exec AGENT_BIN CONFIG"; exec_as_unit "$2" "$3" ;;
+  *) die "usage: lab/agent.sh start AGENT_BIN SERVER_URL | stop | exec AGENT_BIN CONFIG" ;;
 esac
